@@ -1,0 +1,51 @@
+//! Launch plans: one or more kernel launches with grid, block, shared memory and arguments as
+//! expressions over size symbols. References and candidates use the same form.
+use serde::{Deserialize, Serialize};
+
+/// A dimension: a number or an expression over size symbols.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Dim {
+    Number(i64),
+    Expr(String),
+}
+
+impl Dim {
+    pub fn eval(&self, sizes: &crate::Sizes) -> Result<i64, crate::ProblemError> {
+        match self {
+            Dim::Number(n) => Ok(*n),
+            Dim::Expr(e) => crate::expr::eval(e, sizes),
+        }
+    }
+}
+
+impl From<i64> for Dim {
+    fn from(n: i64) -> Self {
+        Dim::Number(n)
+    }
+}
+
+impl From<&str> for Dim {
+    fn from(s: &str) -> Self {
+        Dim::Expr(s.to_string())
+    }
+}
+
+fn zero() -> Dim {
+    Dim::Number(0)
+}
+
+/// One kernel launch of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchSpec {
+    /// Entry name in the module.
+    pub kernel: String,
+    pub grid: [Dim; 3],
+    pub block: [Dim; 3],
+    #[serde(default = "zero")]
+    pub shared_bytes: Dim,
+    /// Tensor names (passed as device pointers), scratch names, size symbols or expressions
+    /// (passed as integers of the parameter's width).
+    pub args: Vec<String>,
+}

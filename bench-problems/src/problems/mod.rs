@@ -1,0 +1,2 @@
+//! One module per problem.
+pub mod embedding_bag_sum;

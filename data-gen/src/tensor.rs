@@ -1,0 +1,547 @@
+//! Host tensors (dtype, shape, little-endian bytes) and named tensor sets stored as one
+//! `.safetensors` file with string metadata, the format `dlrm-bench gen` shares with PyTorch.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use half::{bf16, f16};
+use safetensors::{Dtype, SafeTensors};
+
+use crate::error::DataGenError;
+
+#[cfg(target_endian = "big")]
+compile_error!("data-gen stores tensors as native bytes and assumes a little-endian host");
+
+/// Element types of the suite's tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// 64-bit float.
+    F64,
+    /// 32-bit float.
+    F32,
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// 64-bit signed integer.
+    I64,
+    /// 32-bit signed integer.
+    I32,
+    /// Unsigned byte.
+    U8,
+}
+
+impl DType {
+    /// All dtypes.
+    pub const ALL: [DType; 7] = [
+        DType::F64,
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I64,
+        DType::I32,
+        DType::U8,
+    ];
+
+    /// Bytes per element.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::U8 => 1,
+        }
+    }
+
+    /// Lowercase name as PyTorch and the catalog spell it: `"f32"`, `"bf16"`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F64 => "f64",
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I64 => "i64",
+            DType::I32 => "i32",
+            DType::U8 => "u8",
+        }
+    }
+
+    /// Parse a [`DType::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Whether the dtype is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
+    }
+
+    /// The safetensors dtype.
+    pub fn to_safetensors(self) -> Dtype {
+        match self {
+            DType::F64 => Dtype::F64,
+            DType::F32 => Dtype::F32,
+            DType::F16 => Dtype::F16,
+            DType::BF16 => Dtype::BF16,
+            DType::I64 => Dtype::I64,
+            DType::I32 => Dtype::I32,
+            DType::U8 => Dtype::U8,
+        }
+    }
+
+    /// The dtype for a safetensors dtype, if this crate handles it.
+    pub fn from_safetensors(dtype: Dtype) -> Option<Self> {
+        Some(match dtype {
+            Dtype::F64 => DType::F64,
+            Dtype::F32 => DType::F32,
+            Dtype::F16 => DType::F16,
+            Dtype::BF16 => DType::BF16,
+            Dtype::I64 => DType::I64,
+            Dtype::I32 => DType::I32,
+            Dtype::U8 => DType::U8,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<DType> for Dtype {
+    fn from(d: DType) -> Self {
+        d.to_safetensors()
+    }
+}
+
+/// A host tensor: dtype, shape, little-endian bytes (row-major). The bytes carry no alignment
+/// guarantee, so the typed accessors copy out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostTensor {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape (row-major); `[]` is a scalar.
+    pub shape: Vec<usize>,
+    /// `numel * dtype.size_bytes()` little-endian bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl HostTensor {
+    /// A tensor from raw bytes, checked against shape and dtype.
+    pub fn new(dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Result<Self, DataGenError> {
+        let expected = shape.iter().product::<usize>() * dtype.size_bytes();
+        if bytes.len() != expected {
+            return Err(DataGenError::ShapeMismatch {
+                shape,
+                dtype,
+                expected,
+                actual: bytes.len(),
+            });
+        }
+        Ok(Self {
+            dtype,
+            shape,
+            bytes,
+        })
+    }
+
+    /// A zero-filled tensor.
+    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Self {
+        let len = shape.iter().product::<usize>() * dtype.size_bytes();
+        Self {
+            dtype,
+            shape,
+            bytes: vec![0; len],
+        }
+    }
+
+    fn from_pod<T: bytemuck::Pod>(
+        dtype: DType,
+        shape: Vec<usize>,
+        data: &[T],
+    ) -> Result<Self, DataGenError> {
+        Self::new(dtype, shape, bytemuck::cast_slice(data).to_vec())
+    }
+
+    /// From f32 values.
+    pub fn from_f32(shape: Vec<usize>, data: Vec<f32>) -> Result<Self, DataGenError> {
+        Self::from_pod(DType::F32, shape, &data)
+    }
+
+    /// From f64 values.
+    pub fn from_f64(shape: Vec<usize>, data: Vec<f64>) -> Result<Self, DataGenError> {
+        Self::from_pod(DType::F64, shape, &data)
+    }
+
+    /// From bf16 values.
+    pub fn from_bf16(shape: Vec<usize>, data: Vec<bf16>) -> Result<Self, DataGenError> {
+        Self::from_pod(DType::BF16, shape, &data)
+    }
+
+    /// From f16 values.
+    pub fn from_f16(shape: Vec<usize>, data: Vec<f16>) -> Result<Self, DataGenError> {
+        Self::from_pod(DType::F16, shape, &data)
+    }
+
+    /// From i64 values.
+    pub fn from_i64(shape: Vec<usize>, data: Vec<i64>) -> Result<Self, DataGenError> {
+        Self::from_pod(DType::I64, shape, &data)
+    }
+
+    /// From i32 values.
+    pub fn from_i32(shape: Vec<usize>, data: Vec<i32>) -> Result<Self, DataGenError> {
+        Self::from_pod(DType::I32, shape, &data)
+    }
+
+    /// From bytes as u8 elements.
+    pub fn from_u8(shape: Vec<usize>, data: Vec<u8>) -> Result<Self, DataGenError> {
+        Self::new(DType::U8, shape, data)
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Copy the elements out as `T`; the caller has checked that `T` matches the dtype.
+    fn pod_vec<T: bytemuck::Pod>(&self) -> Vec<T> {
+        bytemuck::pod_collect_to_vec(&self.bytes)
+    }
+
+    /// The elements as f64 (exact for every dtype except i64 beyond 2^53).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self.dtype {
+            DType::F64 => self.pod_vec(),
+            DType::F32 => self.pod_vec::<f32>().into_iter().map(f64::from).collect(),
+            DType::F16 => self.pod_vec::<f16>().into_iter().map(f64::from).collect(),
+            DType::BF16 => self.pod_vec::<bf16>().into_iter().map(f64::from).collect(),
+            DType::I64 => self
+                .pod_vec::<i64>()
+                .into_iter()
+                .map(|x| x as f64)
+                .collect(),
+            DType::I32 => self.pod_vec::<i32>().into_iter().map(f64::from).collect(),
+            DType::U8 => self.bytes.iter().map(|&x| f64::from(x)).collect(),
+        }
+    }
+
+    /// The elements as f32 (rounded from f64 and large integers).
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        match self.dtype {
+            DType::F32 => self.pod_vec(),
+            DType::F64 => self
+                .pod_vec::<f64>()
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
+            DType::F16 => self.pod_vec::<f16>().into_iter().map(f32::from).collect(),
+            DType::BF16 => self.pod_vec::<bf16>().into_iter().map(f32::from).collect(),
+            DType::I64 => self
+                .pod_vec::<i64>()
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
+            DType::I32 => self
+                .pod_vec::<i32>()
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
+            DType::U8 => self.bytes.iter().map(|&x| f32::from(x)).collect(),
+        }
+    }
+
+    /// The elements as i64; an error for floating-point dtypes.
+    pub fn to_i64_vec(&self) -> Result<Vec<i64>, DataGenError> {
+        Ok(match self.dtype {
+            DType::I64 => self.pod_vec(),
+            DType::I32 => self.pod_vec::<i32>().into_iter().map(i64::from).collect(),
+            DType::U8 => self.bytes.iter().map(|&x| i64::from(x)).collect(),
+            dtype => {
+                return Err(DataGenError::DTypeMismatch {
+                    op: "read as integers",
+                    dtype,
+                })
+            }
+        })
+    }
+
+    /// The elements as bf16, when the dtype is bf16.
+    pub fn to_bf16_vec(&self) -> Result<Vec<bf16>, DataGenError> {
+        self.expect(DType::BF16, "read as bf16")?;
+        Ok(self.pod_vec())
+    }
+
+    /// The elements as f16, when the dtype is f16.
+    pub fn to_f16_vec(&self) -> Result<Vec<f16>, DataGenError> {
+        self.expect(DType::F16, "read as f16")?;
+        Ok(self.pod_vec())
+    }
+
+    fn expect(&self, dtype: DType, op: &'static str) -> Result<(), DataGenError> {
+        if self.dtype == dtype {
+            Ok(())
+        } else {
+            Err(DataGenError::DTypeMismatch {
+                op,
+                dtype: self.dtype,
+            })
+        }
+    }
+}
+
+/// Named tensors + string metadata, written/read as one `.safetensors` file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TensorSet {
+    /// Tensors by name.
+    pub tensors: BTreeMap<String, HostTensor>,
+    /// Free-form string metadata (the file header's `__metadata__`).
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl TensorSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add or replace a tensor.
+    pub fn insert(&mut self, name: impl Into<String>, tensor: HostTensor) {
+        self.tensors.insert(name.into(), tensor);
+    }
+
+    /// The tensor `name`; the error names it and lists what is there.
+    pub fn get(&self, name: &str) -> Result<&HostTensor, DataGenError> {
+        self.tensors
+            .get(name)
+            .ok_or_else(|| self.missing(name, None))
+    }
+
+    fn missing(&self, name: &str, file: Option<&Path>) -> DataGenError {
+        DataGenError::MissingTensor {
+            name: name.to_owned(),
+            file: file.map(Path::to_path_buf),
+            available: self.tensors.keys().cloned().collect(),
+        }
+    }
+
+    /// Write the set to `path` (created or truncated).
+    pub fn write(&self, path: &Path) -> Result<(), DataGenError> {
+        let st_err = |source| DataGenError::Safetensors {
+            path: path.to_path_buf(),
+            source,
+        };
+        let views = self
+            .tensors
+            .iter()
+            .map(|(name, t)| {
+                safetensors::tensor::TensorView::new(t.dtype.into(), t.shape.clone(), &t.bytes)
+                    .map(|v| (name.as_str(), v))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(st_err)?;
+        let metadata: HashMap<String, String> = self
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        safetensors::serialize_to_file(views, Some(metadata), path).map_err(|e| match e {
+            safetensors::SafeTensorError::IoError(source) => DataGenError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            other => st_err(other),
+        })
+    }
+
+    /// Read a set written by [`TensorSet::write`] (or any safetensors file of supported dtypes).
+    pub fn read(path: &Path) -> Result<Self, DataGenError> {
+        let buf = std::fs::read(path).map_err(|source| DataGenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let st_err = |source| DataGenError::Safetensors {
+            path: path.to_path_buf(),
+            source,
+        };
+        let st = SafeTensors::deserialize(&buf).map_err(st_err)?;
+        let (_, header) = SafeTensors::read_metadata(&buf).map_err(st_err)?;
+        let metadata = header
+            .metadata()
+            .as_ref()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let mut tensors = BTreeMap::new();
+        for (name, view) in st.iter() {
+            let dtype = DType::from_safetensors(view.dtype()).ok_or_else(|| {
+                DataGenError::UnsupportedDType {
+                    tensor: name.to_owned(),
+                    dtype: view.dtype().to_string(),
+                    path: path.to_path_buf(),
+                }
+            })?;
+            let t = HostTensor::new(dtype, view.shape().to_vec(), view.data().to_vec())?;
+            tensors.insert(name.to_owned(), t);
+        }
+        Ok(Self { tensors, metadata })
+    }
+
+    /// [`TensorSet::read`], then check that every name in `required` is present; a missing one
+    /// is reported with the file's path.
+    pub fn read_required(path: &Path, required: &[&str]) -> Result<Self, DataGenError> {
+        let set = Self::read(path)?;
+        if let Some(name) = required.iter().find(|n| !set.tensors.contains_key(**n)) {
+            return Err(set.missing(name, Some(path)));
+        }
+        Ok(set)
+    }
+}
+
+/// A path under the system temp dir unique to this process and `tag` (for tests and scratch
+/// files).
+pub fn scratch_path(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("data-gen-{}-{tag}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::{uniform_bf16, uniform_f32};
+
+    #[test]
+    fn dtype_table() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_safetensors(d.to_safetensors()), Some(d));
+            assert_eq!(DType::from_name(d.name()), Some(d));
+            assert_eq!(d.size_bytes() * 8, d.to_safetensors().bitsize());
+        }
+        assert_eq!(DType::BF16.name(), "bf16");
+        assert_eq!(DType::from_safetensors(Dtype::U16), None);
+        assert_eq!(serde_json::to_string(&DType::BF16).unwrap(), "\"bf16\"");
+    }
+
+    #[test]
+    fn constructors_and_conversions() {
+        let t = HostTensor::from_f32(vec![2, 2], vec![1.0, -2.5, 3.0, 0.0]).unwrap();
+        assert_eq!(t.numel(), 4);
+        assert_eq!(t.bytes.len(), 16);
+        assert_eq!(t.to_f64_vec(), vec![1.0, -2.5, 3.0, 0.0]);
+        assert!(t.to_i64_vec().is_err());
+        let e = HostTensor::from_f32(vec![3], vec![1.0]).unwrap_err();
+        assert!(e.to_string().contains("needs 12 bytes, got 4"), "{e}");
+
+        let i = HostTensor::from_i64(vec![3], vec![-1, 0, 1 << 40]).unwrap();
+        assert_eq!(i.to_i64_vec().unwrap(), vec![-1, 0, 1 << 40]);
+        let i = HostTensor::from_i32(vec![2], vec![-7, 9]).unwrap();
+        assert_eq!(i.to_i64_vec().unwrap(), vec![-7, 9]);
+        assert_eq!(i.to_f32_vec(), vec![-7.0, 9.0]);
+        let u = HostTensor::from_u8(vec![2], vec![0, 255]).unwrap();
+        assert_eq!(u.to_i64_vec().unwrap(), vec![0, 255]);
+        let d = HostTensor::from_f64(vec![1], vec![0.1]).unwrap();
+        assert_eq!(d.to_f32_vec(), vec![0.1f32]);
+        let b = HostTensor::from_bf16(vec![2], vec![bf16::from_f32(1.5), bf16::from_f32(-3.0)])
+            .unwrap();
+        assert_eq!(b.to_f32_vec(), vec![1.5, -3.0]);
+        assert_eq!(b.bytes, vec![0xC0, 0x3F, 0x40, 0xC0]); // little-endian bf16
+        let h = HostTensor::from_f16(vec![1], vec![f16::from_f32(0.5)]).unwrap();
+        assert_eq!(h.to_f64_vec(), vec![0.5]);
+        assert!(h.to_bf16_vec().is_err());
+        let s = HostTensor::from_f32(vec![], vec![4.0]).unwrap();
+        assert_eq!(s.numel(), 1);
+        assert_eq!(HostTensor::zeros(DType::I32, vec![0, 5]).numel(), 0);
+    }
+
+    #[test]
+    fn unaligned_bytes_are_read_correctly() {
+        // A Vec<u8> view into the middle of a buffer may be misaligned for f32/i64.
+        let mut raw = vec![0u8];
+        raw.extend_from_slice(bytemuck::cast_slice(&[1.25f32, 2.5]));
+        let t = HostTensor::new(DType::F32, vec![2], raw[1..].to_vec()).unwrap();
+        assert_eq!(t.to_f32_vec(), vec![1.25, 2.5]);
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut set = TensorSet::new();
+        set.insert(
+            "weight",
+            HostTensor::from_f32(vec![100, 8], uniform_f32(800, 1, -1.0, 1.0)).unwrap(),
+        );
+        set.insert(
+            "indices",
+            HostTensor::from_i64(vec![5], vec![0, 7, 99, 7, 3]).unwrap(),
+        );
+        set.insert(
+            "offsets",
+            HostTensor::from_i64(vec![3], vec![0, 2, 5]).unwrap(),
+        );
+        set.insert(
+            "w_bf16",
+            HostTensor::from_bf16(vec![4, 3], uniform_bf16(12, 2, -2.0, 2.0)).unwrap(),
+        );
+        set.insert("empty", HostTensor::from_f32(vec![0, 128], vec![]).unwrap());
+        set.metadata
+            .insert("problem".into(), "embedding_bag_sum".into());
+        set.metadata.insert("seed".into(), "42".into());
+        let path = scratch_path("round-trip.safetensors");
+        set.write(&path).unwrap();
+        let back = TensorSet::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(back, set);
+        assert_eq!(back.get("w_bf16").unwrap().dtype, DType::BF16);
+        let e = back.get("out").unwrap_err().to_string();
+        assert!(e.contains("`out`") && e.contains("weight"), "{e}");
+    }
+
+    #[test]
+    fn read_errors_name_the_file() {
+        let missing = scratch_path("does-not-exist.safetensors");
+        let e = TensorSet::read(&missing).unwrap_err().to_string();
+        assert!(e.contains(&missing.display().to_string()), "{e}");
+
+        let corrupt = scratch_path("corrupt.safetensors");
+        std::fs::write(
+            &corrupt,
+            b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}xxxxxx",
+        )
+        .unwrap();
+        let e = TensorSet::read(&corrupt).unwrap_err().to_string();
+        assert!(e.contains(&corrupt.display().to_string()), "{e}");
+        // A truncated file: a valid header whose data is cut short.
+        let mut set = TensorSet::new();
+        set.insert("x", HostTensor::from_f32(vec![4], vec![1.0; 4]).unwrap());
+        set.write(&corrupt).unwrap();
+        let bytes = std::fs::read(&corrupt).unwrap();
+        std::fs::write(&corrupt, &bytes[..bytes.len() - 3]).unwrap();
+        let e = TensorSet::read(&corrupt).unwrap_err().to_string();
+        assert!(e.contains(&corrupt.display().to_string()), "{e}");
+        // A required tensor that is absent names the file too.
+        set.write(&corrupt).unwrap();
+        let e = TensorSet::read_required(&corrupt, &["x", "weight"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`weight`") && e.contains(&corrupt.display().to_string()),
+            "{e}"
+        );
+        std::fs::remove_file(&corrupt).unwrap();
+
+        // Writing into a directory that does not exist names the path.
+        let bad = scratch_path("no-such-dir").join("x.safetensors");
+        let e = set.write(&bad).unwrap_err().to_string();
+        assert!(e.contains(&bad.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn unsupported_dtype_names_the_tensor() {
+        let path = scratch_path("u16.safetensors");
+        let data = [0u8; 4];
+        let view = safetensors::tensor::TensorView::new(Dtype::U16, vec![2], &data).unwrap();
+        safetensors::serialize_to_file([("odd", view)], None, &path).unwrap();
+        let e = TensorSet::read(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(e.contains("`odd`") && e.contains("U16"), "{e}");
+    }
+}

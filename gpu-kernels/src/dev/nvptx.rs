@@ -1,0 +1,158 @@
+//! The device layer on NVPTX: each call is one or a few PTX instructions.
+use core::arch::asm;
+
+macro_rules! special_register {
+    ($($fn_name:ident => $reg:literal),* $(,)?) => {$(
+        #[inline(always)]
+        pub fn $fn_name() -> u32 {
+            let r: u32;
+            unsafe { asm!(concat!("mov.u32 {0}, ", $reg, ";"), out(reg32) r, options(pure, nomem, nostack)) };
+            r
+        }
+    )*};
+}
+
+special_register! {
+    thread_idx_x => "%tid.x", thread_idx_y => "%tid.y", thread_idx_z => "%tid.z",
+    block_idx_x => "%ctaid.x", block_idx_y => "%ctaid.y", block_idx_z => "%ctaid.z",
+    block_dim_x => "%ntid.x", block_dim_y => "%ntid.y", block_dim_z => "%ntid.z",
+    grid_dim_x => "%nctaid.x", grid_dim_y => "%nctaid.y", grid_dim_z => "%nctaid.z",
+}
+
+/// Block-wide barrier (`__syncthreads`): every thread of the block waits here, and shared and
+/// global memory written before it is visible to the block after it.
+#[inline(always)]
+pub fn sync_threads() {
+    unsafe { asm!("bar.sync 0;", options(nostack)) };
+}
+
+/// Warp-wide barrier over all 32 lanes (`__syncwarp()`).
+#[inline(always)]
+pub fn sync_warp() {
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
+}
+
+core::arch::global_asm!(".extern .shared .align 16 .b8 dlrm_dynamic_shared[];");
+
+/// Dynamic shared memory of the block (the launch's `shared_bytes`), as `*mut T`.
+#[inline(always)]
+pub fn dynamic_shared<T>() -> *mut T {
+    let p: u64;
+    unsafe { asm!("cvta.shared.u64 {0}, dlrm_dynamic_shared;", out(reg64) p, options(pure, nomem, nostack)) };
+    p as *mut T
+}
+
+/// `__shfl_xor_sync(0xffffffff, v, mask)` on 32-bit values.
+#[inline(always)]
+pub fn shfl_xor_u32(v: u32, lane_mask: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {0}, {1}, {2}, 0x1f, 0xffffffff;",
+             out(reg32) r, in(reg32) v, in(reg32) lane_mask, options(nostack))
+    };
+    r
+}
+
+/// `__shfl_down_sync(0xffffffff, v, delta)`: lanes past the end keep their own value.
+#[inline(always)]
+pub fn shfl_down_u32(v: u32, delta: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("shfl.sync.down.b32 {0}, {1}, {2}, 0x1f, 0xffffffff;",
+             out(reg32) r, in(reg32) v, in(reg32) delta, options(nostack))
+    };
+    r
+}
+
+/// `__shfl_sync(0xffffffff, v, src_lane)`.
+#[inline(always)]
+pub fn shfl_idx_u32(v: u32, src_lane: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("shfl.sync.idx.b32 {0}, {1}, {2}, 0x1f, 0xffffffff;",
+             out(reg32) r, in(reg32) v, in(reg32) src_lane, options(nostack))
+    };
+    r
+}
+
+/// Atomic `*p += v` on f32 (global or shared, generic address); returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
+    let r: f32;
+    asm!("atom.add.f32 {0}, [{1}], {2};", out(reg32) r, in(reg64) p, in(reg32) v, options(nostack));
+    r
+}
+
+/// Atomic `*p += v` on u32; returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
+    let r: u32;
+    asm!("atom.add.u32 {0}, [{1}], {2};", out(reg32) r, in(reg64) p, in(reg32) v, options(nostack));
+    r
+}
+
+/// Atomic `*p += v` on u64; returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_add_u64(p: *mut u64, v: u64) -> u64 {
+    let r: u64;
+    asm!("atom.add.u64 {0}, [{1}], {2};", out(reg64) r, in(reg64) p, in(reg64) v, options(nostack));
+    r
+}
+
+/// Atomic compare-and-swap on u32; returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_cas_u32(p: *mut u32, expected: u32, new: u32) -> u32 {
+    let r: u32;
+    asm!("atom.cas.b32 {0}, [{1}], {2}, {3};",
+         out(reg32) r, in(reg64) p, in(reg32) expected, in(reg32) new, options(nostack));
+    r
+}
+
+/// One 16-byte load of four f32 through the read-only (non-coherent) path. `p` must be a
+/// 16-byte-aligned global address of data no thread writes during the kernel.
+#[inline(always)]
+pub unsafe fn load_nc_f32x4(p: *const f32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {4}; ld.global.nc.v4.f32 {{{0}, {1}, {2}, {3}}}, [g]; }}",
+         out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
+         options(readonly, nostack));
+    [a, b, c, d]
+}
+
+/// One 16-byte load of four f32 (coherent). `p` must be 16-byte aligned.
+#[inline(always)]
+pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    asm!("ld.v4.f32 {{{0}, {1}, {2}, {3}}}, [{4}];",
+         out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
+         options(readonly, nostack));
+    [a, b, c, d]
+}
+
+/// One 16-byte store of four f32. `p` must be 16-byte aligned.
+#[inline(always)]
+pub unsafe fn store_f32x4(p: *mut f32, v: [f32; 4]) {
+    asm!("st.v4.f32 [{0}], {{{1}, {2}, {3}, {4}}};",
+         in(reg64) p, in(reg32) v[0], in(reg32) v[1], in(reg32) v[2], in(reg32) v[3],
+         options(nostack));
+}
+
+/// A load through the read-only path (`__ldg`).
+#[inline(always)]
+pub unsafe fn load_nc_f32(p: *const f32) -> f32 {
+    let r: f32;
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.global.nc.f32 {0}, [g]; }}",
+         out(reg32) r, in(reg64) p, options(readonly, nostack));
+    r
+}
+
+/// `a * b + c` with one rounding.
+#[inline(always)]
+pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("fma.rn.f32 {0}, {1}, {2}, {3};", out(reg32) r, in(reg32) a, in(reg32) b, in(reg32) c,
+             options(pure, nomem, nostack))
+    };
+    r
+}

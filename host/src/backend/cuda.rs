@@ -1,0 +1,287 @@
+//! The CUDA backend, on `cudarc`'s thin `result` layer: libcuda and libnvrtc are loaded at run
+//! time, so this compiles and the crate's tests run on machines without CUDA (then
+//! [`CudaBackend::new`] returns an error and the runner falls back to the emulator).
+//!
+//! All work goes to one non-blocking stream; timing uses CUDA events on it; the L2 flush is a
+//! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
+use super::{ptx_params, Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId};
+use crate::candidate::ModuleSource;
+use cudarc::driver::{result, sys, CudaContext};
+use std::ffi::CString;
+use std::sync::Arc;
+
+fn device_err(what: &str, e: impl std::fmt::Display) -> BackendError {
+    BackendError::Device(format!("{what}: {e}"))
+}
+
+fn check(r: sys::CUresult, what: &str) -> BackendResult<()> {
+    r.result().map_err(|e| device_err(what, e))
+}
+
+struct Module {
+    handle: sys::CUmodule,
+    ptx: String,
+}
+
+/// One CUDA device, its stream, and what has been allocated and loaded on it.
+pub struct CudaBackend {
+    _ctx: Arc<CudaContext>,
+    info: DeviceInfo,
+    stream: sys::CUstream,
+    buffers: Vec<Option<sys::CUdeviceptr>>,
+    modules: Vec<Module>,
+    flush: Option<(sys::CUdeviceptr, usize)>,
+    events: (sys::CUevent, sys::CUevent),
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`, or says why it cannot.
+    pub fn new(ordinal: usize) -> Result<Self, String> {
+        // SAFETY: only probes whether libcuda can be loaded.
+        if !unsafe { sys::is_culib_present() } {
+            return Err("libcuda is not installed".into());
+        }
+        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
+            .map_err(|_| "the CUDA driver library could not be loaded".to_string())?
+            .map_err(|e| format!("no CUDA device {ordinal}: {e}"))?;
+        ctx.bind_to_thread().map_err(|e| e.to_string())?;
+        let dev = ctx.cu_device();
+        let attr = |a| unsafe { result::device::get_attribute(dev, a) }.unwrap_or(0);
+        use sys::CUdevice_attribute as A;
+        let mut version = 0i32;
+        unsafe { sys::cuDriverGetVersion(&mut version) };
+        let info = DeviceInfo {
+            kind: "cuda".into(),
+            name: ctx.name().unwrap_or_else(|_| "unknown".into()),
+            driver: Some(format!("CUDA {}.{}", version / 1000, version % 1000 / 10)),
+            compute_capability: ctx.compute_capability().ok(),
+            multiprocessors: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) as u32,
+            l2_bytes: attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE) as usize,
+            memory_bytes: ctx.total_mem().unwrap_or(0),
+            max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK) as u32,
+            max_shared_bytes_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) as usize,
+        };
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(|e| e.to_string())?;
+        let ev = || result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| e.to_string());
+        let events = (ev()?, ev()?);
+        Ok(CudaBackend { _ctx: ctx, info, stream, buffers: Vec::new(), modules: Vec::new(), flush: None, events })
+    }
+
+    fn ptr(&self, b: &Buffer) -> BackendResult<sys::CUdeviceptr> {
+        self.buffers
+            .get(b.id)
+            .copied()
+            .flatten()
+            .ok_or_else(|| BackendError::Device(format!("buffer {} was freed", b.id)))
+    }
+
+    fn compile_cuda(&self, file: &std::path::Path, code: &str) -> BackendResult<String> {
+        let arch: &'static str = match self.info.compute_capability {
+            Some((9, _)) => "compute_90",
+            Some((10, _)) => "compute_100",
+            Some((8, 9)) => "compute_89",
+            Some((8, _)) => "compute_80",
+            _ => "compute_75",
+        };
+        let opts = cudarc::nvrtc::CompileOptions {
+            arch: Some(arch),
+            name: Some(file.display().to_string()),
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
+        };
+        let code = code.to_string();
+        let compiled = std::panic::catch_unwind(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts))
+            .map_err(|_| BackendError::Compile("libnvrtc could not be loaded (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)".into()))?;
+        match compiled {
+            Ok(ptx) => Ok(ptx.to_src()),
+            Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => Err(BackendError::Compile(format!(
+                "{}: NVRTC {nvrtc}\n{}",
+                file.display(),
+                log.to_string_lossy()
+            ))),
+            Err(e) => Err(BackendError::Compile(format!("{}: {e:?}", file.display()))),
+        }
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = result::stream::synchronize(self.stream);
+            for p in self.buffers.iter().flatten() {
+                let _ = result::free_sync(*p);
+            }
+            if let Some((p, _)) = self.flush {
+                let _ = result::free_sync(p);
+            }
+            for m in &self.modules {
+                let _ = result::module::unload(m.handle);
+            }
+            let _ = result::event::destroy(self.events.0);
+            let _ = result::event::destroy(self.events.1);
+            let _ = result::stream::destroy(self.stream);
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn alloc(&mut self, bytes: usize) -> BackendResult<Buffer> {
+        let p = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| device_err(&format!("cuMemAlloc({bytes})"), e))?;
+        self.buffers.push(Some(p));
+        Ok(Buffer { id: self.buffers.len() - 1, bytes })
+    }
+
+    fn free(&mut self, buffer: Buffer) {
+        if let Some(Some(p)) = self.buffers.get(buffer.id).copied() {
+            let _ = self.synchronize();
+            let _ = unsafe { result::free_sync(p) };
+            self.buffers[buffer.id] = None;
+        }
+    }
+
+    fn upload(&mut self, buffer: &Buffer, data: &[u8]) -> BackendResult<()> {
+        if data.len() != buffer.bytes {
+            return Err(BackendError::Device(format!("upload of {} bytes into {}", data.len(), buffer.bytes)));
+        }
+        let p = self.ptr(buffer)?;
+        self.synchronize()?;
+        unsafe { result::memcpy_htod_sync(p, data) }.map_err(|e| device_err("upload", e))
+    }
+
+    fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>> {
+        let p = self.ptr(buffer)?;
+        self.synchronize()?;
+        let mut out = vec![0u8; buffer.bytes];
+        unsafe { result::memcpy_dtoh_sync(&mut out, p) }.map_err(|e| device_err("download", e))?;
+        Ok(out)
+    }
+
+    fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()> {
+        let p = self.ptr(buffer)?;
+        let s = self.stream;
+        unsafe {
+            match *pattern {
+                [b] => check(sys::cuMemsetD8Async(p, b, buffer.bytes, s), "memset"),
+                [a, b] if buffer.bytes % 2 == 0 => {
+                    check(sys::cuMemsetD16Async(p, u16::from_le_bytes([a, b]), buffer.bytes / 2, s), "memset")
+                }
+                [a, b, c, d] if buffer.bytes % 4 == 0 => {
+                    check(sys::cuMemsetD32Async(p, u32::from_le_bytes([a, b, c, d]), buffer.bytes / 4, s), "memset")
+                }
+                _ => {
+                    let host: Vec<u8> = pattern.iter().copied().cycle().take(buffer.bytes).collect();
+                    self.upload(buffer, &host)
+                }
+            }
+        }
+    }
+
+    fn address(&self, buffer: &Buffer) -> u64 {
+        self.ptr(buffer).unwrap_or(0)
+    }
+
+    fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId> {
+        let ptx = match source {
+            ModuleSource::Builtin => {
+                // The built-in module is loaded once and shared.
+                if let Some(i) = self.modules.iter().position(|m| m.ptx == crate::ptx::GPU_KERNELS_PTX) {
+                    return Ok(ModuleId(i));
+                }
+                crate::ptx::GPU_KERNELS_PTX.to_string()
+            }
+            ModuleSource::Ptx { code, .. } => code.clone(),
+            ModuleSource::Cuda { file, code } => self.compile_cuda(file, code)?,
+        };
+        let image = CString::new(ptx.clone()).map_err(|_| BackendError::Compile("PTX holds a NUL byte".into()))?;
+        let handle = unsafe { result::module::load_data(image.as_ptr() as *const _) }
+            .map_err(|e| BackendError::Compile(format!("the driver could not load the PTX: {e}")))?;
+        self.modules.push(Module { handle, ptx });
+        Ok(ModuleId(self.modules.len() - 1))
+    }
+
+    fn kernel_params(&mut self, module: ModuleId, kernel: &str) -> BackendResult<Vec<usize>> {
+        let m = &self.modules[module.0];
+        ptx_params::entry_params(&m.ptx, kernel)
+            .ok_or_else(|| BackendError::BadLaunch(format!("the module has no kernel `{kernel}`")))
+    }
+
+    fn launch(&mut self, module: ModuleId, launch: &Launch) -> BackendResult<()> {
+        let m = &self.modules[module.0];
+        let name = CString::new(launch.kernel.clone()).map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
+        let f = unsafe { result::module::get_function(m.handle, name) }
+            .map_err(|e| BackendError::BadLaunch(format!("no kernel `{}`: {e}", launch.kernel)))?;
+        if launch.shared_bytes > 48 * 1024 {
+            unsafe {
+                check(
+                    sys::cuFuncSetAttribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        launch.shared_bytes as i32,
+                    ),
+                    "set dynamic shared memory",
+                )?
+            };
+        }
+        // One 8-byte slot per parameter; a 4-byte parameter reads the low half (little endian).
+        let mut slots = launch.args.clone();
+        let mut params: Vec<*mut std::ffi::c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut _).collect();
+        let g = launch.grid;
+        let b = launch.block;
+        unsafe {
+            result::launch_kernel(f, (g[0], g[1], g[2]), (b[0], b[1], b[2]), launch.shared_bytes, self.stream, &mut params)
+        }
+        .map_err(|e| BackendError::Device(format!("launch of {}: {e}", launch.kernel)))
+    }
+
+    fn synchronize(&mut self) -> BackendResult<()> {
+        unsafe { result::stream::synchronize(self.stream) }.map_err(|e| device_err("synchronize", e))
+    }
+
+    fn flush_l2(&mut self) -> BackendResult<()> {
+        let bytes = (2 * self.info.l2_bytes).max(64 << 20);
+        if self.flush.is_none() {
+            let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| device_err("flush buffer", e))?;
+            self.flush = Some((p, bytes));
+        }
+        let (p, bytes) = self.flush.unwrap();
+        unsafe {
+            check(sys::cuCtxResetPersistingL2Cache(), "reset persisting L2")?;
+            check(sys::cuMemsetD32Async(p, 0x5A5A_5A5A, bytes / 4, self.stream), "L2 flush")
+        }
+    }
+
+    fn timer_start(&mut self) -> BackendResult<()> {
+        unsafe { result::event::record(self.events.0, self.stream) }.map_err(|e| device_err("event", e))
+    }
+
+    fn timer_stop(&mut self) -> BackendResult<f64> {
+        unsafe {
+            result::event::record(self.events.1, self.stream).map_err(|e| device_err("event", e))?;
+            result::event::synchronize(self.events.1).map_err(|e| device_err("kernel", e))?;
+            result::event::elapsed(self.events.0, self.events.1).map(|ms| ms as f64).map_err(|e| device_err("event", e))
+        }
+    }
+
+    fn copy_bandwidth(&mut self, bytes: usize) -> BackendResult<f64> {
+        let src = self.alloc(bytes)?;
+        let dst = self.alloc(bytes)?;
+        let (s, d) = (self.ptr(&src)?, self.ptr(&dst)?);
+        let mut best = f64::MAX;
+        for _ in 0..6 {
+            self.timer_start()?;
+            unsafe { check(sys::cuMemcpyDtoDAsync_v2(d, s, bytes, self.stream), "copy")? };
+            best = best.min(self.timer_stop()?);
+        }
+        self.free(src);
+        self.free(dst);
+        Ok(2.0 * bytes as f64 / (best * 1e-3))
+    }
+
+    fn is_gpu(&self) -> bool {
+        true
+    }
+}

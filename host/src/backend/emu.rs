@@ -1,0 +1,149 @@
+//! The CPU-emulator backend: buffers in host memory, kernels from `gpu-kernels` run by its
+//! emulator, wall-clock timing. It checks correctness anywhere; its timings are not GPU timings.
+use super::{Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId};
+use crate::candidate::ModuleSource;
+use gpu_kernels::emu::{self, LaunchConfig};
+use std::time::Instant;
+
+/// Host-memory "device".
+pub struct EmuBackend {
+    info: DeviceInfo,
+    buffers: Vec<Option<Vec<u128>>>,
+    timer: Option<Instant>,
+}
+
+impl Default for EmuBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EmuBackend {
+    pub fn new() -> Self {
+        EmuBackend {
+            info: DeviceInfo {
+                kind: "cpu-emulator".into(),
+                name: "gpu-kernels CPU emulator (timings are NOT GPU timings)".into(),
+                driver: None,
+                compute_capability: None,
+                multiprocessors: 1,
+                l2_bytes: 0,
+                memory_bytes: 0,
+                max_threads_per_block: emu::MAX_BLOCK_THREADS,
+                max_shared_bytes_per_block: emu::MAX_SHARED_BYTES,
+            },
+            buffers: Vec::new(),
+            timer: None,
+        }
+    }
+
+    fn storage(&mut self, b: &Buffer) -> BackendResult<&mut [u8]> {
+        let words = self
+            .buffers
+            .get_mut(b.id)
+            .and_then(|s| s.as_mut())
+            .ok_or_else(|| BackendError::Device(format!("buffer {} was freed", b.id)))?;
+        Ok(&mut bytemuck::cast_slice_mut::<u128, u8>(words)[..b.bytes])
+    }
+}
+
+impl Backend for EmuBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn alloc(&mut self, bytes: usize) -> BackendResult<Buffer> {
+        // u128 storage: 16-byte aligned, like cudaMalloc's 256-byte alignment for vector loads.
+        self.buffers.push(Some(vec![0u128; bytes.div_ceil(16).max(1)]));
+        Ok(Buffer { id: self.buffers.len() - 1, bytes })
+    }
+
+    fn free(&mut self, buffer: Buffer) {
+        if let Some(slot) = self.buffers.get_mut(buffer.id) {
+            *slot = None;
+        }
+    }
+
+    fn upload(&mut self, buffer: &Buffer, data: &[u8]) -> BackendResult<()> {
+        if data.len() != buffer.bytes {
+            return Err(BackendError::Device(format!("upload of {} bytes into {}", data.len(), buffer.bytes)));
+        }
+        self.storage(buffer)?.copy_from_slice(data);
+        Ok(())
+    }
+
+    fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>> {
+        Ok(self.storage(buffer)?.to_vec())
+    }
+
+    fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()> {
+        let s = self.storage(buffer)?;
+        for (i, b) in s.iter_mut().enumerate() {
+            *b = pattern[i % pattern.len()];
+        }
+        Ok(())
+    }
+
+    fn address(&self, buffer: &Buffer) -> u64 {
+        self.buffers[buffer.id].as_ref().map(|v| v.as_ptr() as u64).unwrap_or(0)
+    }
+
+    fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId> {
+        match source {
+            ModuleSource::Builtin => Ok(ModuleId(0)),
+            ModuleSource::Cuda { file, .. } | ModuleSource::Ptx { file, .. } => Err(BackendError::Unsupported(format!(
+                "{} needs a GPU: the CPU emulator runs only the Rust kernels of gpu-kernels",
+                file.display()
+            ))),
+        }
+    }
+
+    fn kernel_params(&mut self, _module: ModuleId, kernel: &str) -> BackendResult<Vec<usize>> {
+        gpu_kernels::emu_kernel(kernel)
+            .map(|k| k.param_sizes.to_vec())
+            .ok_or_else(|| BackendError::BadLaunch(format!("no kernel `{kernel}` in gpu-kernels")))
+    }
+
+    fn launch(&mut self, _module: ModuleId, launch: &Launch) -> BackendResult<()> {
+        let kernel = gpu_kernels::emu_kernel(&launch.kernel)
+            .ok_or_else(|| BackendError::BadLaunch(format!("no kernel `{}` in gpu-kernels", launch.kernel)))?;
+        let config = LaunchConfig { grid: launch.grid, block: launch.block, shared_bytes: launch.shared_bytes as usize };
+        // SAFETY: argument words are addresses of live buffers of this backend (bound by the
+        // plan from the problem's shapes) and integers.
+        unsafe { emu::launch_kernel(kernel, &config, &launch.args) }.map_err(|e| match e {
+            emu::EmuError::KernelFault(m) => BackendError::Device(format!("{}: {m}", launch.kernel)),
+            other => BackendError::BadLaunch(other.to_string()),
+        })
+    }
+
+    fn synchronize(&mut self) -> BackendResult<()> {
+        Ok(())
+    }
+
+    fn flush_l2(&mut self) -> BackendResult<()> {
+        Ok(())
+    }
+
+    fn timer_start(&mut self) -> BackendResult<()> {
+        self.timer = Some(Instant::now());
+        Ok(())
+    }
+
+    fn timer_stop(&mut self) -> BackendResult<f64> {
+        let t = self.timer.take().ok_or_else(|| BackendError::Device("timer not started".into()))?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    }
+
+    fn copy_bandwidth(&mut self, bytes: usize) -> BackendResult<f64> {
+        let src = vec![1u8; bytes];
+        let mut dst = vec![0u8; bytes];
+        let t = Instant::now();
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&dst);
+        Ok(2.0 * bytes as f64 / t.elapsed().as_secs_f64().max(1e-9))
+    }
+
+    fn is_gpu(&self) -> bool {
+        false
+    }
+}

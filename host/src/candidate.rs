@@ -1,0 +1,272 @@
+//! Candidates: a directory with `candidate.toml` naming the problem, the device code (CUDA C++
+//! compiled by NVRTC, a `.ptx` file, or a kernel of the project's own `gpu-kernels` crate),
+//! optional scratch buffers and the launch plan. The runner never executes a candidate's host
+//! code. A bad manifest is an error naming the file and the field; it never stops a run.
+use bench_problems::{find_problem, LaunchSpec};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// `candidate.toml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub problem: String,
+    pub name: String,
+    /// `kernel.cu`, `kernel.ptx`, or `gpu-kernels` (a kernel of the project's Rust crate).
+    pub source: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub scratch: Vec<ScratchSpec>,
+    #[serde(rename = "launch")]
+    pub launches: Vec<LaunchSpec>,
+}
+
+/// A scratch device buffer (poisoned, not zeroed, before every run).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScratchSpec {
+    pub name: String,
+    /// Bytes, an expression over size symbols.
+    pub bytes: bench_problems::Dim,
+}
+
+/// Where a plan's kernels come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModuleSource {
+    /// The project's own kernels: the embedded PTX on a GPU, the emulator on the CPU.
+    Builtin,
+    /// CUDA C++ source, compiled with NVRTC (`file` is for messages).
+    Cuda { file: PathBuf, code: String },
+    /// PTX text.
+    Ptx { file: PathBuf, code: String },
+}
+
+/// A loaded candidate (or the reference, which uses the same form).
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub name: String,
+    pub problem: String,
+    /// Directory, or `reference` for the built-in reference.
+    pub origin: String,
+    /// Group for aggregate metrics: the directory above the candidate (`examples`, `tuned`, ...).
+    pub group: String,
+    pub source: ModuleSource,
+    pub scratch: Vec<ScratchSpec>,
+    pub launches: Vec<LaunchSpec>,
+}
+
+/// A candidate that could not be loaded: the file and what is wrong with it.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct CandidateError {
+    pub file: PathBuf,
+    /// The field at fault, when one is.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl CandidateError {
+    fn new(file: &Path, field: Option<&str>, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let message = match field {
+            Some(f) => format!("field `{f}`: {message}"),
+            None => message,
+        };
+        CandidateError { file: file.to_path_buf(), field: field.map(String::from), message }
+    }
+}
+
+/// Reads and validates `dir/candidate.toml` and its source file.
+pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
+    let file = dir.join("candidate.toml");
+    let text = std::fs::read_to_string(&file).map_err(|e| CandidateError::new(&file, None, format!("cannot read: {e}")))?;
+    let manifest: Manifest = toml::from_str(&text).map_err(|e| {
+        let field = e.message().split('`').nth(1).map(String::from);
+        CandidateError {
+            file: file.clone(),
+            field,
+            message: format!("malformed manifest: {}", e.to_string().trim()),
+        }
+    })?;
+    let problem = find_problem(&manifest.problem)
+        .ok_or_else(|| CandidateError::new(&file, Some("problem"), format!("unknown problem `{}`", manifest.problem)))?;
+    if manifest.launches.is_empty() {
+        return Err(CandidateError::new(&file, Some("launch"), "at least one [[launch]] is needed"));
+    }
+    let tensors = problem.tensors();
+    let sizes = problem.sizes(bench_problems::Preset::Ci);
+    for (i, l) in manifest.launches.iter().enumerate() {
+        for (field, dims) in [("grid", &l.grid), ("block", &l.block)] {
+            for (axis, d) in dims.iter().enumerate() {
+                check_expr(&file, &format!("launch[{i}].{field}[{axis}]"), d, &sizes, &manifest.scratch)?;
+            }
+        }
+        check_expr(&file, &format!("launch[{i}].shared_bytes"), &l.shared_bytes, &sizes, &manifest.scratch)?;
+        for (j, arg) in l.args.iter().enumerate() {
+            let known = tensors.iter().any(|t| t.name == arg) || manifest.scratch.iter().any(|s| &s.name == arg);
+            if !known {
+                let with_n = with_data_sizes(&sizes);
+                bench_problems::expr::eval(arg, &with_n).map_err(|e| {
+                    CandidateError::new(
+                        &file,
+                        Some(&format!("launch[{i}].args[{j}]")),
+                        format!("`{arg}` is neither a tensor of {}, a scratch buffer, nor a size expression ({e})", problem.name()),
+                    )
+                })?;
+            }
+        }
+    }
+    for (i, s) in manifest.scratch.iter().enumerate() {
+        check_expr(&file, &format!("scratch[{i}].bytes"), &s.bytes, &sizes, &[])?;
+    }
+    let source = match manifest.source.as_str() {
+        "gpu-kernels" => ModuleSource::Builtin,
+        src => {
+            let path = dir.join(src);
+            let code = std::fs::read_to_string(&path)
+                .map_err(|e| CandidateError::new(&file, Some("source"), format!("cannot read {}: {e}", path.display())))?;
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("cu") => ModuleSource::Cuda { file: path, code },
+                Some("ptx") => ModuleSource::Ptx { file: path, code },
+                _ => {
+                    return Err(CandidateError::new(
+                        &file,
+                        Some("source"),
+                        format!("`{src}`: expected a .cu or .ptx file, or `gpu-kernels`"),
+                    ))
+                }
+            }
+        }
+    };
+    let group = dir.parent().and_then(|p| p.file_name()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Candidate {
+        name: manifest.name,
+        problem: manifest.problem,
+        origin: dir.display().to_string(),
+        group,
+        source,
+        scratch: manifest.scratch,
+        launches: manifest.launches,
+    })
+}
+
+/// Size symbols that only exist once inputs are generated (N), set to 1 for static validation.
+fn with_data_sizes(sizes: &bench_problems::Sizes) -> bench_problems::Sizes {
+    let mut s = sizes.clone();
+    s.entry("N".into()).or_insert(1);
+    s
+}
+
+fn check_expr(
+    file: &Path,
+    field: &str,
+    d: &bench_problems::Dim,
+    sizes: &bench_problems::Sizes,
+    _scratch: &[ScratchSpec],
+) -> Result<(), CandidateError> {
+    d.eval(&with_data_sizes(sizes)).map(|_| ()).map_err(|e| CandidateError::new(file, Some(field), e.to_string()))
+}
+
+/// Every directory under `root` (recursively) that holds a `candidate.toml`, sorted.
+pub fn discover(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        if dir.join("candidate.toml").is_file() {
+            found.push(dir.clone());
+        }
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if e.path().is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The reference of a problem as a candidate.
+pub fn reference_candidate(problem: &dyn bench_problems::Problem) -> Candidate {
+    Candidate {
+        name: "reference".into(),
+        problem: problem.name().into(),
+        origin: "reference".into(),
+        group: "reference".into(),
+        source: ModuleSource::Builtin,
+        scratch: Vec::new(),
+        launches: problem.reference(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, manifest: &str, files: &[(&str, &str)]) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("candidate.toml"), manifest).unwrap();
+        for (name, body) in files {
+            std::fs::write(dir.join(name), body).unwrap();
+        }
+    }
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dlrm-bench-cand-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    const GOOD: &str = r#"
+problem = "embedding_bag_sum"
+name = "t"
+source = "kernel.cu"
+[[launch]]
+kernel = "k"
+grid = ["ceil_div(B * 32, 256)", 1, 1]
+block = [256, 1, 1]
+args = ["weight", "indices", "offsets", "out", "B", "D"]
+"#;
+
+    #[test]
+    fn a_good_manifest_loads() {
+        let d = tmp("good").join("examples").join("t");
+        write(&d, GOOD, &[("kernel.cu", "extern \"C\" __global__ void k() {}")]);
+        let c = load_candidate(&d).unwrap();
+        assert_eq!(c.group, "examples");
+        assert!(matches!(c.source, ModuleSource::Cuda { .. }));
+        assert_eq!(c.launches[0].shared_bytes, bench_problems::Dim::Number(0));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        let cases = [
+            (GOOD.replace("embedding_bag_sum", "no_such_problem"), "problem"),
+            (GOOD.replace("ceil_div(B * 32, 256)", "ceil_div(B * 32,"), "launch[0].grid[0]"),
+            (GOOD.replace("\"B\", \"D\"]", "\"B\", \"Q\"]"), "launch[0].args[5]"),
+            (GOOD.replace("kernel.cu", "missing.cu"), "source"),
+            (GOOD.replace("block = [256, 1, 1]", "block = [256, 1, 1]\nblok = 3"), "blok"),
+            ("problem = 3".to_string(), "problem"),
+        ];
+        for (i, (manifest, field)) in cases.iter().enumerate() {
+            let d = tmp(&format!("bad{i}"));
+            write(&d, manifest, &[("kernel.cu", "")]);
+            let e = load_candidate(&d).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("candidate.toml"), "case {i}: {text}");
+            assert!(text.contains(field), "case {i}: expected field {field} in: {text}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_candidates_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../candidates");
+        let dirs = discover(&root);
+        assert!(!dirs.is_empty());
+        for d in dirs {
+            load_candidate(&d).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The DLRM-Bench runner as a library: backends, candidates, launch plans, verification and
+//! timing, metrics and reports. `main.rs` is a thin CLI over it.
+pub mod backend;
+pub mod candidate;
+pub mod ceilings;
+pub mod evaluate;
+pub mod metrics;
+pub mod plan;
+pub mod ptx;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod stats;

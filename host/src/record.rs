@@ -1,0 +1,148 @@
+//! The records a run writes: one per (problem, candidate), plus the device ceilings.
+use bench_problems::{CheckReport, Work};
+use serde::{Deserialize, Serialize};
+
+/// How a candidate ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Correct on every input set and timed.
+    Correct,
+    /// Wrong output, poison left, or inputs modified.
+    Incorrect,
+    /// NVRTC or the driver refused the code.
+    CompileError,
+    /// A launch was refused or faulted.
+    RuntimeError,
+    /// Faster than the physical floor: impossible, so not a win.
+    Suspect,
+    /// Could not run here (e.g. CUDA source on the CPU emulator).
+    Skipped,
+    /// The manifest is invalid.
+    InvalidManifest,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Correct => "correct",
+            Status::Incorrect => "incorrect",
+            Status::CompileError => "compile_error",
+            Status::RuntimeError => "runtime_error",
+            Status::Suspect => "suspect",
+            Status::Skipped => "skipped",
+            Status::InvalidManifest => "invalid_manifest",
+        }
+    }
+}
+
+/// One check of one output on one input set.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SetCheck {
+    /// `public-0`, `secret-1`, `edge-0`, `recheck-0`, ...
+    pub set: String,
+    pub output: String,
+    #[serde(flatten)]
+    pub report: CheckReport,
+}
+
+/// Timing of one kernel (milliseconds).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Timing {
+    pub median_ms: f64,
+    pub p10_ms: f64,
+    pub p90_ms: f64,
+    pub samples: usize,
+    /// Compulsory bytes / median time.
+    pub compulsory_gbps: f64,
+    /// Logical bytes / median time.
+    pub logical_gbps: f64,
+    pub gflops: f64,
+    /// Physical floor / median time (share of the limit reached), when ceilings are known.
+    pub floor_fraction: Option<f64>,
+}
+
+/// Speedup over the reference: the median of paired ratios with its bootstrap 95% interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Speedup {
+    pub median: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub pairs: usize,
+}
+
+/// PyTorch eager's time on the same inputs (from `tools/torch_peer.py`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PeerTime {
+    pub median_ms: f64,
+    /// Reference median / PyTorch median (> 1: the reference is slower).
+    pub reference_over_pytorch: f64,
+    pub source: String,
+}
+
+/// One (problem, candidate) result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    pub problem: String,
+    pub candidate: String,
+    pub group: String,
+    pub origin: String,
+    pub status: Status,
+    /// Why, for anything but `correct` (compiler log, fault, failing check).
+    pub message: String,
+    pub checks: Vec<SetCheck>,
+    pub work: Option<Work>,
+    pub floor_ms: Option<f64>,
+    pub timing: Option<Timing>,
+    /// The reference's timing measured alongside this candidate.
+    pub reference_timing: Option<Timing>,
+    pub speedup: Option<Speedup>,
+    pub win: bool,
+    pub pytorch: Option<PeerTime>,
+}
+
+impl Record {
+    pub fn new(problem: &str, candidate: &str, group: &str, origin: &str) -> Self {
+        Record {
+            problem: problem.into(),
+            candidate: candidate.into(),
+            group: group.into(),
+            origin: origin.into(),
+            status: Status::Skipped,
+            message: String::new(),
+            checks: Vec::new(),
+            work: None,
+            floor_ms: None,
+            timing: None,
+            reference_timing: None,
+            speedup: None,
+            win: false,
+            pytorch: None,
+        }
+    }
+
+    pub fn is_reference(&self) -> bool {
+        self.group == "reference"
+    }
+}
+
+/// Device ceilings measured at the start of a run.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Ceilings {
+    /// Device-to-device copy, bytes read + written per second.
+    pub hbm_bytes_per_s: f64,
+    /// One launch re-reading an L2-resident buffer, bytes per second.
+    pub l2_bytes_per_s: f64,
+    /// FMA throughput, flops per second.
+    pub fp32_flops_per_s: f64,
+}
+
+impl Ceilings {
+    /// max(compulsory / HBM, logical / L2, flops / fp32), in ms.
+    pub fn floor_ms(&self, w: &Work) -> f64 {
+        let t = |num: f64, rate: f64| if rate > 0.0 { num / rate } else { 0.0 };
+        1e3 * t(w.compulsory_bytes, self.hbm_bytes_per_s)
+            .max(t(w.logical_bytes, self.l2_bytes_per_s))
+            .max(t(w.flops, self.fp32_flops_per_s))
+    }
+}

@@ -1,0 +1,156 @@
+//! A run's outputs (DESIGN §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
+//! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout.
+use crate::metrics::GroupMetrics;
+use crate::record::{Record, Status};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The commit the binary was built from.
+pub const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
+
+/// Appends records to `results.jsonl`, one line each, flushed at once so nothing measured is
+/// lost if the run stops.
+pub struct RecordLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl RecordLog {
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        let path = dir.join("results.jsonl");
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(RecordLog { path, file })
+    }
+
+    pub fn append(&mut self, rec: &Record) -> std::io::Result<()> {
+        let line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
+        writeln!(self.file, "{line}")?;
+        self.file.flush()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn f(v: Option<f64>, digits: usize) -> String {
+    v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "-".into())
+}
+
+/// Column names of the per-record table (shared by stdout, markdown and CSV).
+pub const COLUMNS: [&str; 13] = [
+    "problem",
+    "candidate",
+    "status",
+    "ref ms",
+    "cand ms",
+    "speedup",
+    "95% CI",
+    "win",
+    "cand GB/s (compulsory)",
+    "cand GB/s (logical)",
+    "% of floor",
+    "PyTorch ms",
+    "ref / PyTorch",
+];
+
+/// One table row per record.
+pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
+    records
+        .iter()
+        .map(|r| {
+            let t = r.timing.as_ref();
+            let rt = if r.is_reference() { r.timing.as_ref() } else { r.reference_timing.as_ref() };
+            let sp = r.speedup.as_ref();
+            vec![
+                r.problem.clone(),
+                if r.is_reference() { "(reference)".into() } else { format!("{}/{}", r.group, r.candidate) },
+                r.status.name().into(),
+                f(rt.map(|t| t.median_ms), 4),
+                f(if r.is_reference() { None } else { t.map(|t| t.median_ms) }, 4),
+                f(sp.map(|s| s.median), 3),
+                sp.map(|s| format!("[{:.3}, {:.3}]", s.ci_low, s.ci_high)).unwrap_or_else(|| "-".into()),
+                if r.is_reference() { "".into() } else if r.win { "yes".into() } else { "no".into() },
+                f(t.map(|t| t.compulsory_gbps), 0),
+                f(t.map(|t| t.logical_gbps), 0),
+                f(t.and_then(|t| t.floor_fraction).map(|x| 100.0 * x), 1),
+                f(r.pytorch.as_ref().map(|p| p.median_ms), 4),
+                f(r.pytorch.as_ref().map(|p| p.reference_over_pytorch), 3),
+            ]
+        })
+        .collect()
+}
+
+/// The metrics table rows.
+pub fn metric_rows(metrics: &[GroupMetrics]) -> Vec<Vec<String>> {
+    metrics
+        .iter()
+        .map(|m| {
+            vec![
+                m.group.clone(),
+                format!("{}/{} ({:.1}%)", m.wins, m.problems, 100.0 * m.win_rate),
+                f(m.median_speedup_wins, 3),
+                f(m.median_speedup_correct, 3),
+                f(m.geomean_speedup_correct, 3),
+                format!("{}/{}", m.correct, m.candidates),
+                format!("{:.2}", m.fast_p.get("1").copied().unwrap_or(0.0)),
+                format!("{:.2}", m.fast_p.get("2").copied().unwrap_or(0.0)),
+                m.suspect.to_string(),
+            ]
+        })
+        .collect()
+}
+
+pub const METRIC_COLUMNS: [&str; 9] =
+    ["group", "win rate", "median speedup (wins)", "median speedup (correct)", "geomean (correct)", "correct", "fast_1", "fast_2", "suspect"];
+
+/// The tables for a terminal.
+pub fn terminal_tables(records: &[Record], metrics: &[GroupMetrics]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(COLUMNS.to_vec());
+    for row in rows(records) {
+        t.add_row(row);
+    }
+    let mut m = Table::new();
+    m.load_preset(UTF8_FULL_CONDENSED).set_header(METRIC_COLUMNS.to_vec());
+    for row in metric_rows(metrics) {
+        m.add_row(row);
+    }
+    format!("{t}\n{m}")
+}
+
+fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut s = format!("| {} |\n|{}\n", header.join(" | "), " --- |".repeat(header.len()));
+    for r in rows {
+        s += &format!("| {} |\n", r.join(" | "));
+    }
+    s
+}
+
+/// `summary.md`.
+pub fn write_markdown(dir: &Path, heading: &str, records: &[Record], metrics: &[GroupMetrics]) -> std::io::Result<()> {
+    let mut s = format!("{heading}\n\n## Results\n\n");
+    s += &markdown_table(&COLUMNS, &rows(records));
+    s += "\n## Metrics per candidate group\n\n";
+    s += &markdown_table(&METRIC_COLUMNS, &metric_rows(metrics));
+    let problems: Vec<&Record> = records.iter().filter(|r| r.status != Status::Correct && !r.message.is_empty()).collect();
+    if !problems.is_empty() {
+        s += "\n## Messages\n\n";
+        for r in problems {
+            s += &format!("- `{}` / `{}` ({}): {}\n", r.problem, r.candidate, r.status.name(), r.message.lines().next().unwrap_or(""));
+        }
+    }
+    std::fs::write(dir.join("summary.md"), s)
+}
+
+/// `summary.csv`.
+pub fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
+    let quote = |c: &str| if c.contains([',', '"']) { format!("\"{}\"", c.replace('"', "\"\"")) } else { c.to_string() };
+    let mut s = COLUMNS.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",") + "\n";
+    for r in rows(records) {
+        s += &(r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",") + "\n");
+    }
+    std::fs::write(dir.join("summary.csv"), s)
+}

@@ -1,0 +1,83 @@
+//! End to end on the CPU emulator at `ci` size: every problem's reference and every Rust
+//! candidate pass the full check (poisoned outputs, public, secret and edge input sets, input
+//! fingerprints, timed-output recheck), and a deliberately broken plan is caught.
+use bench_problems::{all_problems, Dim, Preset};
+use dlrm_bench::backend::emu::EmuBackend;
+use dlrm_bench::candidate::{reference_candidate, ModuleSource};
+use dlrm_bench::evaluate::{EvalConfig, ProblemRun};
+use dlrm_bench::record::Status;
+use dlrm_bench::runner::load_all;
+use std::path::PathBuf;
+
+fn config() -> EvalConfig {
+    EvalConfig {
+        preset: Preset::Ci,
+        seed: 7,
+        secret_seed: 99,
+        public_sets: 2,
+        secret_sets: 1,
+        rotation: 2,
+        warm_l2: false,
+        min_pairs: 2,
+        max_pairs: 2,
+        target_half_width: 0.01,
+        budget_s: 5.0,
+        win_threshold: 1.0,
+    }
+}
+
+#[test]
+fn references_and_rust_candidates_pass_every_check() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../candidates");
+    let (candidates, invalid) = load_all(&[root]);
+    assert!(invalid.is_empty(), "{invalid:?}");
+    for problem in all_problems() {
+        let mut backend = EmuBackend::new();
+        let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
+        let reference = run.reference_record();
+        assert_eq!(reference.status, Status::Correct, "{}: {}", problem.name(), reference.message);
+        assert!(reference.checks.iter().any(|c| c.set.starts_with("secret")));
+        assert!(reference.checks.iter().any(|c| c.set.starts_with("edge")));
+        let rust: Vec<_> =
+            candidates.iter().filter(|c| c.problem == problem.name() && c.source == ModuleSource::Builtin).collect();
+        for cand in rust {
+            let rec = run.evaluate(cand);
+            assert_eq!(rec.status, Status::Correct, "{}/{}: {}", problem.name(), cand.name, rec.message);
+            assert!(rec.checks.iter().any(|c| c.set.starts_with("recheck")), "timed outputs are rechecked");
+            assert!(rec.speedup.is_some());
+        }
+        run.release();
+    }
+}
+
+#[test]
+fn cuda_candidates_are_skipped_on_the_emulator_not_failed() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../candidates/examples");
+    let (candidates, _) = load_all(&[root]);
+    let cuda = candidates.iter().find(|c| matches!(c.source, ModuleSource::Cuda { .. })).expect("an example");
+    let problem = bench_problems::find_problem(&cuda.problem).unwrap();
+    let mut backend = EmuBackend::new();
+    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
+    run.reference_record();
+    let rec = run.evaluate(cuda);
+    assert_eq!(rec.status, Status::Skipped, "{}", rec.message);
+    assert!(rec.message.contains("needs a GPU"));
+}
+
+#[test]
+fn a_plan_that_covers_half_the_bags_is_incorrect() {
+    // The reference kernel with half the blocks and no grid-stride coverage of the rest: some
+    // bags are never written, so poison is left and the check must say so.
+    let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
+    let mut partial = reference_candidate(problem);
+    partial.name = "half_the_bags".into();
+    partial.group = "test".into();
+    partial.launches[0].grid[0] = Dim::Number(1);
+    partial.launches[0].args[4] = "B / 2".into();
+    let mut backend = EmuBackend::new();
+    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
+    run.reference_record();
+    let rec = run.evaluate(&partial);
+    assert_eq!(rec.status, Status::Incorrect);
+    assert!(rec.message.contains("never written"), "{}", rec.message);
+}
