@@ -18,7 +18,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// List the problems with their sizes.
-    List,
+    List {
+        /// Print only the names, one per line (for scripts).
+        #[arg(long)]
+        names: bool,
+    },
     /// Write a problem's input sets to safetensors (the same sets `run` uses for its seed).
     Gen {
         /// Problem name (see `list`).
@@ -91,13 +95,17 @@ fn parse_preset(s: &str) -> Result<Preset, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::List => list(),
+        Command::List { names } => list(names),
         Command::Gen { problem, preset, seed, sets, out } => gen(&problem, preset, seed, sets, &out),
         Command::Run(args) => run(args),
     }
 }
 
-fn list() -> anyhow::Result<()> {
+fn list(names_only: bool) -> anyhow::Result<()> {
+    if names_only {
+        all_problems().iter().for_each(|p| println!("{}", p.name()));
+        return Ok(());
+    }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec!["#", "problem", "what", "ci", "small", "full"]);
     for p in all_problems() {

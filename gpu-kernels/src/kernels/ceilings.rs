@@ -38,7 +38,11 @@ kernel! {
         while r < repeats {
             let mut i = t * 4;
             while i < len {
-                let v = load_f32x4(buf.add(((start + i) % len) as usize));
+                let mut at = start + i;
+                if at >= len {
+                    at -= len;
+                }
+                let v = load_f32x4(buf.add(at as usize));
                 acc[0] += v[0];
                 acc[1] += v[1];
                 acc[2] += v[2];
