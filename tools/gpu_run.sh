@@ -17,7 +17,7 @@ exec > >(tee -a "$out/log.txt") 2>&1
 nvrtc=$( (ldconfig -p 2>/dev/null | awk '/libnvrtc\.so/ {print $NF}'; \
           find /usr/local/cuda*/lib64 /usr/lib/x86_64-linux-gnu \
                "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)/nvidia" \
-               -name 'libnvrtc.so*' 2>/dev/null) | head -1)
+               -name 'libnvrtc.so*' 2>/dev/null) | grep -v stubs | head -1 || true)
 if [[ -n "$nvrtc" ]]; then export LD_LIBRARY_PATH="$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 echo "libnvrtc: ${nvrtc:-not found}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
