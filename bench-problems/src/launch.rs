@@ -49,3 +49,12 @@ pub struct LaunchSpec {
     /// (passed as integers of the parameter's width).
     pub args: Vec<String>,
 }
+
+/// A scratch device buffer of a plan (poisoned, not zeroed, before every checked run).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScratchSpec {
+    pub name: String,
+    /// Bytes, an expression over size symbols.
+    pub bytes: Dim,
+}

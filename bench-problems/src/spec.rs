@@ -144,6 +144,10 @@ pub trait Problem: Send + Sync {
     fn work(&self, inputs: &InputSet) -> Work;
     /// The reference launch plan (kernels from `gpu-kernels`).
     fn reference(&self) -> Vec<LaunchSpec>;
+    /// Scratch buffers the reference plan needs (side outputs eager PyTorch also writes).
+    fn reference_scratch(&self) -> Vec<crate::launch::ScratchSpec> {
+        Vec::new()
+    }
 }
 
 /// Shape of a tensor spec under `sizes`.

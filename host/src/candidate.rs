@@ -2,6 +2,7 @@
 //! compiled by NVRTC, a `.ptx` file, or a kernel of the project's own `gpu-kernels` crate),
 //! optional scratch buffers and the launch plan. The runner never executes a candidate's host
 //! code. A bad manifest is an error naming the file and the field; it never stops a run.
+pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -20,15 +21,6 @@ pub struct Manifest {
     pub scratch: Vec<ScratchSpec>,
     #[serde(rename = "launch")]
     pub launches: Vec<LaunchSpec>,
-}
-
-/// A scratch device buffer (poisoned, not zeroed, before every run).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScratchSpec {
-    pub name: String,
-    /// Bytes, an expression over size symbols.
-    pub bytes: bench_problems::Dim,
 }
 
 /// Where a plan's kernels come from.
@@ -196,7 +188,7 @@ pub fn reference_candidate(problem: &dyn bench_problems::Problem) -> Candidate {
         origin: "reference".into(),
         group: "reference".into(),
         source: ModuleSource::Builtin,
-        scratch: Vec::new(),
+        scratch: problem.reference_scratch(),
         launches: problem.reference(),
     }
 }

@@ -115,6 +115,9 @@ mod tests {
         for t in p.tensors() {
             bufs.insert(t.name.into(), be.alloc(64).unwrap());
         }
+        for s in p.reference_scratch() {
+            bufs.insert(s.name, be.alloc(64).unwrap());
+        }
         (be, reference_candidate(p), sizes, bufs)
     }
 
@@ -125,8 +128,9 @@ mod tests {
         let plan = bind(&cand, &sizes, &bufs, &mut be, m).unwrap();
         assert_eq!(plan[0].grid, [16, 1, 1]); // B = 64 bags × 2 column chunks (D = 40) / 8
         assert_eq!(plan[0].block, [32, 8, 1]);
-        assert_eq!(plan[0].args[4], 64);
-        assert_eq!(plan[0].args[0], be.address(&bufs["weight"]));
+        assert_eq!(plan[0].args[6], 64, "B");
+        assert_eq!(plan[0].args[2], be.address(&bufs["weight"]));
+        assert_eq!(plan[0].args[9], u64::MAX, "padding_idx = -1 as an 8-byte parameter");
     }
 
     #[test]
@@ -144,7 +148,7 @@ mod tests {
         assert!(bind(&bad, &sizes, &bufs, &mut be, m).unwrap_err().contains("shared_bytes"));
         let mut bad = cand.clone();
         bad.launches[0].args.pop();
-        assert!(bind(&bad, &sizes, &bufs, &mut be, m).unwrap_err().contains("takes 6 parameters"));
+        assert!(bind(&bad, &sizes, &bufs, &mut be, m).unwrap_err().contains("takes 10 parameters"));
         let mut bad = cand.clone();
         bad.launches[0].kernel = "nope".into();
         assert!(bind(&bad, &sizes, &bufs, &mut be, m).unwrap_err().contains("launch[0].kernel"));

@@ -73,7 +73,7 @@ fn a_plan_that_covers_half_the_bags_is_incorrect() {
     partial.name = "half_the_bags".into();
     partial.group = "test".into();
     partial.launches[0].grid[0] = Dim::Number(1);
-    partial.launches[0].args[4] = "B / 2".into();
+    partial.launches[0].args[6] = "B / 2".into();
     let mut backend = EmuBackend::new();
     let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
     run.reference_record();

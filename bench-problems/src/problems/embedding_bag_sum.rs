@@ -5,7 +5,7 @@
 //! Inputs: Zipf(α = 1.15) row indices with hot rows scattered over the table, heavy-tailed
 //! (log-normal) bag lengths with mean 20, weights uniform in [-1, 1). Every input set holds an
 //! empty bag (bag 0) and a bag of the longest length (bag B/2).
-use crate::launch::LaunchSpec;
+use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work};
 use data_gen::{bag_indices, offsets_from_lengths, seed::derive_str, uniform_f32, DType, HostTensor, IndexRecipe, Pooling, TensorSet};
 use rayon::prelude::*;
@@ -141,15 +141,25 @@ impl Problem for EmbeddingBagSum {
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        // PyTorch launches grid 1024, block (32, 8); the min() only trims blocks that would
-        // find no work at small sizes (identical at `full`).
+        // PyTorch (aten/src/ATen/native/cuda/EmbeddingBag.cu, `_embedding_bag_cuda`) launches
+        // grid 1024, block (32, 8); the min() only trims blocks that would find no work at
+        // small sizes (identical at `full`). Arguments in PyTorch's order; padding_idx = -1.
         vec![LaunchSpec {
             kernel: "embedding_bag_sum_reference".into(),
             grid: ["min(1024, ceil_div(B * ceil_div(D, 32), 8))".into(), 1.into(), 1.into()],
             block: [32.into(), 8.into(), 1.into()],
             shared_bytes: 0.into(),
-            args: ["weight", "indices", "offsets", "out", "B", "D"].map(String::from).to_vec(),
+            args: ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1"]
+                .map(String::from)
+                .to_vec(),
         }]
+    }
+
+    fn reference_scratch(&self) -> Vec<ScratchSpec> {
+        vec![
+            ScratchSpec { name: "offset2bag".into(), bytes: "max(N, 1) * 8".into() },
+            ScratchSpec { name: "bag_size".into(), bytes: "(B + 1) * 8".into() },
+        ]
     }
 }
 

@@ -3,8 +3,8 @@
 //! * [`embedding_bag_sum_reference`] mirrors PyTorch eager's
 //!   `EmbeddingBag_updateOutputKernel_sum_mean` (aten/src/ATen/native/cuda/EmbeddingBag.cu): one
 //!   thread per (bag, column), blocks of (32, 8), a grid-stride loop over (bag, 32-column chunk),
-//!   scalar loads, fp32 accumulation. (PyTorch also writes `offset2bag`; the problem asks only
-//!   for `out`, so the reference does not.)
+//!   scalar loads, fp32 accumulation, and the `offset2bag` and `bag_size` side outputs eager
+//!   writes (to scratch buffers here).
 //! * [`embedding_bag_sum_warp_per_bag`] is the project's tuned kernel: one warp per bag, each
 //!   lane four columns with 16-byte read-only loads, the bag's indices loaded 32 at a time and
 //!   broadcast by shuffles, two lookups in flight per lane.
@@ -12,33 +12,52 @@ use crate::dev::*;
 
 kernel! {
     /// Launch: block (32, 8, 1), grid min(1024, ceil_div(B·ceil_div(D, 32), 8)).
+    ///
+    /// A line-for-line port of PyTorch's `EmbeddingBag_updateOutputKernel_sum_mean` (sum mode,
+    /// no per-sample weights, `padding_idx` = -1 as `F.embedding_bag` passes it): besides `out`
+    /// it writes `offset2bag` [N] and `bag_size` [B] (scratch here, as in eager they are extra
+    /// outputs nobody asked for). Those stores inside the lookup loop matter for speed: they
+    /// may alias the index and weight loads, so the loop cannot run loads ahead of them —
+    /// exactly the code PyTorch's users get.
     pub unsafe fn embedding_bag_sum_reference(
-        weight: *const f32,
         indices: *const i64,
         offsets: *const i64,
+        weight: *const f32,
         out: *mut f32,
+        offset2bag: *mut i64,
+        num_indices: i64,
         num_bags: i64,
-        dim: i64,
+        feature_size: i64,
+        bag_size: *mut i64,
+        padding_idx: i64,
     ) {
-        let chunks_per_bag = (dim + block_dim_x() as i64 - 1) / block_dim_x() as i64;
+        let chunks_per_bag = (feature_size + block_dim_x() as i64 - 1) / block_dim_x() as i64;
         let num_chunks = num_bags * chunks_per_bag;
         let mut chunk = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
         let stride = (grid_dim_x() * block_dim_y()) as i64;
         while chunk < num_chunks {
             let feature = (chunk % chunks_per_bag) * block_dim_x() as i64 + thread_idx_x() as i64;
-            if feature < dim {
+            if feature < feature_size {
                 let bag = chunk / chunks_per_bag;
-                let begin = *offsets.add(bag as usize);
-                let end = *offsets.add(bag as usize + 1);
                 let column = weight.add(feature as usize);
+                let begin = if bag == 0 { 0 } else { *offsets.add(bag as usize) };
+                let end = if bag < num_bags - 1 { *offsets.add(bag as usize + 1) } else { num_indices };
                 let mut sum = 0.0f32;
-                let mut j = begin;
-                while j < end {
-                    let row = *indices.add(j as usize);
-                    sum += *column.add((row * dim) as usize);
-                    j += 1;
+                let mut size = 0i64;
+                let mut emb = begin;
+                while emb < end {
+                    let pad = *indices.add(emb as usize) == padding_idx;
+                    let row = *indices.add(emb as usize) * feature_size;
+                    let value = *column.add(row as usize);
+                    sum += if pad { 0.0 } else { value };
+                    size += if pad { 0 } else { 1 };
+                    if feature == 0 {
+                        *offset2bag.add(emb as usize) = bag;
+                    }
+                    emb += 1;
                 }
-                *out.add((bag * dim + feature) as usize) = sum;
+                *bag_size.add(bag as usize) = size;
+                *out.add((bag * feature_size + feature) as usize) = sum;
             }
             chunk += stride;
         }
