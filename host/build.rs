@@ -20,13 +20,20 @@ fn main() {
     println!("cargo:rerun-if-env-changed=DLRM_BENCH_PTX");
     if let Ok(prebuilt) = env::var("DLRM_BENCH_PTX") {
         println!("cargo:rerun-if-changed={prebuilt}");
-        std::fs::copy(&prebuilt, &dest).unwrap_or_else(|e| fail(&format!("DLRM_BENCH_PTX={prebuilt}: {e}")));
+        std::fs::copy(&prebuilt, &dest)
+            .unwrap_or_else(|e| fail(&format!("DLRM_BENCH_PTX={prebuilt}: {e}")));
         return;
     }
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let kernels_dir = manifest_dir.parent().unwrap().join("gpu-kernels");
-    println!("cargo:rerun-if-changed={}", kernels_dir.join("src").display());
-    println!("cargo:rerun-if-changed={}", kernels_dir.join("Cargo.toml").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        kernels_dir.join("src").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        kernels_dir.join("Cargo.toml").display()
+    );
 
     ensure_components();
     let target_dir = nested_target_dir(&out_dir);
@@ -42,7 +49,15 @@ fn main() {
     ];
     let mut cmd = Command::new(&cargo);
     cmd.current_dir(&kernels_dir)
-        .args(["rustc", "--release", "--lib", "--crate-type", "cdylib", "--target", "nvptx64-nvidia-cuda"])
+        .args([
+            "rustc",
+            "--release",
+            "--lib",
+            "--crate-type",
+            "cdylib",
+            "--target",
+            "nvptx64-nvidia-cuda",
+        ])
         .args(["-Zbuild-std=core", "--target-dir"])
         .arg(&target_dir)
         .env("RUSTC_BOOTSTRAP", "1")
@@ -61,7 +76,9 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
-    let output = cmd.output().unwrap_or_else(|e| fail(&format!("could not run {cargo}: {e}")));
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| fail(&format!("could not run {cargo}: {e}")));
     if !output.status.success() {
         fail(&format!(
             "the PTX build of gpu-kernels failed ({}).\n--- stderr ---\n{}",
@@ -70,8 +87,13 @@ fn main() {
         ));
     }
     let ptx = target_dir.join("nvptx64-nvidia-cuda/release/gpu_kernels.ptx");
-    let ptx = if ptx.exists() { ptx } else { target_dir.join("nvptx64-nvidia-cuda/release/deps/gpu_kernels.ptx") };
-    std::fs::copy(&ptx, &dest).unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())));
+    let ptx = if ptx.exists() {
+        ptx
+    } else {
+        target_dir.join("nvptx64-nvidia-cuda/release/deps/gpu_kernels.ptx")
+    };
+    std::fs::copy(&ptx, &dest)
+        .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())));
 }
 
 /// Exposes the source commit as `DLRM_BENCH_GIT_COMMIT` (`unknown` outside a git checkout;
@@ -89,7 +111,8 @@ fn record_git_commit() {
     };
     let commit = match git(&["rev-parse", "HEAD"]) {
         Some(c) if !c.is_empty() => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
             if dirty {
                 format!("{c}-dirty")
             } else {
@@ -109,7 +132,11 @@ fn record_git_commit() {
 
 /// `<target>/nvptx-kernels`, found by walking up from OUT_DIR (`<target>/<profile>/build/<pkg>/out`).
 fn nested_target_dir(out_dir: &Path) -> PathBuf {
-    out_dir.ancestors().nth(4).map(|t| t.join("nvptx-kernels")).unwrap_or_else(|| out_dir.join("nvptx-kernels"))
+    out_dir
+        .ancestors()
+        .nth(4)
+        .map(|t| t.join("nvptx-kernels"))
+        .unwrap_or_else(|| out_dir.join("nvptx-kernels"))
 }
 
 fn ensure_components() {
@@ -122,10 +149,13 @@ fn ensure_components() {
     let present = |sysroot: &Path| {
         sysroot.join("lib/rustlib/src/rust/library/core").exists()
             && std::fs::read_dir(sysroot.join("lib/rustlib"))
-                .map(|dirs| dirs.flatten().any(|d| {
-                    let bin = d.path().join("bin");
-                    bin.join("llvm-bitcode-linker").exists() || bin.join("self-contained/llvm-bitcode-linker").exists()
-                }))
+                .map(|dirs| {
+                    dirs.flatten().any(|d| {
+                        let bin = d.path().join("bin");
+                        bin.join("llvm-bitcode-linker").exists()
+                            || bin.join("self-contained/llvm-bitcode-linker").exists()
+                    })
+                })
                 .unwrap_or(false)
     };
     let Some(sysroot) = sysroot else { return };
@@ -138,7 +168,10 @@ fn ensure_components() {
     if let Some(t) = &toolchain {
         add.args(["--toolchain", t]);
     }
-    println!("cargo:warning=installing rustup components {} for the PTX build", COMPONENTS.join(" "));
+    println!(
+        "cargo:warning=installing rustup components {} for the PTX build",
+        COMPONENTS.join(" ")
+    );
     let ok = add.status().map(|s| s.success()).unwrap_or(false);
     if !ok || !present(&sysroot) {
         fail(&format!(

@@ -24,13 +24,21 @@ impl Tolerance {
     /// accumulator lands near 1e-3 and fails. bf16 outputs carry 8 bits of mantissa (2^-9 ≈ 2e-3
     /// per element after rounding).
     pub fn for_dtype(dtype: DType) -> Self {
-        let float = |rel_l2, max_scaled| Tolerance { rel_l2, max_scaled, exact: false };
+        let float = |rel_l2, max_scaled| Tolerance {
+            rel_l2,
+            max_scaled,
+            exact: false,
+        };
         match dtype {
             DType::F64 => float(1e-12, 1e-11),
             DType::F32 => float(1e-5, 1e-4),
             DType::F16 => float(2e-3, 1e-2),
             DType::BF16 => float(1e-2, 2e-2),
-            DType::I64 | DType::I32 | DType::U8 => Tolerance { rel_l2: 0.0, max_scaled: 0.0, exact: true },
+            DType::I64 | DType::I32 | DType::U8 => Tolerance {
+                rel_l2: 0.0,
+                max_scaled: 0.0,
+                exact: true,
+            },
         }
     }
 }
@@ -88,8 +96,10 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
     }
     let size = out.dtype.size_bytes();
     let poison = poison_pattern(out.dtype);
-    let unwritten: Vec<usize> =
-        (0..n).into_par_iter().filter(|&i| out.bytes[i * size..(i + 1) * size] == poison[..]).collect();
+    let unwritten: Vec<usize> = (0..n)
+        .into_par_iter()
+        .filter(|&i| out.bytes[i * size..(i + 1) * size] == poison[..])
+        .collect();
     report.unwritten = unwritten.len();
     match oracle {
         OracleOutput::Float(reference) => {
@@ -98,7 +108,10 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
         }
         OracleOutput::Int(reference) => match out.to_i64_vec() {
             Ok(got) => {
-                let bad: Vec<usize> = (0..n).into_par_iter().filter(|&i| got[i] != reference[i]).collect();
+                let bad: Vec<usize> = (0..n)
+                    .into_par_iter()
+                    .filter(|&i| got[i] != reference[i])
+                    .collect();
                 report.mismatches = bad.len();
                 report.worst_index = bad.first().copied();
             }
@@ -170,14 +183,20 @@ mod tests {
     }
 
     fn reference() -> Vec<f64> {
-        (0..1000).map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0).collect()
+        (0..1000)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+            .collect()
     }
 
     #[test]
     fn legitimate_rounding_passes() {
         let r = reference();
         let out: Vec<f32> = r.iter().map(|&x| x as f32).collect();
-        let rep = check_output(&tensor(&out), &OracleOutput::Float(r), &Tolerance::for_dtype(DType::F32));
+        let rep = check_output(
+            &tensor(&out),
+            &OracleOutput::Float(r),
+            &Tolerance::for_dtype(DType::F32),
+        );
         assert!(rep.passed, "{rep:?}");
         assert!(rep.rel_l2 < 1e-7);
     }
@@ -190,7 +209,11 @@ mod tests {
             let mean = (r.iter().sum::<f64>() / r.len() as f64) as f32;
             let constant = vec![mean; r.len()];
             for out in [zeros, constant] {
-                let rep = check_output(&tensor(&out), &OracleOutput::Float(r.clone()), &Tolerance::for_dtype(DType::F32));
+                let rep = check_output(
+                    &tensor(&out),
+                    &OracleOutput::Float(r.clone()),
+                    &Tolerance::for_dtype(DType::F32),
+                );
                 assert!(!rep.passed && rep.rel_l2 > 0.5, "scale {scale}: {rep:?}");
             }
         }
@@ -201,7 +224,11 @@ mod tests {
         let r = reference();
         let mut bytes = tensor(&r.iter().map(|&x| x as f32).collect::<Vec<_>>());
         bytes.bytes[4..8].copy_from_slice(&poison_pattern(DType::F32));
-        let rep = check_output(&bytes, &OracleOutput::Float(r), &Tolerance::for_dtype(DType::F32));
+        let rep = check_output(
+            &bytes,
+            &OracleOutput::Float(r),
+            &Tolerance::for_dtype(DType::F32),
+        );
         assert!(!rep.passed);
         assert_eq!(rep.unwritten, 1);
         assert_eq!(rep.worst_index, Some(1));
@@ -211,24 +238,45 @@ mod tests {
     fn half_precision_accumulation_error_fails_the_fp32_bound() {
         let r = reference();
         let out: Vec<f32> = r.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect();
-        let rep = check_output(&tensor(&out), &OracleOutput::Float(r), &Tolerance::for_dtype(DType::F32));
+        let rep = check_output(
+            &tensor(&out),
+            &OracleOutput::Float(r),
+            &Tolerance::for_dtype(DType::F32),
+        );
         assert!(!rep.passed, "{rep:?}");
     }
 
     #[test]
     fn integers_are_exact() {
         let t = HostTensor::from_i64(vec![3], vec![1, 2, 3]).unwrap();
-        assert!(check_output(&t, &OracleOutput::Int(vec![1, 2, 3]), &Tolerance::for_dtype(DType::I64)).passed);
-        let rep = check_output(&t, &OracleOutput::Int(vec![1, 2, 4]), &Tolerance::for_dtype(DType::I64));
+        assert!(
+            check_output(
+                &t,
+                &OracleOutput::Int(vec![1, 2, 3]),
+                &Tolerance::for_dtype(DType::I64)
+            )
+            .passed
+        );
+        let rep = check_output(
+            &t,
+            &OracleOutput::Int(vec![1, 2, 4]),
+            &Tolerance::for_dtype(DType::I64),
+        );
         assert!(!rep.passed && rep.mismatches == 1 && rep.worst_index == Some(2));
     }
 }
 
 /// The oracle's values rounded to `dtype` (round to nearest even): what a correct kernel writes.
-pub fn encode(oracle: &OracleOutput, dtype: DType, shape: Vec<usize>) -> Result<HostTensor, data_gen::DataGenError> {
+pub fn encode(
+    oracle: &OracleOutput,
+    dtype: DType,
+    shape: Vec<usize>,
+) -> Result<HostTensor, data_gen::DataGenError> {
     match (oracle, dtype) {
         (OracleOutput::Float(v), DType::F64) => HostTensor::from_f64(shape, v.clone()),
-        (OracleOutput::Float(v), DType::F32) => HostTensor::from_f32(shape, v.iter().map(|&x| x as f32).collect()),
+        (OracleOutput::Float(v), DType::F32) => {
+            HostTensor::from_f32(shape, v.iter().map(|&x| x as f32).collect())
+        }
         (OracleOutput::Float(v), DType::BF16) => {
             HostTensor::from_bf16(shape, v.iter().map(|&x| half::bf16::from_f64(x)).collect())
         }
@@ -236,8 +284,12 @@ pub fn encode(oracle: &OracleOutput, dtype: DType, shape: Vec<usize>) -> Result<
             HostTensor::from_f16(shape, v.iter().map(|&x| half::f16::from_f64(x)).collect())
         }
         (OracleOutput::Int(v), DType::I64) => HostTensor::from_i64(shape, v.clone()),
-        (OracleOutput::Int(v), DType::I32) => HostTensor::from_i32(shape, v.iter().map(|&x| x as i32).collect()),
-        (OracleOutput::Int(v), DType::U8) => HostTensor::from_u8(shape, v.iter().map(|&x| x as u8).collect()),
+        (OracleOutput::Int(v), DType::I32) => {
+            HostTensor::from_i32(shape, v.iter().map(|&x| x as i32).collect())
+        }
+        (OracleOutput::Int(v), DType::U8) => {
+            HostTensor::from_u8(shape, v.iter().map(|&x| x as u8).collect())
+        }
         (OracleOutput::Float(v), _) => HostTensor::from_f64(shape, v.clone()),
         (OracleOutput::Int(v), _) => HostTensor::from_i64(shape, v.clone()),
     }

@@ -1,7 +1,10 @@
 //! Integer expressions over size symbols (`ceil_div(B * 32, 256)`, `B + 1`), for tensor shapes
 //! and launch plans, evaluated with `evalexpr` plus `ceil_div`, `min`, `max`.
 use crate::spec::{ProblemError, Sizes};
-use evalexpr::{ContextWithMutableFunctions, ContextWithMutableVariables, EvalexprError, Function, HashMapContext, Value};
+use evalexpr::{
+    ContextWithMutableFunctions, ContextWithMutableVariables, EvalexprError, Function,
+    HashMapContext, Value,
+};
 
 fn int_args(args: &Value, name: &str) -> Result<(i64, i64), EvalexprError> {
     let t = args.as_fixed_len_tuple(2)?;
@@ -25,18 +28,54 @@ fn context(sizes: &Sizes) -> Result<HashMapContext, EvalexprError> {
             Ok(Value::Int((x + y - 1).div_euclid(y)))
         }),
     )?;
-    ctx.set_function("min".into(), Function::new(|a| int_args(a, "min").map(|(x, y)| Value::Int(x.min(y)))))?;
-    ctx.set_function("max".into(), Function::new(|a| int_args(a, "max").map(|(x, y)| Value::Int(x.max(y)))))?;
+    ctx.set_function(
+        "min".into(),
+        Function::new(|a| int_args(a, "min").map(|(x, y)| Value::Int(x.min(y)))),
+    )?;
+    ctx.set_function(
+        "max".into(),
+        Function::new(|a| int_args(a, "max").map(|(x, y)| Value::Int(x.max(y)))),
+    )?;
     Ok(ctx)
 }
 
 /// Evaluates `expr` to an integer with the size symbols of `sizes` bound.
 pub fn eval(expr: &str, sizes: &Sizes) -> Result<i64, ProblemError> {
-    let err = |message: String| ProblemError::Expr { expr: expr.to_string(), message };
-    let ctx = context(sizes).map_err(|e| err(e.to_string()))?;
+    match eval_number(expr, sizes, &Default::default())? {
+        Number::Int(v) => Ok(v),
+        Number::Float(v) => Err(ProblemError::Expr {
+            expr: expr.to_string(),
+            message: format!("evaluates to {v}, not an integer"),
+        }),
+    }
+}
+
+/// A kernel argument's value: an integer, or a float (from a float scalar such as `lr`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    Int(i64),
+    Float(f64),
+}
+
+/// Evaluates `expr` with the size symbols (integers) and float scalars bound.
+pub fn eval_number(
+    expr: &str,
+    sizes: &Sizes,
+    scalars: &std::collections::BTreeMap<String, f64>,
+) -> Result<Number, ProblemError> {
+    let err = |message: String| ProblemError::Expr {
+        expr: expr.to_string(),
+        message,
+    };
+    let mut ctx = context(sizes).map_err(|e| err(e.to_string()))?;
+    for (k, v) in scalars {
+        ctx.set_value(k.clone(), Value::Float(*v))
+            .map_err(|e| err(e.to_string()))?;
+    }
     match evalexpr::eval_with_context(expr, &ctx).map_err(|e| err(e.to_string()))? {
-        Value::Int(v) => Ok(v),
-        other => Err(err(format!("evaluates to {other}, not an integer"))),
+        Value::Int(v) => Ok(Number::Int(v)),
+        Value::Float(v) => Ok(Number::Float(v)),
+        other => Err(err(format!("evaluates to {other}, not a number"))),
     }
 }
 
@@ -45,7 +84,9 @@ mod tests {
     use super::*;
 
     fn sizes() -> Sizes {
-        [("B".to_string(), 1000i64), ("D".to_string(), 128)].into_iter().collect()
+        [("B".to_string(), 1000i64), ("D".to_string(), 128)]
+            .into_iter()
+            .collect()
     }
 
     #[test]
@@ -53,9 +94,33 @@ mod tests {
         assert_eq!(eval("B + 1", &sizes()).unwrap(), 1001);
         assert_eq!(eval("ceil_div(B * 32, 256)", &sizes()).unwrap(), 125);
         assert_eq!(eval("ceil_div(B * 32 + 1, 256)", &sizes()).unwrap(), 126);
-        assert_eq!(eval("min(1024, ceil_div(B * ceil_div(D, 32), 8))", &sizes()).unwrap(), 500);
+        assert_eq!(
+            eval("min(1024, ceil_div(B * ceil_div(D, 32), 8))", &sizes()).unwrap(),
+            500
+        );
         assert_eq!(eval("max(D, 7)", &sizes()).unwrap(), 128);
         assert_eq!(eval("256", &sizes()).unwrap(), 256);
+    }
+
+    #[test]
+    fn float_scalars_evaluate_to_floats() {
+        let scalars = [("lr".to_string(), 0.5)].into_iter().collect();
+        assert_eq!(
+            eval_number("lr", &sizes(), &scalars).unwrap(),
+            Number::Float(0.5)
+        );
+        assert_eq!(
+            eval_number("lr * 2", &sizes(), &scalars).unwrap(),
+            Number::Float(1.0)
+        );
+        assert_eq!(
+            eval_number("D", &sizes(), &scalars).unwrap(),
+            Number::Int(128)
+        );
+        assert!(
+            eval("lr", &sizes()).is_err(),
+            "lr is unknown without scalars"
+        );
     }
 
     #[test]

@@ -17,4 +17,6 @@ pub mod spec;
 pub use check::{check_output, CheckReport, Tolerance};
 pub use launch::{Dim, LaunchSpec, ScratchSpec};
 pub use registry::{all_problems, find_problem};
-pub use spec::{InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work};
+pub use spec::{
+    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+};

@@ -9,32 +9,54 @@ use data_gen::HostTensor;
 /// Runs the self-test; `Err` says which part failed.
 pub fn self_test(problem: &dyn Problem, preset: Preset) -> Result<(), String> {
     let sizes = problem.sizes(preset);
-    let a = problem.generate(preset, &sizes, 11).map_err(|e| e.to_string())?;
-    let b = problem.generate(preset, &sizes, 12).map_err(|e| e.to_string())?;
+    let a = problem
+        .generate(preset, &sizes, 11)
+        .map_err(|e| e.to_string())?;
+    let b = problem
+        .generate(preset, &sizes, 12)
+        .map_err(|e| e.to_string())?;
     let oracle_a = problem.oracle(&a).map_err(|e| e.to_string())?;
     let oracle_b = problem.oracle(&b).map_err(|e| e.to_string())?;
     for spec in problem.tensors().iter().filter(|t| t.role != Role::Input) {
         let name = spec.name;
-        let reference = oracle_a.get(name).ok_or(format!("oracle gives no `{name}`"))?;
+        let reference = oracle_a
+            .get(name)
+            .ok_or(format!("oracle gives no `{name}`"))?;
         let shape = shape_of(spec, &a.sizes).map_err(|e| e.to_string())?;
         let tol = problem.tolerance(spec);
-        if let (OracleOutput::Float(x), Some(OracleOutput::Float(y))) = (reference, oracle_b.get(name)) {
-            let (lo, hi) = x.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        if let (OracleOutput::Float(x), Some(OracleOutput::Float(y))) =
+            (reference, oracle_b.get(name))
+        {
+            let (lo, hi) = x
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
             if hi - lo <= 1e-3 * hi.abs().max(lo.abs()).max(1e-30) {
-                return Err(format!("{name}: oracle output is near-constant ({lo}..{hi})"));
+                return Err(format!(
+                    "{name}: oracle output is near-constant ({lo}..{hi})"
+                ));
             }
             if x.len() == y.len() {
-                let diff: f64 = x.iter().zip(y).map(|(p, q)| (p - q) * (p - q)).sum::<f64>().sqrt();
+                let diff: f64 = x
+                    .iter()
+                    .zip(y)
+                    .map(|(p, q)| (p - q) * (p - q))
+                    .sum::<f64>()
+                    .sqrt();
                 let norm: f64 = x.iter().map(|p| p * p).sum::<f64>().sqrt();
                 if diff <= 0.1 * norm {
-                    return Err(format!("{name}: oracle output barely changes with the seed"));
+                    return Err(format!(
+                        "{name}: oracle output barely changes with the seed"
+                    ));
                 }
             }
         }
         let correct = encode(reference, spec.dtype, shape.clone()).map_err(|e| e.to_string())?;
         let rep = check_output(&correct, reference, &tol);
         if !rep.passed {
-            return Err(format!("{name}: the correct output fails the check: {}", rep.reason));
+            return Err(format!(
+                "{name}: the correct output fails the check: {}",
+                rep.reason
+            ));
         }
         let numel: usize = shape.iter().product();
         let mean = match reference {
@@ -42,7 +64,8 @@ pub fn self_test(problem: &dyn Problem, preset: Preset) -> Result<(), String> {
             OracleOutput::Int(v) => v.iter().sum::<i64>() as f64 / v.len().max(1) as f64,
         };
         let zeros = HostTensor::zeros(spec.dtype, shape.clone());
-        let constant = encode(&constant_like(reference, mean), spec.dtype, shape.clone()).map_err(|e| e.to_string())?;
+        let constant = encode(&constant_like(reference, mean), spec.dtype, shape.clone())
+            .map_err(|e| e.to_string())?;
         let written = (numel * 3).div_ceil(1000); // 0.3%
         let mut partial_poison = poisoned(spec, &a.sizes).map_err(|e| e.to_string())?;
         let mut partial_zeros = zeros.clone();

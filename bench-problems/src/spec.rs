@@ -49,7 +49,8 @@ pub enum Role {
     Input,
     /// Written by the kernel; poisoned before each run.
     Output,
-    /// Read and updated in place.
+    /// Read and updated in place: set to its initial value (from the input set) before every
+    /// run, timed runs included (restored outside the timed region); checked like an output.
     InOut,
 }
 
@@ -63,11 +64,14 @@ pub struct TensorSpec {
     pub role: Role,
 }
 
-/// One generated input set: its seed, the sizes (with data-dependent ones), and the tensors.
-#[derive(Clone, Debug)]
+/// One generated input set: its seed, the sizes (with data-dependent ones), float scalars
+/// (learning rate, epsilon, ...: passed to kernels as f32 or f64 by the parameter's width), and
+/// the tensors (inputs, and the initial value of every in-out tensor).
+#[derive(Clone, Debug, Default)]
 pub struct InputSet {
     pub seed: u64,
     pub sizes: Sizes,
+    pub scalars: BTreeMap<String, f64>,
     pub tensors: TensorSet,
 }
 
@@ -142,6 +146,29 @@ pub trait Problem: Send + Sync {
     }
     /// Bytes and flops of an input set.
     fn work(&self, inputs: &InputSet) -> Work;
+    /// Outputs whose valid length depends on the data (a unique count, bucketized lengths):
+    /// only the first `oracle.len()` elements are checked (and must not hold poison); the rest
+    /// of the buffer is free. The valid length itself should be a scalar output, checked exactly.
+    fn checked_prefix(&self, output: &str) -> bool {
+        let _ = output;
+        false
+    }
+    /// An extra check of one output beyond the tolerance test (e.g. rows an update must leave
+    /// bit-identical); `Some(reason)` fails it.
+    fn custom_check(
+        &self,
+        output: &TensorSpec,
+        got: &HostTensor,
+        inputs: &InputSet,
+    ) -> Option<String> {
+        let _ = (output, got, inputs);
+        None
+    }
+    /// Statistics of an input set for run records (skew, pooling, ...).
+    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
+        let _ = inputs;
+        serde_json::Value::Null
+    }
     /// The reference launch plan (kernels from `gpu-kernels`).
     fn reference(&self) -> Vec<LaunchSpec>;
     /// Scratch buffers the reference plan needs (side outputs eager PyTorch also writes).
@@ -169,6 +196,11 @@ pub fn poisoned(spec: &TensorSpec, sizes: &Sizes) -> Result<HostTensor, ProblemE
     let shape = shape_of(spec, sizes)?;
     let numel: usize = shape.iter().product();
     let pattern = crate::check::poison_pattern(spec.dtype);
-    let bytes = pattern.iter().copied().cycle().take(numel * spec.dtype.size_bytes()).collect();
+    let bytes = pattern
+        .iter()
+        .copied()
+        .cycle()
+        .take(numel * spec.dtype.size_bytes())
+        .collect();
     Ok(HostTensor::new(spec.dtype, shape, bytes)?)
 }

@@ -35,7 +35,10 @@ pub struct EmuKernel {
 
 impl fmt::Debug for EmuKernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EmuKernel").field("name", &self.name).field("param_sizes", &self.param_sizes).finish()
+        f.debug_struct("EmuKernel")
+            .field("name", &self.name)
+            .field("param_sizes", &self.param_sizes)
+            .finish()
     }
 }
 
@@ -85,7 +88,11 @@ pub enum EmuError {
     /// Grid or block empty or past the limits, or too much shared memory.
     BadConfig(String),
     /// The argument list does not match the kernel's parameters.
-    WrongArguments { kernel: String, expected: usize, got: usize },
+    WrongArguments {
+        kernel: String,
+        expected: usize,
+        got: usize,
+    },
     /// A thread of the kernel panicked (its message).
     KernelFault(String),
 }
@@ -94,7 +101,11 @@ impl fmt::Display for EmuError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EmuError::BadConfig(m) => write!(f, "bad launch configuration: {m}"),
-            EmuError::WrongArguments { kernel, expected, got } => {
+            EmuError::WrongArguments {
+                kernel,
+                expected,
+                got,
+            } => {
                 write!(f, "kernel {kernel} takes {expected} arguments, got {got}")
             }
             EmuError::KernelFault(m) => write!(f, "kernel fault: {m}"),
@@ -108,7 +119,11 @@ impl std::error::Error for EmuError {}
 ///
 /// # Safety
 /// Pointer arguments must point to host memory large enough for what the kernel touches.
-pub unsafe fn launch_kernel(kernel: &EmuKernel, config: &LaunchConfig, args: &[u64]) -> Result<(), EmuError> {
+pub unsafe fn launch_kernel(
+    kernel: &EmuKernel,
+    config: &LaunchConfig,
+    args: &[u64],
+) -> Result<(), EmuError> {
     if args.len() != kernel.param_sizes.len() {
         return Err(EmuError::WrongArguments {
             kernel: kernel.name.to_string(),
@@ -142,7 +157,12 @@ pub unsafe fn launch(config: &LaunchConfig, body: &(dyn Fn() + Sync)) -> Result<
             std::thread::Builder::new()
                 .stack_size(512 * 1024)
                 .spawn_scoped(scope, move || {
-                    let ctx = ThreadCtx { thread_idx, lane: linear % WARP, warp: linear / WARP, block };
+                    let ctx = ThreadCtx {
+                        thread_idx,
+                        lane: linear % WARP,
+                        warp: linear / WARP,
+                        block,
+                    };
                     CURRENT.with(|c| c.set(&ctx as *const ThreadCtx as *const ()));
                     let result = panic::catch_unwind(AssertUnwindSafe(|| {
                         for b in 0..blocks {
@@ -160,7 +180,10 @@ pub unsafe fn launch(config: &LaunchConfig, body: &(dyn Fn() + Sync)) -> Result<
                     if let Err(payload) = result {
                         if payload.downcast_ref::<Aborted>().is_none() {
                             let msg = panic_message(&payload);
-                            fault.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(msg);
+                            fault
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get_or_insert(msg);
                             block.abort();
                         }
                     }
@@ -176,11 +199,16 @@ pub unsafe fn launch(config: &LaunchConfig, body: &(dyn Fn() + Sync)) -> Result<
 
 fn validate(config: &LaunchConfig) -> Result<(), EmuError> {
     if config.grid.contains(&0) || config.block.contains(&0) {
-        return Err(EmuError::BadConfig(format!("grid {:?} / block {:?} has a zero dimension", config.grid, config.block)));
+        return Err(EmuError::BadConfig(format!(
+            "grid {:?} / block {:?} has a zero dimension",
+            config.grid, config.block
+        )));
     }
     let threads = config.block.iter().map(|&b| b as u64).product::<u64>();
     if threads > MAX_BLOCK_THREADS as u64 {
-        return Err(EmuError::BadConfig(format!("{threads} threads per block, at most {MAX_BLOCK_THREADS}")));
+        return Err(EmuError::BadConfig(format!(
+            "{threads} threads per block, at most {MAX_BLOCK_THREADS}"
+        )));
     }
     if config.shared_bytes > MAX_SHARED_BYTES {
         return Err(EmuError::BadConfig(format!(
@@ -213,7 +241,10 @@ thread_local! {
 pub(crate) fn current<R>(f: impl FnOnce(&ThreadCtx<'_>) -> R) -> R {
     CURRENT.with(|c| {
         let p = c.get() as *const ThreadCtx<'_>;
-        assert!(!p.is_null(), "a device function was called outside an emulated kernel launch");
+        assert!(
+            !p.is_null(),
+            "a device function was called outside an emulated kernel launch"
+        );
         // SAFETY: set by `launch` to a ThreadCtx that outlives the kernel body on this thread.
         f(unsafe { &*p })
     })
@@ -238,7 +269,9 @@ impl ThreadCtx<'_> {
     }
 
     pub(crate) fn sync_warp(&self) {
-        self.block.warps[self.warp as usize].barrier.wait_or_unwind();
+        self.block.warps[self.warp as usize]
+            .barrier
+            .wait_or_unwind();
     }
 
     /// Every lane publishes `v`, then reads the lane `source(lane)` names (its own value when
@@ -248,7 +281,9 @@ impl ThreadCtx<'_> {
         warp.slots[self.lane as usize].store(v as u64, Ordering::Relaxed);
         warp.barrier.wait_or_unwind();
         let got = match source(self.lane) {
-            Some(src) if src < warp.lanes => warp.slots[src as usize].load(Ordering::Relaxed) as u32,
+            Some(src) if src < warp.lanes => {
+                warp.slots[src as usize].load(Ordering::Relaxed) as u32
+            }
             _ => v,
         };
         warp.barrier.wait_or_unwind();
@@ -336,7 +371,9 @@ impl BlockState {
 
     fn static_shared_ptr(&self, key: usize, bytes: usize) -> *mut u8 {
         let mut statics = lock(&self.statics);
-        let buf = statics.entry(key).or_insert_with(|| vec![POISON_WORD; bytes.div_ceil(16)].into_boxed_slice());
+        let buf = statics
+            .entry(key)
+            .or_insert_with(|| vec![POISON_WORD; bytes.div_ceil(16)].into_boxed_slice());
         buf.as_mut_ptr() as *mut u8
     }
 
@@ -371,7 +408,11 @@ struct BarrierState {
 
 impl GroupBarrier {
     fn new(size: u32) -> Self {
-        GroupBarrier { size, state: Mutex::new(BarrierState::default()), released: Condvar::new() }
+        GroupBarrier {
+            size,
+            state: Mutex::new(BarrierState::default()),
+            released: Condvar::new(),
+        }
     }
 
     /// Waits for the group; unwinds with [`Aborted`] if the launch was aborted.
@@ -429,7 +470,11 @@ mod tests {
     use crate::dev::*;
 
     fn cfg(grid: u32, block: u32, shared_bytes: usize) -> LaunchConfig {
-        LaunchConfig { grid: [grid, 1, 1], block: [block, 1, 1], shared_bytes }
+        LaunchConfig {
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes,
+        }
     }
 
     #[test]
@@ -479,7 +524,11 @@ mod tests {
             })
             .unwrap();
         }
-        assert_eq!(seen.load(Ordering::Relaxed), 2, "each block starts from poison, not the last block's data");
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            2,
+            "each block starts from poison, not the last block's data"
+        );
     }
 
     #[test]
@@ -533,9 +582,18 @@ mod tests {
 
     #[test]
     fn bad_configurations_are_refused() {
-        assert!(matches!(unsafe { launch(&cfg(0, 32, 0), &|| {}) }, Err(EmuError::BadConfig(_))));
-        assert!(matches!(unsafe { launch(&cfg(1, 2048, 0), &|| {}) }, Err(EmuError::BadConfig(_))));
-        assert!(matches!(unsafe { launch(&cfg(1, 32, 1 << 20), &|| {}) }, Err(EmuError::BadConfig(_))));
+        assert!(matches!(
+            unsafe { launch(&cfg(0, 32, 0), &|| {}) },
+            Err(EmuError::BadConfig(_))
+        ));
+        assert!(matches!(
+            unsafe { launch(&cfg(1, 2048, 0), &|| {}) },
+            Err(EmuError::BadConfig(_))
+        ));
+        assert!(matches!(
+            unsafe { launch(&cfg(1, 32, 1 << 20), &|| {}) },
+            Err(EmuError::BadConfig(_))
+        ));
     }
 
     #[test]

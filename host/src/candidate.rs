@@ -65,14 +65,19 @@ impl CandidateError {
             Some(f) => format!("field `{f}`: {message}"),
             None => message,
         };
-        CandidateError { file: file.to_path_buf(), field: field.map(String::from), message }
+        CandidateError {
+            file: file.to_path_buf(),
+            field: field.map(String::from),
+            message,
+        }
     }
 }
 
 /// Reads and validates `dir/candidate.toml` and its source file.
 pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
     let file = dir.join("candidate.toml");
-    let text = std::fs::read_to_string(&file).map_err(|e| CandidateError::new(&file, None, format!("cannot read: {e}")))?;
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| CandidateError::new(&file, None, format!("cannot read: {e}")))?;
     let manifest: Manifest = toml::from_str(&text).map_err(|e| {
         let field = e.message().split('`').nth(1).map(String::from);
         CandidateError {
@@ -81,22 +86,44 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
             message: format!("malformed manifest: {}", e.to_string().trim()),
         }
     })?;
-    let problem = find_problem(&manifest.problem)
-        .ok_or_else(|| CandidateError::new(&file, Some("problem"), format!("unknown problem `{}`", manifest.problem)))?;
+    let problem = find_problem(&manifest.problem).ok_or_else(|| {
+        CandidateError::new(
+            &file,
+            Some("problem"),
+            format!("unknown problem `{}`", manifest.problem),
+        )
+    })?;
     if manifest.launches.is_empty() {
-        return Err(CandidateError::new(&file, Some("launch"), "at least one [[launch]] is needed"));
+        return Err(CandidateError::new(
+            &file,
+            Some("launch"),
+            "at least one [[launch]] is needed",
+        ));
     }
     let tensors = problem.tensors();
     let sizes = problem.sizes(bench_problems::Preset::Ci);
     for (i, l) in manifest.launches.iter().enumerate() {
         for (field, dims) in [("grid", &l.grid), ("block", &l.block)] {
             for (axis, d) in dims.iter().enumerate() {
-                check_expr(&file, &format!("launch[{i}].{field}[{axis}]"), d, &sizes, &manifest.scratch)?;
+                check_expr(
+                    &file,
+                    &format!("launch[{i}].{field}[{axis}]"),
+                    d,
+                    &sizes,
+                    &manifest.scratch,
+                )?;
             }
         }
-        check_expr(&file, &format!("launch[{i}].shared_bytes"), &l.shared_bytes, &sizes, &manifest.scratch)?;
+        check_expr(
+            &file,
+            &format!("launch[{i}].shared_bytes"),
+            &l.shared_bytes,
+            &sizes,
+            &manifest.scratch,
+        )?;
         for (j, arg) in l.args.iter().enumerate() {
-            let known = tensors.iter().any(|t| t.name == arg) || manifest.scratch.iter().any(|s| &s.name == arg);
+            let known = tensors.iter().any(|t| t.name == arg)
+                || manifest.scratch.iter().any(|s| &s.name == arg);
             if !known {
                 let with_n = with_data_sizes(&sizes);
                 bench_problems::expr::eval(arg, &with_n).map_err(|e| {
@@ -116,8 +143,13 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
         "gpu-kernels" => ModuleSource::Builtin,
         src => {
             let path = dir.join(src);
-            let code = std::fs::read_to_string(&path)
-                .map_err(|e| CandidateError::new(&file, Some("source"), format!("cannot read {}: {e}", path.display())))?;
+            let code = std::fs::read_to_string(&path).map_err(|e| {
+                CandidateError::new(
+                    &file,
+                    Some("source"),
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
             match path.extension().and_then(|e| e.to_str()) {
                 Some("cu") => ModuleSource::Cuda { file: path, code },
                 Some("ptx") => ModuleSource::Ptx { file: path, code },
@@ -131,7 +163,11 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
             }
         }
     };
-    let group = dir.parent().and_then(|p| p.file_name()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let group = dir
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     Ok(Candidate {
         name: manifest.name,
         problem: manifest.problem,
@@ -157,7 +193,9 @@ fn check_expr(
     sizes: &bench_problems::Sizes,
     _scratch: &[ScratchSpec],
 ) -> Result<(), CandidateError> {
-    d.eval(&with_data_sizes(sizes)).map(|_| ()).map_err(|e| CandidateError::new(file, Some(field), e.to_string()))
+    d.eval(&with_data_sizes(sizes))
+        .map(|_| ())
+        .map_err(|e| CandidateError::new(file, Some(field), e.to_string()))
 }
 
 /// Every directory under `root` (recursively) that holds a `candidate.toml`, sorted.
@@ -225,7 +263,11 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
     #[test]
     fn a_good_manifest_loads() {
         let d = tmp("good").join("examples").join("t");
-        write(&d, GOOD, &[("kernel.cu", "extern \"C\" __global__ void k() {}")]);
+        write(
+            &d,
+            GOOD,
+            &[("kernel.cu", "extern \"C\" __global__ void k() {}")],
+        );
         let c = load_candidate(&d).unwrap();
         assert_eq!(c.group, "examples");
         assert!(matches!(c.source, ModuleSource::Cuda { .. }));
@@ -235,11 +277,23 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
     #[test]
     fn errors_name_the_file_and_the_field() {
         let cases = [
-            (GOOD.replace("embedding_bag_sum", "no_such_problem"), "problem"),
-            (GOOD.replace("ceil_div(B * 32, 256)", "ceil_div(B * 32,"), "launch[0].grid[0]"),
-            (GOOD.replace("\"B\", \"D\"]", "\"B\", \"Q\"]"), "launch[0].args[5]"),
+            (
+                GOOD.replace("embedding_bag_sum", "no_such_problem"),
+                "problem",
+            ),
+            (
+                GOOD.replace("ceil_div(B * 32, 256)", "ceil_div(B * 32,"),
+                "launch[0].grid[0]",
+            ),
+            (
+                GOOD.replace("\"B\", \"D\"]", "\"B\", \"Q\"]"),
+                "launch[0].args[5]",
+            ),
             (GOOD.replace("kernel.cu", "missing.cu"), "source"),
-            (GOOD.replace("block = [256, 1, 1]", "block = [256, 1, 1]\nblok = 3"), "blok"),
+            (
+                GOOD.replace("block = [256, 1, 1]", "block = [256, 1, 1]\nblok = 3"),
+                "blok",
+            ),
             ("problem = 3".to_string(), "problem"),
         ];
         for (i, (manifest, field)) in cases.iter().enumerate() {
@@ -248,7 +302,10 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
             let e = load_candidate(&d).unwrap_err();
             let text = e.to_string();
             assert!(text.contains("candidate.toml"), "case {i}: {text}");
-            assert!(text.contains(field), "case {i}: expected field {field} in: {text}");
+            assert!(
+                text.contains(field),
+                "case {i}: expected field {field} in: {text}"
+            );
         }
     }
 

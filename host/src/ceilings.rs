@@ -25,7 +25,12 @@ pub fn measure(backend: &mut dyn Backend) -> BackendResult<Ceilings> {
         grid: [grid, 1, 1],
         block: [block, 1, 1],
         shared_bytes: 0,
-        args: vec![backend.address(&buf), len as u64, repeats, backend.address(&out)],
+        args: vec![
+            backend.address(&buf),
+            len as u64,
+            repeats,
+            backend.address(&out),
+        ],
     };
     let l2_bytes = grid as f64 * repeats as f64 * len as f64 * 4.0;
     let l2 = l2_bytes / (best_ms(backend, module, &l2_launch)? * 1e-3);
@@ -46,10 +51,18 @@ pub fn measure(backend: &mut dyn Backend) -> BackendResult<Ceilings> {
     let flops = grid as f64 * block as f64 * iters as f64 * 8.0 * 2.0;
     let fp32 = flops / (best_ms(backend, module, &fma)? * 1e-3);
     backend.free(out);
-    Ok(Ceilings { hbm_bytes_per_s: hbm, l2_bytes_per_s: l2, fp32_flops_per_s: fp32 })
+    Ok(Ceilings {
+        hbm_bytes_per_s: hbm,
+        l2_bytes_per_s: l2,
+        fp32_flops_per_s: fp32,
+    })
 }
 
-fn best_ms(backend: &mut dyn Backend, module: crate::backend::ModuleId, launch: &Launch) -> BackendResult<f64> {
+fn best_ms(
+    backend: &mut dyn Backend,
+    module: crate::backend::ModuleId,
+    launch: &Launch,
+) -> BackendResult<f64> {
     backend.launch(module, launch)?; // warm-up (module JIT, clocks)
     backend.synchronize()?;
     let mut best = f64::MAX;

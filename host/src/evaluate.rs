@@ -55,6 +55,8 @@ struct SetData {
     inputs: Buffers,
     ref_outputs: Buffers,
     cand_outputs: Buffers,
+    /// Initial values of in-out tensors, copied into the outputs before every run.
+    pristine: Buffers,
 }
 
 /// One problem's input sets on the device, with the reference loaded.
@@ -70,11 +72,17 @@ pub struct ProblemRun<'a> {
 }
 
 fn input_specs(p: &dyn Problem) -> Vec<TensorSpec> {
-    p.tensors().into_iter().filter(|t| t.role == Role::Input).collect()
+    p.tensors()
+        .into_iter()
+        .filter(|t| t.role == Role::Input)
+        .collect()
 }
 
 fn output_specs(p: &dyn Problem) -> Vec<TensorSpec> {
-    p.tensors().into_iter().filter(|t| t.role != Role::Input).collect()
+    p.tensors()
+        .into_iter()
+        .filter(|t| t.role != Role::Input)
+        .collect()
 }
 
 impl<'a> ProblemRun<'a> {
@@ -88,13 +96,25 @@ impl<'a> ProblemRun<'a> {
         let base = problem.sizes(cfg.preset);
         let mut plan: Vec<(String, bench_problems::Sizes, u64)> = Vec::new();
         for k in 0..cfg.public_sets {
-            plan.push((format!("public-{k}"), base.clone(), public_seed(cfg.seed, k)));
+            plan.push((
+                format!("public-{k}"),
+                base.clone(),
+                public_seed(cfg.seed, k),
+            ));
         }
         for k in 0..cfg.secret_sets {
-            plan.push((format!("secret-{k}"), base.clone(), data_gen::seed::derive(cfg.secret_seed, k as u64)));
+            plan.push((
+                format!("secret-{k}"),
+                base.clone(),
+                data_gen::seed::derive(cfg.secret_seed, k as u64),
+            ));
         }
         for (k, sizes) in problem.edge_sizes(cfg.preset).into_iter().enumerate() {
-            plan.push((format!("edge-{k}"), sizes, data_gen::seed::derive(cfg.seed, 1000 + k as u64)));
+            plan.push((
+                format!("edge-{k}"),
+                sizes,
+                data_gen::seed::derive(cfg.seed, 1000 + k as u64),
+            ));
         }
         let mut sets = Vec::new();
         for (label, sizes, seed) in plan {
@@ -110,17 +130,50 @@ impl<'a> ProblemRun<'a> {
             }
             let mut ref_outputs = Buffers::new();
             let mut cand_outputs = Buffers::new();
+            let mut pristine = Buffers::new();
             for spec in output_specs(problem) {
                 let numel: usize = shape_of(&spec, &input.sizes)?.iter().product();
                 let bytes = numel * spec.dtype.size_bytes();
                 ref_outputs.insert(spec.name.to_string(), backend.alloc(bytes)?);
                 cand_outputs.insert(spec.name.to_string(), backend.alloc(bytes)?);
+                if spec.role == Role::InOut {
+                    let initial = input.tensors.get(spec.name)?;
+                    anyhow::ensure!(
+                        initial.bytes.len() == bytes,
+                        "in-out tensor `{}`: initial value has the wrong size",
+                        spec.name
+                    );
+                    let buf = backend.alloc(bytes)?;
+                    backend.upload(&buf, &initial.bytes)?;
+                    pristine.insert(spec.name.to_string(), buf);
+                }
             }
-            sets.push(SetData { label, input, oracle, work, inputs, ref_outputs, cand_outputs });
+            sets.push(SetData {
+                label,
+                input,
+                oracle,
+                work,
+                inputs,
+                ref_outputs,
+                cand_outputs,
+                pristine,
+            });
         }
-        anyhow::ensure!(cfg.public_sets >= 1, "at least one public input set is needed");
+        anyhow::ensure!(
+            cfg.public_sets >= 1,
+            "at least one public input set is needed"
+        );
         let reference = reference_candidate(problem);
-        Ok(ProblemRun { backend, problem, cfg, ceilings, sets, reference, ref_module: None, ref_plans: Vec::new() })
+        Ok(ProblemRun {
+            backend,
+            problem,
+            cfg,
+            ceilings,
+            sets,
+            reference,
+            ref_module: None,
+            ref_plans: Vec::new(),
+        })
     }
 
     fn rotation(&self) -> usize {
@@ -139,23 +192,41 @@ impl<'a> ProblemRun<'a> {
     }
 
     /// Loads `cand`'s module and binds its plan on every set (scratch allocated per set).
-    fn load(&mut self, cand: &Candidate, use_ref_outputs: bool) -> Result<(ModuleId, Vec<Vec<Launch>>, Vec<Buffer>), (Status, String)> {
-        let module = self.backend.load_module(&cand.source).map_err(|e| match e {
-            BackendError::Unsupported(m) => (Status::Skipped, m),
-            BackendError::Compile(m) => (Status::CompileError, m),
-            other => (Status::RuntimeError, other.to_string()),
-        })?;
+    fn load(
+        &mut self,
+        cand: &Candidate,
+        use_ref_outputs: bool,
+    ) -> Result<(ModuleId, Vec<Vec<Launch>>, Vec<Buffer>), (Status, String)> {
+        let module = self
+            .backend
+            .load_module(&cand.source)
+            .map_err(|e| match e {
+                BackendError::Unsupported(m) => (Status::Skipped, m),
+                BackendError::Compile(m) => (Status::CompileError, m),
+                other => (Status::RuntimeError, other.to_string()),
+            })?;
         let mut plans = Vec::new();
         let mut scratch_all = Vec::new();
         for i in 0..self.sets.len() {
             let set = &self.sets[i];
             let mut buffers = set.inputs.clone();
-            buffers.extend(if use_ref_outputs { set.ref_outputs.clone() } else { set.cand_outputs.clone() });
+            buffers.extend(if use_ref_outputs {
+                set.ref_outputs.clone()
+            } else {
+                set.cand_outputs.clone()
+            });
             let sizes = set.input.sizes.clone();
+            let scalars = set.input.scalars.clone();
             for s in &cand.scratch {
-                let bytes = s.bytes.eval(&sizes).map_err(|e| (Status::RuntimeError, format!("scratch `{}`: {e}", s.name)))?;
+                let bytes = s
+                    .bytes
+                    .eval(&sizes)
+                    .map_err(|e| (Status::RuntimeError, format!("scratch `{}`: {e}", s.name)))?;
                 if bytes < 0 {
-                    return Err((Status::RuntimeError, format!("scratch `{}` has {bytes} bytes", s.name)));
+                    return Err((
+                        Status::RuntimeError,
+                        format!("scratch `{}` has {bytes} bytes", s.name),
+                    ));
                 }
                 let buf = self
                     .backend
@@ -164,7 +235,8 @@ impl<'a> ProblemRun<'a> {
                 scratch_all.push(buf);
                 buffers.insert(s.name.clone(), buf);
             }
-            let bound = plan::bind(cand, &sizes, &buffers, &mut *self.backend, module).map_err(|e| (Status::RuntimeError, e))?;
+            let bound = plan::bind(cand, &sizes, &scalars, &buffers, &mut *self.backend, module)
+                .map_err(|e| (Status::RuntimeError, e))?;
             plans.push(bound);
         }
         Ok((module, plans, scratch_all))
@@ -183,7 +255,15 @@ impl<'a> ProblemRun<'a> {
             match self.check_set(i, module, &plans[i], scratch, use_ref_outputs, &mut checks) {
                 Ok(None) => {}
                 Ok(Some(fail)) => return (checks, Some((Status::Incorrect, fail))),
-                Err(e) => return (checks, Some((Status::RuntimeError, format!("on {}: {e}", self.sets[i].label)))),
+                Err(e) => {
+                    return (
+                        checks,
+                        Some((
+                            Status::RuntimeError,
+                            format!("on {}: {e}", self.sets[i].label),
+                        )),
+                    )
+                }
             }
         }
         (checks, None)
@@ -198,10 +278,12 @@ impl<'a> ProblemRun<'a> {
         use_ref_outputs: bool,
         checks: &mut Vec<SetCheck>,
     ) -> Result<Option<String>, BackendError> {
-        let outputs = if use_ref_outputs { self.sets[i].ref_outputs.clone() } else { self.sets[i].cand_outputs.clone() };
-        for spec in output_specs(self.problem) {
-            self.backend.fill(&outputs[spec.name], &poison_pattern(spec.dtype))?;
-        }
+        let outputs = if use_ref_outputs {
+            self.sets[i].ref_outputs.clone()
+        } else {
+            self.sets[i].cand_outputs.clone()
+        };
+        self.reset_outputs(i, &outputs, true)?;
         for s in scratch {
             self.backend.fill(s, &[SCRATCH_POISON])?;
         }
@@ -215,24 +297,87 @@ impl<'a> ProblemRun<'a> {
         self.check_inputs_unchanged(i)
     }
 
+    /// Before a run: in-out tensors get their initial value back; outputs get the poison
+    /// (`poison`; timed runs skip it, so a kernel cannot lean on it).
+    fn reset_outputs(
+        &mut self,
+        i: usize,
+        outputs: &Buffers,
+        poison: bool,
+    ) -> Result<(), BackendError> {
+        for spec in output_specs(self.problem) {
+            if let Some(initial) = self.sets[i].pristine.get(spec.name).copied() {
+                self.backend.copy(&outputs[spec.name], &initial)?;
+            } else if poison {
+                self.backend
+                    .fill(&outputs[spec.name], &poison_pattern(spec.dtype))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The part of an output the check covers: all of it, or the valid prefix.
+    fn checked_part(
+        &self,
+        spec: &TensorSpec,
+        oracle: &OracleOutput,
+        got: HostTensor,
+    ) -> HostTensor {
+        if !self.problem.checked_prefix(spec.name) || oracle.len() >= got.numel() {
+            return got;
+        }
+        let n = oracle.len();
+        HostTensor {
+            dtype: got.dtype,
+            shape: vec![n],
+            bytes: got.bytes[..n * got.dtype.size_bytes()].to_vec(),
+        }
+    }
+
     /// Downloads `outputs` and checks them against set `i`'s oracle.
-    fn check_outputs(&mut self, i: usize, outputs: &Buffers, label: &str, checks: &mut Vec<SetCheck>) -> Result<Option<String>, BackendError> {
+    fn check_outputs(
+        &mut self,
+        i: usize,
+        outputs: &Buffers,
+        label: &str,
+        checks: &mut Vec<SetCheck>,
+    ) -> Result<Option<String>, BackendError> {
         let mut fail = None;
         for spec in output_specs(self.problem) {
             let got = self.download_tensor(&outputs[spec.name], &spec, i)?;
             let oracle = &self.sets[i].oracle[spec.name];
-            let report = check_output(&got, oracle, &self.problem.tolerance(&spec));
-            if !report.passed && fail.is_none() {
-                fail = Some(format!("{label}, output `{}`: {}", spec.name, report.reason));
+            let got = self.checked_part(&spec, oracle, got);
+            let mut report = check_output(&got, oracle, &self.problem.tolerance(&spec));
+            if report.passed {
+                if let Some(reason) = self.problem.custom_check(&spec, &got, &self.sets[i].input) {
+                    report.passed = false;
+                    report.reason = reason;
+                }
             }
-            checks.push(SetCheck { set: label.to_string(), output: spec.name.to_string(), report });
+            if !report.passed && fail.is_none() {
+                fail = Some(format!(
+                    "{label}, output `{}`: {}",
+                    spec.name, report.reason
+                ));
+            }
+            checks.push(SetCheck {
+                set: label.to_string(),
+                output: spec.name.to_string(),
+                report,
+            });
         }
         Ok(fail)
     }
 
-    fn download_tensor(&mut self, buf: &Buffer, spec: &TensorSpec, i: usize) -> Result<HostTensor, BackendError> {
+    fn download_tensor(
+        &mut self,
+        buf: &Buffer,
+        spec: &TensorSpec,
+        i: usize,
+    ) -> Result<HostTensor, BackendError> {
         let bytes = self.backend.download(buf)?;
-        let shape = shape_of(spec, &self.sets[i].input.sizes).map_err(|e| BackendError::Device(e.to_string()))?;
+        let shape = shape_of(spec, &self.sets[i].input.sizes)
+            .map_err(|e| BackendError::Device(e.to_string()))?;
         HostTensor::new(spec.dtype, shape, bytes).map_err(|e| BackendError::Device(e.to_string()))
     }
 
@@ -240,9 +385,18 @@ impl<'a> ProblemRun<'a> {
     fn check_inputs_unchanged(&mut self, i: usize) -> Result<Option<String>, BackendError> {
         for spec in input_specs(self.problem) {
             let now = self.backend.download(&self.sets[i].inputs[spec.name])?;
-            let original = &self.sets[i].input.tensors.get(spec.name).expect("generated").bytes;
+            let original = &self.sets[i]
+                .input
+                .tensors
+                .get(spec.name)
+                .expect("generated")
+                .bytes;
             if &now != original {
-                let first = now.iter().zip(original).position(|(a, b)| a != b).unwrap_or(0);
+                let first = now
+                    .iter()
+                    .zip(original)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
                 return Ok(Some(format!(
                     "{}: input `{}` was modified (first changed byte {first})",
                     self.sets[i].label, spec.name
@@ -252,7 +406,22 @@ impl<'a> ProblemRun<'a> {
         Ok(None)
     }
 
-    fn time_once(&mut self, module: ModuleId, plan: &[Launch]) -> Result<f64, BackendError> {
+    /// One timed run on set `set` (its in-out tensors restored first, outside the timed region).
+    fn time_once(
+        &mut self,
+        module: ModuleId,
+        plan: &[Launch],
+        set: usize,
+        use_ref_outputs: bool,
+    ) -> Result<f64, BackendError> {
+        if !self.sets[set].pristine.is_empty() {
+            let outputs = if use_ref_outputs {
+                self.sets[set].ref_outputs.clone()
+            } else {
+                self.sets[set].cand_outputs.clone()
+            };
+            self.reset_outputs(set, &outputs, false)?;
+        }
         if !self.cfg.warm_l2 {
             self.backend.flush_l2()?;
         }
@@ -282,6 +451,11 @@ impl<'a> ProblemRun<'a> {
         let cand = self.reference.clone();
         let mut rec = Record::new(self.problem.name(), "reference", "reference", "reference");
         rec.work = Some(self.work());
+        let stats: Vec<serde_json::Value> = self.sets[..self.rotation()]
+            .iter()
+            .map(|s| serde_json::json!({"set": s.label, "seed": s.input.seed, "sizes": s.input.sizes, "stats": self.problem.input_stats(&s.input)}))
+            .collect();
+        rec.input_stats = Some(serde_json::Value::Array(stats));
         rec.floor_ms = self.ceilings.map(|c| c.floor_ms(&self.work()));
         let (module, plans, scratch) = match self.load(&cand, true) {
             Ok(x) => x,
@@ -306,7 +480,7 @@ impl<'a> ProblemRun<'a> {
         let mut ms = Vec::new();
         for i in 0..n + r {
             let plan = self.ref_plans[i % r].clone();
-            match self.time_once(module, &plan) {
+            match self.time_once(module, &plan, i % r, true) {
                 Ok(t) if i >= r => ms.push(t), // the first pass over the sets is warm-up
                 Ok(_) => {}
                 Err(e) => {
@@ -352,7 +526,12 @@ impl<'a> ProblemRun<'a> {
         match self.time_pairs(ref_module, module, &plans) {
             Ok((ref_ms, cand_ms, ratios)) => {
                 let (lo, hi) = stats::bootstrap_median_ci(&ratios, 2000, self.cfg.seed);
-                rec.speedup = Some(Speedup { median: stats::median(&ratios), ci_low: lo, ci_high: hi, pairs: ratios.len() });
+                rec.speedup = Some(Speedup {
+                    median: stats::median(&ratios),
+                    ci_low: lo,
+                    ci_high: hi,
+                    pairs: ratios.len(),
+                });
                 rec.timing = Some(self.timing(&cand_ms));
                 rec.reference_timing = Some(self.timing(&ref_ms));
             }
@@ -387,7 +566,11 @@ impl<'a> ProblemRun<'a> {
                 }
             }
         }
-        rec.win = rec.status == Status::Correct && rec.speedup.as_ref().is_some_and(|s| s.ci_low > self.cfg.win_threshold);
+        rec.win = rec.status == Status::Correct
+            && rec
+                .speedup
+                .as_ref()
+                .is_some_and(|s| s.ci_low > self.cfg.win_threshold);
         self.free(scratch);
         rec
     }
@@ -400,12 +583,17 @@ impl<'a> ProblemRun<'a> {
 
     /// Interleaved pairs (A B, then B A) on rotating sets; returns (reference ms, candidate ms,
     /// reference/candidate ratios).
-    fn time_pairs(&mut self, ref_module: ModuleId, module: ModuleId, plans: &[Vec<Launch>]) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), BackendError> {
+    fn time_pairs(
+        &mut self,
+        ref_module: ModuleId,
+        module: ModuleId,
+        plans: &[Vec<Launch>],
+    ) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), BackendError> {
         let r = self.rotation();
         let ref_plans = self.ref_plans.clone();
         for s in 0..r {
-            plan::run(&mut *self.backend, ref_module, &ref_plans[s])?;
-            plan::run(&mut *self.backend, module, &plans[s])?;
+            self.time_once(ref_module, &ref_plans[s], s, true)?;
+            self.time_once(module, &plans[s], s, false)?;
         }
         self.backend.synchronize()?;
         let (mut ref_ms, mut cand_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
@@ -413,11 +601,11 @@ impl<'a> ProblemRun<'a> {
         for i in 0..self.cfg.max_pairs {
             let s = i % r;
             let (t_ref, t_cand) = if i % 2 == 0 {
-                let a = self.time_once(ref_module, &ref_plans[s])?;
-                (a, self.time_once(module, &plans[s])?)
+                let a = self.time_once(ref_module, &ref_plans[s], s, true)?;
+                (a, self.time_once(module, &plans[s], s, false)?)
             } else {
-                let b = self.time_once(module, &plans[s])?;
-                (self.time_once(ref_module, &ref_plans[s])?, b)
+                let b = self.time_once(module, &plans[s], s, false)?;
+                (self.time_once(ref_module, &ref_plans[s], s, true)?, b)
             };
             ref_ms.push(t_ref);
             cand_ms.push(t_cand);
@@ -447,8 +635,13 @@ impl<'a> ProblemRun<'a> {
                 fail.get_or_insert(format!("timed output differs from the oracle: {f}"));
             }
             for spec in output_specs(self.problem) {
-                let cand = self.download_tensor(&self.sets[s].cand_outputs[spec.name].clone(), &spec, s)?;
-                let reference = self.download_tensor(&self.sets[s].ref_outputs[spec.name].clone(), &spec, s)?;
+                let oracle = self.sets[s].oracle[spec.name].clone();
+                let cand =
+                    self.download_tensor(&self.sets[s].cand_outputs[spec.name].clone(), &spec, s)?;
+                let cand = self.checked_part(&spec, &oracle, cand);
+                let reference =
+                    self.download_tensor(&self.sets[s].ref_outputs[spec.name].clone(), &spec, s)?;
+                let reference = self.checked_part(&spec, &oracle, reference);
                 let as_oracle = if spec.dtype.is_float() {
                     OracleOutput::Float(reference.to_f64_vec())
                 } else {
@@ -461,7 +654,11 @@ impl<'a> ProblemRun<'a> {
                         spec.name, self.sets[s].label, report.reason
                     ));
                 }
-                rec.checks.push(SetCheck { set: format!("{label}-vs-reference"), output: spec.name.to_string(), report });
+                rec.checks.push(SetCheck {
+                    set: format!("{label}-vs-reference"),
+                    output: spec.name.to_string(),
+                    report,
+                });
             }
             if let Some(f) = self.check_inputs_unchanged(s)? {
                 fail.get_or_insert(f);
@@ -473,7 +670,12 @@ impl<'a> ProblemRun<'a> {
     /// Frees every device buffer of the problem.
     pub fn release(self) {
         for set in self.sets {
-            for b in set.inputs.into_values().chain(set.ref_outputs.into_values()).chain(set.cand_outputs.into_values()) {
+            let all = set
+                .inputs
+                .into_values()
+                .chain(set.ref_outputs.into_values())
+                .chain(set.cand_outputs.into_values());
+            for b in all.chain(set.pristine.into_values()) {
                 self.backend.free(b);
             }
         }

@@ -9,7 +9,11 @@ use dlrm_bench::runner::{self, RunOptions};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "dlrm-bench", version, about = "A benchmark suite for recommender-system GPU kernels")]
+#[command(
+    name = "dlrm-bench",
+    version,
+    about = "A benchmark suite for recommender-system GPU kernels"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -96,7 +100,13 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::List { names } => list(names),
-        Command::Gen { problem, preset, seed, sets, out } => gen(&problem, preset, seed, sets, &out),
+        Command::Gen {
+            problem,
+            preset,
+            seed,
+            sets,
+            out,
+        } => gen(&problem, preset, seed, sets, &out),
         Command::Run(args) => run(args),
     }
 }
@@ -107,9 +117,16 @@ fn list(names_only: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec!["#", "problem", "what", "ci", "small", "full"]);
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_header(vec!["#", "problem", "what", "ci", "small", "full"]);
     for p in all_problems() {
-        let fmt = |preset| p.sizes(preset).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        let fmt = |preset| {
+            p.sizes(preset)
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         t.add_row(vec![
             p.number().to_string(),
             p.name().to_string(),
@@ -123,18 +140,35 @@ fn list(names_only: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn gen(problem: &str, preset: Preset, seed: u64, sets: usize, out: &std::path::Path) -> anyhow::Result<()> {
-    let p = find_problem(problem).with_context(|| format!("unknown problem `{problem}` (see `dlrm-bench list`)"))?;
+fn gen(
+    problem: &str,
+    preset: Preset,
+    seed: u64,
+    sets: usize,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    let p = find_problem(problem)
+        .with_context(|| format!("unknown problem `{problem}` (see `dlrm-bench list`)"))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for k in 0..sets {
         let set_seed = public_seed(seed, k);
         let mut set = p.generate(preset, &p.sizes(preset), set_seed)?;
         let work = p.work(&set);
-        set.tensors.metadata.insert("problem".into(), p.name().into());
-        set.tensors.metadata.insert("preset".into(), preset.name().into());
-        set.tensors.metadata.insert("seed".into(), set_seed.to_string());
-        set.tensors.metadata.insert("sizes".into(), serde_json::to_string(&set.sizes)?);
-        set.tensors.metadata.insert("recipe".into(), p.recipe(preset).to_string());
+        set.tensors
+            .metadata
+            .insert("problem".into(), p.name().into());
+        set.tensors
+            .metadata
+            .insert("preset".into(), preset.name().into());
+        set.tensors
+            .metadata
+            .insert("seed".into(), set_seed.to_string());
+        set.tensors
+            .metadata
+            .insert("sizes".into(), serde_json::to_string(&set.sizes)?);
+        set.tensors
+            .metadata
+            .insert("recipe".into(), p.recipe(preset).to_string());
         let path = out.join(format!("{}.{}.set{k}.safetensors", p.name(), preset.name()));
         set.tensors.write(&path)?;
         let sizes: Vec<String> = set.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -151,7 +185,10 @@ fn gen(problem: &str, preset: Preset, seed: u64, sets: usize, out: &std::path::P
 
 fn run(a: RunArgs) -> anyhow::Result<()> {
     let candidates = if a.candidates.is_empty() {
-        vec![PathBuf::from("candidates/examples"), PathBuf::from("candidates/tuned")]
+        vec![
+            PathBuf::from("candidates/examples"),
+            PathBuf::from("candidates/tuned"),
+        ]
     } else {
         a.candidates
     };

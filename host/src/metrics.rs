@@ -34,10 +34,16 @@ pub struct GroupMetrics {
 /// do not count as attempts).
 pub fn summarize(records: &[Record], problems: usize) -> Vec<GroupMetrics> {
     let mut groups: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
-    for r in records.iter().filter(|r| !r.is_reference() && r.status != Status::Skipped) {
+    for r in records
+        .iter()
+        .filter(|r| !r.is_reference() && r.status != Status::Skipped)
+    {
         groups.entry(&r.group).or_default().push(r);
     }
-    groups.into_iter().map(|(g, rs)| group_metrics(g, &rs, problems)).collect()
+    groups
+        .into_iter()
+        .map(|(g, rs)| group_metrics(g, &rs, problems))
+        .collect()
 }
 
 fn group_metrics(group: &str, rs: &[&Record], problems: usize) -> GroupMetrics {
@@ -85,7 +91,12 @@ mod tests {
     fn rec(problem: &str, status: Status, speedup: f64, win: bool) -> Record {
         let mut r = Record::new(problem, "c", "examples", "x");
         r.status = status;
-        r.speedup = Some(Speedup { median: speedup, ci_low: speedup * 0.99, ci_high: speedup * 1.01, pairs: 30 });
+        r.speedup = Some(Speedup {
+            median: speedup,
+            ci_low: speedup * 0.99,
+            ci_high: speedup * 1.01,
+            pairs: 30,
+        });
         r.win = win;
         r
     }
@@ -107,6 +118,9 @@ mod tests {
         assert_eq!(m.correct, 2);
         assert_eq!(m.suspect, 1);
         assert_eq!(m.fast_p["0"], 0.5, "correct share");
-        assert_eq!(m.fast_p["1"], 0.25, "incorrect and suspect ones never count");
+        assert_eq!(
+            m.fast_p["1"], 0.25,
+            "incorrect and suspect ones never count"
+        );
     }
 }

@@ -99,6 +99,9 @@ pub struct Record {
     pub speedup: Option<Speedup>,
     pub win: bool,
     pub pytorch: Option<PeerTime>,
+    /// Statistics of the timed input sets (reference records only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_stats: Option<serde_json::Value>,
 }
 
 impl Record {
@@ -118,6 +121,7 @@ impl Record {
             speedup: None,
             win: false,
             pytorch: None,
+            input_stats: None,
         }
     }
 

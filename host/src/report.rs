@@ -36,7 +36,9 @@ impl RecordLog {
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
-    v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "-".into())
+    v.filter(|x| x.is_finite())
+        .map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// Column names of the per-record table (shared by stdout, markdown and CSV).
@@ -62,17 +64,39 @@ pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
         .iter()
         .map(|r| {
             let t = r.timing.as_ref();
-            let rt = if r.is_reference() { r.timing.as_ref() } else { r.reference_timing.as_ref() };
+            let rt = if r.is_reference() {
+                r.timing.as_ref()
+            } else {
+                r.reference_timing.as_ref()
+            };
             let sp = r.speedup.as_ref();
             vec![
                 r.problem.clone(),
-                if r.is_reference() { "(reference)".into() } else { format!("{}/{}", r.group, r.candidate) },
+                if r.is_reference() {
+                    "(reference)".into()
+                } else {
+                    format!("{}/{}", r.group, r.candidate)
+                },
                 r.status.name().into(),
                 f(rt.map(|t| t.median_ms), 4),
-                f(if r.is_reference() { None } else { t.map(|t| t.median_ms) }, 4),
+                f(
+                    if r.is_reference() {
+                        None
+                    } else {
+                        t.map(|t| t.median_ms)
+                    },
+                    4,
+                ),
                 f(sp.map(|s| s.median), 3),
-                sp.map(|s| format!("[{:.3}, {:.3}]", s.ci_low, s.ci_high)).unwrap_or_else(|| "-".into()),
-                if r.is_reference() { "".into() } else if r.win { "yes".into() } else { "no".into() },
+                sp.map(|s| format!("[{:.3}, {:.3}]", s.ci_low, s.ci_high))
+                    .unwrap_or_else(|| "-".into()),
+                if r.is_reference() {
+                    "".into()
+                } else if r.win {
+                    "yes".into()
+                } else {
+                    "no".into()
+                },
                 f(t.map(|t| t.compulsory_gbps), 0),
                 f(t.map(|t| t.logical_gbps), 0),
                 f(t.and_then(|t| t.floor_fraction).map(|x| 100.0 * x), 1),
@@ -103,18 +127,29 @@ pub fn metric_rows(metrics: &[GroupMetrics]) -> Vec<Vec<String>> {
         .collect()
 }
 
-pub const METRIC_COLUMNS: [&str; 9] =
-    ["group", "win rate", "median speedup (wins)", "median speedup (correct)", "geomean (correct)", "correct", "fast_1", "fast_2", "suspect"];
+pub const METRIC_COLUMNS: [&str; 9] = [
+    "group",
+    "win rate",
+    "median speedup (wins)",
+    "median speedup (correct)",
+    "geomean (correct)",
+    "correct",
+    "fast_1",
+    "fast_2",
+    "suspect",
+];
 
 /// The tables for a terminal.
 pub fn terminal_tables(records: &[Record], metrics: &[GroupMetrics]) -> String {
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_header(COLUMNS.to_vec());
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_header(COLUMNS.to_vec());
     for row in rows(records) {
         t.add_row(row);
     }
     let mut m = Table::new();
-    m.load_preset(UTF8_FULL_CONDENSED).set_header(METRIC_COLUMNS.to_vec());
+    m.load_preset(UTF8_FULL_CONDENSED)
+        .set_header(METRIC_COLUMNS.to_vec());
     for row in metric_rows(metrics) {
         m.add_row(row);
     }
@@ -122,7 +157,11 @@ pub fn terminal_tables(records: &[Record], metrics: &[GroupMetrics]) -> String {
 }
 
 fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut s = format!("| {} |\n|{}\n", header.join(" | "), " --- |".repeat(header.len()));
+    let mut s = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        " --- |".repeat(header.len())
+    );
     for r in rows {
         s += &format!("| {} |\n", r.join(" | "));
     }
@@ -130,16 +169,30 @@ fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// `summary.md`.
-pub fn write_markdown(dir: &Path, heading: &str, records: &[Record], metrics: &[GroupMetrics]) -> std::io::Result<()> {
+pub fn write_markdown(
+    dir: &Path,
+    heading: &str,
+    records: &[Record],
+    metrics: &[GroupMetrics],
+) -> std::io::Result<()> {
     let mut s = format!("{heading}\n\n## Results\n\n");
     s += &markdown_table(&COLUMNS, &rows(records));
     s += "\n## Metrics per candidate group\n\n";
     s += &markdown_table(&METRIC_COLUMNS, &metric_rows(metrics));
-    let problems: Vec<&Record> = records.iter().filter(|r| r.status != Status::Correct && !r.message.is_empty()).collect();
+    let problems: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.status != Status::Correct && !r.message.is_empty())
+        .collect();
     if !problems.is_empty() {
         s += "\n## Messages\n\n";
         for r in problems {
-            s += &format!("- `{}` / `{}` ({}): {}\n", r.problem, r.candidate, r.status.name(), r.message.lines().next().unwrap_or(""));
+            s += &format!(
+                "- `{}` / `{}` ({}): {}\n",
+                r.problem,
+                r.candidate,
+                r.status.name(),
+                r.message.lines().next().unwrap_or("")
+            );
         }
     }
     std::fs::write(dir.join("summary.md"), s)
@@ -147,8 +200,19 @@ pub fn write_markdown(dir: &Path, heading: &str, records: &[Record], metrics: &[
 
 /// `summary.csv`.
 pub fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
-    let quote = |c: &str| if c.contains([',', '"']) { format!("\"{}\"", c.replace('"', "\"\"")) } else { c.to_string() };
-    let mut s = COLUMNS.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",") + "\n";
+    let quote = |c: &str| {
+        if c.contains([',', '"']) {
+            format!("\"{}\"", c.replace('"', "\"\""))
+        } else {
+            c.to_string()
+        }
+    };
+    let mut s = COLUMNS
+        .iter()
+        .map(|c| quote(c))
+        .collect::<Vec<_>>()
+        .join(",")
+        + "\n";
     for r in rows(records) {
         s += &(r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",") + "\n");
     }

@@ -48,7 +48,10 @@ pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
     if !on_gpu {
         eprintln!("{EMULATOR_BANNER}\n(backend: {why})");
         if opts.preset.is_some_and(|p| p != Preset::Ci) {
-            eprintln!("warning: --preset {} ignored: the emulator runs `ci` sizes only", opts.preset.unwrap().name());
+            eprintln!(
+                "warning: --preset {} ignored: the emulator runs `ci` sizes only",
+                opts.preset.unwrap().name()
+            );
         }
         opts.preset = Some(Preset::Ci);
     } else {
@@ -62,18 +65,27 @@ pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
     } else {
         opts.problems
             .iter()
-            .map(|n| bench_problems::find_problem(n).ok_or_else(|| anyhow::anyhow!("unknown problem `{n}` (see `dlrm-bench list`)")))
+            .map(|n| {
+                bench_problems::find_problem(n)
+                    .ok_or_else(|| anyhow::anyhow!("unknown problem `{n}` (see `dlrm-bench list`)"))
+            })
             .collect::<anyhow::Result<_>>()?
     };
 
     let started = chrono::Utc::now();
-    let run_id = format!("{}-{}-{}", started.format("%Y%m%dT%H%M%SZ"), if on_gpu { "gpu" } else { "cpu" }, preset.name());
+    let run_id = format!(
+        "{}-{}-{}",
+        started.format("%Y%m%dT%H%M%SZ"),
+        if on_gpu { "gpu" } else { "cpu" },
+        preset.name()
+    );
     let dir = opts.out.join(&run_id);
     std::fs::create_dir_all(&dir)?;
     let mut log = RecordLog::open(&dir)?;
 
     let ceilings = if on_gpu {
-        let c = crate::ceilings::measure(&mut *backend).map_err(|e| anyhow::anyhow!("measuring the device ceilings: {e}"))?;
+        let c = crate::ceilings::measure(&mut *backend)
+            .map_err(|e| anyhow::anyhow!("measuring the device ceilings: {e}"))?;
         eprintln!(
             "ceilings: HBM copy {:.0} GB/s, L2 read {:.0} GB/s, fp32 {:.1} TFLOP/s",
             c.hbm_bytes_per_s / 1e9,
@@ -107,7 +119,12 @@ pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
     let (candidates, invalid) = load_all(&opts.candidate_roots);
     let mut records = Vec::new();
     for err in invalid {
-        let mut r = Record::new("-", &err.file.display().to_string(), "invalid", &err.file.display().to_string());
+        let mut r = Record::new(
+            "-",
+            &err.file.display().to_string(),
+            "invalid",
+            &err.file.display().to_string(),
+        );
         r.status = Status::InvalidManifest;
         r.message = err.to_string();
         eprintln!("invalid candidate: {err}");
@@ -115,25 +132,31 @@ pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
         records.push(r);
     }
     let peers = load_peers(&opts.peer);
-    let total: usize =
-        problems.iter().map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count()).sum();
+    let total: usize = problems
+        .iter()
+        .map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count())
+        .sum();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     for &problem in &problems {
         bar.set_message(format!("{}: generating inputs", problem.name()));
-        let mine: Vec<&Candidate> = candidates.iter().filter(|c| c.problem == problem.name()).collect();
-        let mut prun = match ProblemRun::prepare(&mut *backend, problem, opts.eval.clone(), ceilings) {
-            Ok(p) => p,
-            Err(e) => {
-                let mut r = Record::new(problem.name(), "reference", "reference", "reference");
-                r.status = Status::RuntimeError;
-                r.message = format!("could not prepare the inputs: {e:#}");
-                log.append(&r)?;
-                records.push(r);
-                bar.inc(1 + mine.len() as u64);
-                continue;
-            }
-        };
+        let mine: Vec<&Candidate> = candidates
+            .iter()
+            .filter(|c| c.problem == problem.name())
+            .collect();
+        let mut prun =
+            match ProblemRun::prepare(&mut *backend, problem, opts.eval.clone(), ceilings) {
+                Ok(p) => p,
+                Err(e) => {
+                    let mut r = Record::new(problem.name(), "reference", "reference", "reference");
+                    r.status = Status::RuntimeError;
+                    r.message = format!("could not prepare the inputs: {e:#}");
+                    log.append(&r)?;
+                    records.push(r);
+                    bar.inc(1 + mine.len() as u64);
+                    continue;
+                }
+            };
         bar.set_message(format!("{}: reference", problem.name()));
         let mut reference = prun.reference_record();
         attach_peer(&mut reference, &peers);
@@ -162,7 +185,12 @@ pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics));
     println!("results: {} ({})", dir.display(), log.path().display());
-    Ok(RunOutcome { dir, records, metrics, on_gpu })
+    Ok(RunOutcome {
+        dir,
+        records,
+        metrics,
+        on_gpu,
+    })
 }
 
 fn heading(run_id: &str, info: &backend::DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -> String {
@@ -187,7 +215,10 @@ fn heading(run_id: &str, info: &backend::DeviceInfo, on_gpu: bool, c: Option<Cei
 }
 
 fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
-    std::fs::write(path, serde_json::to_string_pretty(v).map_err(std::io::Error::other)?)
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(v).map_err(std::io::Error::other)?,
+    )
 }
 
 /// Loads every candidate under the roots; invalid manifests are returned separately.
@@ -196,7 +227,10 @@ pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::Can
     let mut bad = Vec::new();
     for root in roots {
         if !root.exists() {
-            eprintln!("warning: candidate directory {} does not exist", root.display());
+            eprintln!(
+                "warning: candidate directory {} does not exist",
+                root.display()
+            );
         }
         for dir in discover(root) {
             match load_candidate(&dir) {
@@ -214,11 +248,21 @@ fn load_peers(files: &[PathBuf]) -> Vec<(String, f64, String)> {
     for f in files {
         match std::fs::read_to_string(f) {
             Ok(text) => {
-                for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                for (i, line) in text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| !l.trim().is_empty())
+                {
                     match serde_json::from_str::<serde_json::Value>(line) {
                         Ok(v) => match (v["problem"].as_str(), v["median_ms"].as_f64()) {
-                            (Some(p), Some(ms)) => out.push((p.to_string(), ms, f.display().to_string())),
-                            _ => eprintln!("warning: {}:{}: no `problem` or `median_ms`", f.display(), i + 1),
+                            (Some(p), Some(ms)) => {
+                                out.push((p.to_string(), ms, f.display().to_string()))
+                            }
+                            _ => eprintln!(
+                                "warning: {}:{}: no `problem` or `median_ms`",
+                                f.display(),
+                                i + 1
+                            ),
                         },
                         Err(e) => eprintln!("warning: {}:{}: {e}", f.display(), i + 1),
                     }
@@ -231,7 +275,14 @@ fn load_peers(files: &[PathBuf]) -> Vec<(String, f64, String)> {
 }
 
 fn attach_peer(reference: &mut Record, peers: &[(String, f64, String)]) {
-    if let (Some((_, ms, src)), Some(t)) = (peers.iter().rev().find(|(p, _, _)| p == &reference.problem), &reference.timing) {
-        reference.pytorch = Some(PeerTime { median_ms: *ms, reference_over_pytorch: t.median_ms / ms, source: src.clone() });
+    if let (Some((_, ms, src)), Some(t)) = (
+        peers.iter().rev().find(|(p, _, _)| p == &reference.problem),
+        &reference.timing,
+    ) {
+        reference.pytorch = Some(PeerTime {
+            median_ms: *ms,
+            reference_over_pytorch: t.median_ms / ms,
+            source: src.clone(),
+        });
     }
 }

@@ -60,7 +60,9 @@ mod tests {
 
     #[test]
     fn bootstrap_interval_covers_and_shrinks() {
-        let noisy: Vec<f64> = (0..200).map(|i| 2.0 + ((i * 7919) % 101) as f64 / 1000.0 - 0.05).collect();
+        let noisy: Vec<f64> = (0..200)
+            .map(|i| 2.0 + ((i * 7919) % 101) as f64 / 1000.0 - 0.05)
+            .collect();
         let (lo, hi) = bootstrap_median_ci(&noisy, 1000, 1);
         let m = median(&noisy);
         assert!(lo <= m && m <= hi);

@@ -35,15 +35,33 @@ fn references_and_rust_candidates_pass_every_check() {
         let mut backend = EmuBackend::new();
         let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
         let reference = run.reference_record();
-        assert_eq!(reference.status, Status::Correct, "{}: {}", problem.name(), reference.message);
+        assert_eq!(
+            reference.status,
+            Status::Correct,
+            "{}: {}",
+            problem.name(),
+            reference.message
+        );
         assert!(reference.checks.iter().any(|c| c.set.starts_with("secret")));
         assert!(reference.checks.iter().any(|c| c.set.starts_with("edge")));
-        let rust: Vec<_> =
-            candidates.iter().filter(|c| c.problem == problem.name() && c.source == ModuleSource::Builtin).collect();
+        let rust: Vec<_> = candidates
+            .iter()
+            .filter(|c| c.problem == problem.name() && c.source == ModuleSource::Builtin)
+            .collect();
         for cand in rust {
             let rec = run.evaluate(cand);
-            assert_eq!(rec.status, Status::Correct, "{}/{}: {}", problem.name(), cand.name, rec.message);
-            assert!(rec.checks.iter().any(|c| c.set.starts_with("recheck")), "timed outputs are rechecked");
+            assert_eq!(
+                rec.status,
+                Status::Correct,
+                "{}/{}: {}",
+                problem.name(),
+                cand.name,
+                rec.message
+            );
+            assert!(
+                rec.checks.iter().any(|c| c.set.starts_with("recheck")),
+                "timed outputs are rechecked"
+            );
             assert!(rec.speedup.is_some());
         }
         run.release();
@@ -54,7 +72,10 @@ fn references_and_rust_candidates_pass_every_check() {
 fn cuda_candidates_are_skipped_on_the_emulator_not_failed() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../candidates/examples");
     let (candidates, _) = load_all(&[root]);
-    let cuda = candidates.iter().find(|c| matches!(c.source, ModuleSource::Cuda { .. })).expect("an example");
+    let cuda = candidates
+        .iter()
+        .find(|c| matches!(c.source, ModuleSource::Cuda { .. }))
+        .expect("an example");
     let problem = bench_problems::find_problem(&cuda.problem).unwrap();
     let mut backend = EmuBackend::new();
     let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();

@@ -6,8 +6,13 @@
 //! (log-normal) bag lengths with mean 20, weights uniform in [-1, 1). Every input set holds an
 //! empty bag (bag 0) and a bag of the longest length (bag B/2).
 use crate::launch::{LaunchSpec, ScratchSpec};
-use crate::spec::{InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work};
-use data_gen::{bag_indices, offsets_from_lengths, seed::derive_str, uniform_f32, DType, HostTensor, IndexRecipe, Pooling, TensorSet};
+use crate::spec::{
+    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+};
+use data_gen::{
+    bag_indices, offsets_from_lengths, seed::derive_str, uniform_f32, DType, HostTensor,
+    IndexRecipe, Pooling, TensorSet,
+};
 use rayon::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -22,16 +27,27 @@ const SIGMA: f64 = 1.0;
 
 fn pooling(preset: Preset) -> Pooling {
     match preset {
-        Preset::Ci => Pooling::LogNormal { mean: 8.0, sigma: SIGMA, max: 64 },
-        Preset::Small | Preset::Full => Pooling::LogNormal { mean: 20.0, sigma: SIGMA, max: 1000 },
+        Preset::Ci => Pooling::LogNormal {
+            mean: 8.0,
+            sigma: SIGMA,
+            max: 64,
+        },
+        Preset::Small | Preset::Full => Pooling::LogNormal {
+            mean: 20.0,
+            sigma: SIGMA,
+            max: 1000,
+        },
     }
 }
 
 fn size(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
-    sizes.get(name).copied().ok_or_else(|| ProblemError::Invalid {
-        problem: "embedding_bag_sum".into(),
-        message: format!("size {name} is not set"),
-    })
+    sizes
+        .get(name)
+        .copied()
+        .ok_or_else(|| ProblemError::Invalid {
+            problem: "embedding_bag_sum".into(),
+            message: format!("size {name} is not set"),
+        })
 }
 
 impl Problem for EmbeddingBagSum {
@@ -49,10 +65,30 @@ impl Problem for EmbeddingBagSum {
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
-            TensorSpec { name: "weight", dtype: DType::F32, shape: &["E", "D"], role: Role::Input },
-            TensorSpec { name: "indices", dtype: DType::I64, shape: &["N"], role: Role::Input },
-            TensorSpec { name: "offsets", dtype: DType::I64, shape: &["B + 1"], role: Role::Input },
-            TensorSpec { name: "out", dtype: DType::F32, shape: &["B", "D"], role: Role::Output },
+            TensorSpec {
+                name: "weight",
+                dtype: DType::F32,
+                shape: &["E", "D"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "indices",
+                dtype: DType::I64,
+                shape: &["N"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "offsets",
+                dtype: DType::I64,
+                shape: &["B + 1"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "out",
+                dtype: DType::F32,
+                shape: &["B", "D"],
+                role: Role::Output,
+            },
         ]
     }
 
@@ -63,7 +99,10 @@ impl Problem for EmbeddingBagSum {
             Preset::Small => (1 << 20, 128, 16384),
             Preset::Full => (8 << 20, 128, 131072),
         };
-        [("E", e), ("D", d), ("B", b)].into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+        [("E", e), ("D", d), ("B", b)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
     }
 
     fn recipe(&self, preset: Preset) -> serde_json::Value {
@@ -84,17 +123,35 @@ impl Problem for EmbeddingBagSum {
             let mid = lengths.len() / 2;
             lengths[mid] = pooling.max_length();
         }
-        let recipe = IndexRecipe { rows: e as u64, alpha: ALPHA, scatter_hot_rows: true };
+        let recipe = IndexRecipe {
+            rows: e as u64,
+            alpha: ALPHA,
+            scatter_hot_rows: true,
+        };
         let indices = bag_indices(&recipe, &lengths, derive_str(seed, "indices"))?;
         let offsets = offsets_from_lengths(&lengths);
         let weight = uniform_f32((e * d) as usize, derive_str(seed, "weight"), -1.0, 1.0);
         let mut sizes = sizes.clone();
         sizes.insert("N".into(), indices.len() as i64);
         let mut tensors = TensorSet::new();
-        tensors.insert("weight", HostTensor::from_f32(vec![e as usize, d as usize], weight)?);
-        tensors.insert("indices", HostTensor::from_i64(vec![indices.len()], indices)?);
-        tensors.insert("offsets", HostTensor::from_i64(vec![offsets.len()], offsets)?);
-        Ok(InputSet { seed, sizes, tensors })
+        tensors.insert(
+            "weight",
+            HostTensor::from_f32(vec![e as usize, d as usize], weight)?,
+        );
+        tensors.insert(
+            "indices",
+            HostTensor::from_i64(vec![indices.len()], indices)?,
+        );
+        tensors.insert(
+            "offsets",
+            HostTensor::from_i64(vec![offsets.len()], offsets)?,
+        );
+        Ok(InputSet {
+            seed,
+            sizes,
+            scalars: BTreeMap::new(),
+            tensors,
+        })
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
@@ -110,15 +167,19 @@ impl Problem for EmbeddingBagSum {
         let offsets = inputs.tensors.get("offsets")?.to_i64_vec()?;
         let bags = offsets.len() - 1;
         let mut out = vec![0.0f64; bags * d];
-        out.par_chunks_mut(d).enumerate().for_each(|(bag, row_out)| {
-            for &row in &indices[offsets[bag] as usize..offsets[bag + 1] as usize] {
-                let row = &weight[row as usize * d..(row as usize + 1) * d];
-                for (acc, &w) in row_out.iter_mut().zip(row) {
-                    *acc += w as f64;
+        out.par_chunks_mut(d)
+            .enumerate()
+            .for_each(|(bag, row_out)| {
+                for &row in &indices[offsets[bag] as usize..offsets[bag + 1] as usize] {
+                    let row = &weight[row as usize * d..(row as usize + 1) * d];
+                    for (acc, &w) in row_out.iter_mut().zip(row) {
+                        *acc += w as f64;
+                    }
                 }
-            }
-        });
-        Ok([("out".to_string(), OracleOutput::Float(out))].into_iter().collect())
+            });
+        Ok([("out".to_string(), OracleOutput::Float(out))]
+            .into_iter()
+            .collect())
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
@@ -146,19 +207,40 @@ impl Problem for EmbeddingBagSum {
         // small sizes (identical at `full`). Arguments in PyTorch's order; padding_idx = -1.
         vec![LaunchSpec {
             kernel: "embedding_bag_sum_reference".into(),
-            grid: ["min(1024, ceil_div(B * ceil_div(D, 32), 8))".into(), 1.into(), 1.into()],
+            grid: [
+                "min(1024, ceil_div(B * ceil_div(D, 32), 8))".into(),
+                1.into(),
+                1.into(),
+            ],
             block: [32.into(), 8.into(), 1.into()],
             shared_bytes: 0.into(),
-            args: ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1"]
-                .map(String::from)
-                .to_vec(),
+            args: [
+                "indices",
+                "offsets",
+                "weight",
+                "out",
+                "offset2bag",
+                "N",
+                "B",
+                "D",
+                "bag_size",
+                "-1",
+            ]
+            .map(String::from)
+            .to_vec(),
         }]
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
         vec![
-            ScratchSpec { name: "offset2bag".into(), bytes: "max(N, 1) * 8".into() },
-            ScratchSpec { name: "bag_size".into(), bytes: "(B + 1) * 8".into() },
+            ScratchSpec {
+                name: "offset2bag".into(),
+                bytes: "max(N, 1) * 8".into(),
+            },
+            ScratchSpec {
+                name: "bag_size".into(),
+                bytes: "(B + 1) * 8".into(),
+            },
         ]
     }
 }
@@ -210,11 +292,18 @@ mod tests {
         let w = set.tensors.get("weight").unwrap().to_f32_vec();
         let idx = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
         let off = set.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
-        let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else { panic!() };
+        let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else {
+            panic!()
+        };
         let (b, d) = (7usize, 13usize);
-        let expect: f64 = (off[b]..off[b + 1]).map(|j| w[idx[j as usize] as usize * 40 + d] as f64).sum();
+        let expect: f64 = (off[b]..off[b + 1])
+            .map(|j| w[idx[j as usize] as usize * 40 + d] as f64)
+            .sum();
         assert_eq!(out[b * 40 + d], expect);
-        assert!(out[..40].iter().all(|&v| v == 0.0), "the empty bag sums to zero");
+        assert!(
+            out[..40].iter().all(|&v| v == 0.0),
+            "the empty bag sums to zero"
+        );
     }
 
     #[test]
@@ -223,7 +312,10 @@ mod tests {
         let p = EmbeddingBagSum;
         let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
         let w = p.work(&set);
-        assert!(w.compulsory_bytes < w.logical_bytes, "skewed lookups repeat rows");
+        assert!(
+            w.compulsory_bytes < w.logical_bytes,
+            "skewed lookups repeat rows"
+        );
         assert_eq!(w.flops, (set.sizes["N"] * 40) as f64);
     }
 }

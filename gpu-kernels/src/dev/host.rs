@@ -73,7 +73,12 @@ pub unsafe fn atomic_add_u64(p: *mut u64, v: u64) -> u64 {
 
 /// Atomic compare-and-swap on u32; returns the old value.
 pub unsafe fn atomic_cas_u32(p: *mut u32, expected: u32, new: u32) -> u32 {
-    match AtomicU32::from_ptr(p).compare_exchange(expected, new, Ordering::AcqRel, Ordering::Acquire) {
+    match AtomicU32::from_ptr(p).compare_exchange(
+        expected,
+        new,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
         Ok(v) | Err(v) => v,
     }
 }

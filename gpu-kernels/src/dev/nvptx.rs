@@ -38,7 +38,9 @@ core::arch::global_asm!(".extern .shared .align 16 .b8 dlrm_dynamic_shared[];");
 #[inline(always)]
 pub fn dynamic_shared<T>() -> *mut T {
     let p: u64;
-    unsafe { asm!("cvta.shared.u64 {0}, dlrm_dynamic_shared;", out(reg64) p, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvta.shared.u64 {0}, dlrm_dynamic_shared;", out(reg64) p, options(pure, nomem, nostack))
+    };
     p as *mut T
 }
 

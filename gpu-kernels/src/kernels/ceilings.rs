@@ -68,7 +68,11 @@ mod tests {
             unsafe { *p.add(i) = 1.0 };
         }
         let mut out = vec![0.0f32; 2 * 32];
-        let cfg = LaunchConfig { grid: [2, 1, 1], block: [32, 1, 1], shared_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid: [2, 1, 1],
+            block: [32, 1, 1],
+            shared_bytes: 0,
+        };
         let args = [p as u64, len as u64, 3, out.as_mut_ptr() as u64];
         unsafe { launch_kernel(&super::ceiling_l2_read_f32::EMU, &cfg, &args).unwrap() };
         // Each block's threads together read len elements 3 times.
@@ -81,7 +85,11 @@ mod tests {
     #[test]
     fn fma_probe_writes_every_thread() {
         let mut out = vec![f32::NAN; 64];
-        let cfg = LaunchConfig { grid: [2, 1, 1], block: [32, 1, 1], shared_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid: [2, 1, 1],
+            block: [32, 1, 1],
+            shared_bytes: 0,
+        };
         let args = [10, 1.0f32.to_bits() as u64, out.as_mut_ptr() as u64];
         unsafe { launch_kernel(&super::ceiling_fma_f32::EMU, &cfg, &args).unwrap() };
         assert!(out.iter().all(|v| v.is_finite()));

@@ -62,7 +62,9 @@ mod tests {
     use crate::emu::{launch_kernel, LaunchConfig};
 
     fn pseudo_random(n: usize) -> Vec<f32> {
-        (0..n).map(|i| ((i * 2654435761) % 1000) as f32 / 250.0 - 2.0).collect()
+        (0..n)
+            .map(|i| ((i * 2654435761) % 1000) as f32 / 250.0 - 2.0)
+            .collect()
     }
 
     #[test]
@@ -73,14 +75,26 @@ mod tests {
         let blocks = n.div_ceil(block);
         let mut partials = vec![f32::NAN; blocks as usize];
         let mut total = 0.0f32;
-        let cfg = LaunchConfig { grid: [blocks, 1, 1], block: [block, 1, 1], shared_bytes: block as usize * 4 };
-        let args = [x.as_ptr() as u64, n as u64, partials.as_mut_ptr() as u64, &mut total as *mut f32 as u64];
+        let cfg = LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes: block as usize * 4,
+        };
+        let args = [
+            x.as_ptr() as u64,
+            n as u64,
+            partials.as_mut_ptr() as u64,
+            &mut total as *mut f32 as u64,
+        ];
         unsafe { launch_kernel(&super::block_reduce_sum_f32::EMU, &cfg, &args).unwrap() };
         for (b, p) in partials.iter().enumerate() {
             let lo = b * block as usize;
             let hi = (lo + block as usize).min(n as usize);
             let expect: f64 = x[lo..hi].iter().map(|&v| v as f64).sum();
-            assert!((*p as f64 - expect).abs() < 1e-3, "block {b}: {p} vs {expect}");
+            assert!(
+                (*p as f64 - expect).abs() < 1e-3,
+                "block {b}: {p} vs {expect}"
+            );
         }
         let expect: f64 = x.iter().map(|&v| v as f64).sum();
         assert!((total as f64 - expect).abs() < 1e-2, "{total} vs {expect}");
@@ -95,15 +109,27 @@ mod tests {
         let warps = (blocks * block / 32) as usize;
         let mut out = vec![f32::NAN; warps];
         let mut mismatches = 0u32;
-        let cfg = LaunchConfig { grid: [blocks, 1, 1], block: [block, 1, 1], shared_bytes: 0 };
-        let args = [x.as_ptr() as u64, n as u64, out.as_mut_ptr() as u64, &mut mismatches as *mut u32 as u64];
+        let cfg = LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes: 0,
+        };
+        let args = [
+            x.as_ptr() as u64,
+            n as u64,
+            out.as_mut_ptr() as u64,
+            &mut mismatches as *mut u32 as u64,
+        ];
         unsafe { launch_kernel(&super::warp_reduce_sum_f32::EMU, &cfg, &args).unwrap() };
         assert_eq!(mismatches, 0, "every lane must receive the same total");
         for (w, got) in out.iter().enumerate() {
             let lo = (w * 32).min(n as usize);
             let hi = ((w + 1) * 32).min(n as usize);
             let expect: f64 = x[lo..hi].iter().map(|&v| v as f64).sum();
-            assert!((*got as f64 - expect).abs() < 1e-4, "warp {w}: {got} vs {expect}");
+            assert!(
+                (*got as f64 - expect).abs() < 1e-4,
+                "warp {w}: {got} vs {expect}"
+            );
         }
     }
 
@@ -111,7 +137,11 @@ mod tests {
     fn static_shared_memory_is_per_block() {
         let x: Vec<u32> = (0..384).collect();
         let mut out = vec![0u32; 384];
-        let cfg = LaunchConfig { grid: [3, 1, 1], block: [128, 1, 1], shared_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid: [3, 1, 1],
+            block: [128, 1, 1],
+            shared_bytes: 0,
+        };
         let args = [x.as_ptr() as u64, out.as_mut_ptr() as u64];
         unsafe { launch_kernel(&super::static_shared_reverse_u32::EMU, &cfg, &args).unwrap() };
         for b in 0..3 {

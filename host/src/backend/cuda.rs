@@ -4,7 +4,9 @@
 //!
 //! All work goes to one non-blocking stream; timing uses CUDA events on it; the L2 flush is a
 //! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
-use super::{ptx_params, Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId};
+use super::{
+    ptx_params, Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId,
+};
 use crate::candidate::ModuleSource;
 use cudarc::driver::{result, sys, CudaContext};
 use std::ffi::CString;
@@ -59,12 +61,25 @@ impl CudaBackend {
             l2_bytes: attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE) as usize,
             memory_bytes: ctx.total_mem().unwrap_or(0),
             max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK) as u32,
-            max_shared_bytes_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) as usize,
+            max_shared_bytes_per_block: attr(
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            ) as usize,
         };
-        let stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(|e| e.to_string())?;
-        let ev = || result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| e.to_string());
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| e.to_string())?;
+        let ev = || {
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| e.to_string())
+        };
         let events = (ev()?, ev()?);
-        Ok(CudaBackend { _ctx: ctx, info, stream, buffers: Vec::new(), modules: Vec::new(), flush: None, events })
+        Ok(CudaBackend {
+            _ctx: ctx,
+            info,
+            stream,
+            buffers: Vec::new(),
+            modules: Vec::new(),
+            flush: None,
+            events,
+        })
     }
 
     fn ptr(&self, b: &Buffer) -> BackendResult<sys::CUdeviceptr> {
@@ -90,15 +105,24 @@ impl CudaBackend {
             ..Default::default()
         };
         let code = code.to_string();
-        let compiled = std::panic::catch_unwind(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts))
-            .map_err(|_| BackendError::Compile("libnvrtc could not be loaded (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)".into()))?;
+        let compiled = std::panic::catch_unwind(move || {
+            cudarc::nvrtc::compile_ptx_with_opts(code, opts)
+        })
+        .map_err(|_| {
+            BackendError::Compile(
+                "libnvrtc could not be loaded (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
+                    .into(),
+            )
+        })?;
         match compiled {
             Ok(ptx) => Ok(ptx.to_src()),
-            Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => Err(BackendError::Compile(format!(
-                "{}: NVRTC {nvrtc}\n{}",
-                file.display(),
-                log.to_string_lossy()
-            ))),
+            Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
+                Err(BackendError::Compile(format!(
+                    "{}: NVRTC {nvrtc}\n{}",
+                    file.display(),
+                    log.to_string_lossy()
+                )))
+            }
             Err(e) => Err(BackendError::Compile(format!("{}: {e:?}", file.display()))),
         }
     }
@@ -130,9 +154,13 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&mut self, bytes: usize) -> BackendResult<Buffer> {
-        let p = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| device_err(&format!("cuMemAlloc({bytes})"), e))?;
+        let p = unsafe { result::malloc_sync(bytes.max(1)) }
+            .map_err(|e| device_err(&format!("cuMemAlloc({bytes})"), e))?;
         self.buffers.push(Some(p));
-        Ok(Buffer { id: self.buffers.len() - 1, bytes })
+        Ok(Buffer {
+            id: self.buffers.len() - 1,
+            bytes,
+        })
     }
 
     fn free(&mut self, buffer: Buffer) {
@@ -145,7 +173,11 @@ impl Backend for CudaBackend {
 
     fn upload(&mut self, buffer: &Buffer, data: &[u8]) -> BackendResult<()> {
         if data.len() != buffer.bytes {
-            return Err(BackendError::Device(format!("upload of {} bytes into {}", data.len(), buffer.bytes)));
+            return Err(BackendError::Device(format!(
+                "upload of {} bytes into {}",
+                data.len(),
+                buffer.bytes
+            )));
         }
         let p = self.ptr(buffer)?;
         self.synchronize()?;
@@ -166,17 +198,36 @@ impl Backend for CudaBackend {
         unsafe {
             match *pattern {
                 [b] => check(sys::cuMemsetD8Async(p, b, buffer.bytes, s), "memset"),
-                [a, b] if buffer.bytes % 2 == 0 => {
-                    check(sys::cuMemsetD16Async(p, u16::from_le_bytes([a, b]), buffer.bytes / 2, s), "memset")
-                }
-                [a, b, c, d] if buffer.bytes % 4 == 0 => {
-                    check(sys::cuMemsetD32Async(p, u32::from_le_bytes([a, b, c, d]), buffer.bytes / 4, s), "memset")
-                }
+                [a, b] if buffer.bytes % 2 == 0 => check(
+                    sys::cuMemsetD16Async(p, u16::from_le_bytes([a, b]), buffer.bytes / 2, s),
+                    "memset",
+                ),
+                [a, b, c, d] if buffer.bytes % 4 == 0 => check(
+                    sys::cuMemsetD32Async(p, u32::from_le_bytes([a, b, c, d]), buffer.bytes / 4, s),
+                    "memset",
+                ),
                 _ => {
-                    let host: Vec<u8> = pattern.iter().copied().cycle().take(buffer.bytes).collect();
+                    let host: Vec<u8> =
+                        pattern.iter().copied().cycle().take(buffer.bytes).collect();
                     self.upload(buffer, &host)
                 }
             }
+        }
+    }
+
+    fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()> {
+        if dst.bytes != src.bytes {
+            return Err(BackendError::Device(format!(
+                "copy of {} bytes into {}",
+                src.bytes, dst.bytes
+            )));
+        }
+        let (d, s) = (self.ptr(dst)?, self.ptr(src)?);
+        unsafe {
+            check(
+                sys::cuMemcpyDtoDAsync_v2(d, s, src.bytes, self.stream),
+                "copy",
+            )
         }
     }
 
@@ -188,7 +239,11 @@ impl Backend for CudaBackend {
         let ptx = match source {
             ModuleSource::Builtin => {
                 // The built-in module is loaded once and shared.
-                if let Some(i) = self.modules.iter().position(|m| m.ptx == crate::ptx::GPU_KERNELS_PTX) {
+                if let Some(i) = self
+                    .modules
+                    .iter()
+                    .position(|m| m.ptx == crate::ptx::GPU_KERNELS_PTX)
+                {
                     return Ok(ModuleId(i));
                 }
                 crate::ptx::GPU_KERNELS_PTX.to_string()
@@ -196,9 +251,12 @@ impl Backend for CudaBackend {
             ModuleSource::Ptx { code, .. } => code.clone(),
             ModuleSource::Cuda { file, code } => self.compile_cuda(file, code)?,
         };
-        let image = CString::new(ptx.clone()).map_err(|_| BackendError::Compile("PTX holds a NUL byte".into()))?;
-        let handle = unsafe { result::module::load_data(image.as_ptr() as *const _) }
-            .map_err(|e| BackendError::Compile(format!("the driver could not load the PTX: {e}")))?;
+        let image = CString::new(ptx.clone())
+            .map_err(|_| BackendError::Compile("PTX holds a NUL byte".into()))?;
+        let handle =
+            unsafe { result::module::load_data(image.as_ptr() as *const _) }.map_err(|e| {
+                BackendError::Compile(format!("the driver could not load the PTX: {e}"))
+            })?;
         self.modules.push(Module { handle, ptx });
         Ok(ModuleId(self.modules.len() - 1))
     }
@@ -211,7 +269,8 @@ impl Backend for CudaBackend {
 
     fn launch(&mut self, module: ModuleId, launch: &Launch) -> BackendResult<()> {
         let m = &self.modules[module.0];
-        let name = CString::new(launch.kernel.clone()).map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
+        let name = CString::new(launch.kernel.clone())
+            .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
         let f = unsafe { result::module::get_function(m.handle, name) }
             .map_err(|e| BackendError::BadLaunch(format!("no kernel `{}`: {e}", launch.kernel)))?;
         if launch.shared_bytes > 48 * 1024 {
@@ -228,41 +287,58 @@ impl Backend for CudaBackend {
         }
         // One 8-byte slot per parameter; a 4-byte parameter reads the low half (little endian).
         let mut slots = launch.args.clone();
-        let mut params: Vec<*mut std::ffi::c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut _).collect();
+        let mut params: Vec<*mut std::ffi::c_void> =
+            slots.iter_mut().map(|s| s as *mut u64 as *mut _).collect();
         let g = launch.grid;
         let b = launch.block;
         unsafe {
-            result::launch_kernel(f, (g[0], g[1], g[2]), (b[0], b[1], b[2]), launch.shared_bytes, self.stream, &mut params)
+            result::launch_kernel(
+                f,
+                (g[0], g[1], g[2]),
+                (b[0], b[1], b[2]),
+                launch.shared_bytes,
+                self.stream,
+                &mut params,
+            )
         }
         .map_err(|e| BackendError::Device(format!("launch of {}: {e}", launch.kernel)))
     }
 
     fn synchronize(&mut self) -> BackendResult<()> {
-        unsafe { result::stream::synchronize(self.stream) }.map_err(|e| device_err("synchronize", e))
+        unsafe { result::stream::synchronize(self.stream) }
+            .map_err(|e| device_err("synchronize", e))
     }
 
     fn flush_l2(&mut self) -> BackendResult<()> {
         let bytes = (2 * self.info.l2_bytes).max(64 << 20);
         if self.flush.is_none() {
-            let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| device_err("flush buffer", e))?;
+            let p =
+                unsafe { result::malloc_sync(bytes) }.map_err(|e| device_err("flush buffer", e))?;
             self.flush = Some((p, bytes));
         }
         let (p, bytes) = self.flush.unwrap();
         unsafe {
             check(sys::cuCtxResetPersistingL2Cache(), "reset persisting L2")?;
-            check(sys::cuMemsetD32Async(p, 0x5A5A_5A5A, bytes / 4, self.stream), "L2 flush")
+            check(
+                sys::cuMemsetD32Async(p, 0x5A5A_5A5A, bytes / 4, self.stream),
+                "L2 flush",
+            )
         }
     }
 
     fn timer_start(&mut self) -> BackendResult<()> {
-        unsafe { result::event::record(self.events.0, self.stream) }.map_err(|e| device_err("event", e))
+        unsafe { result::event::record(self.events.0, self.stream) }
+            .map_err(|e| device_err("event", e))
     }
 
     fn timer_stop(&mut self) -> BackendResult<f64> {
         unsafe {
-            result::event::record(self.events.1, self.stream).map_err(|e| device_err("event", e))?;
+            result::event::record(self.events.1, self.stream)
+                .map_err(|e| device_err("event", e))?;
             result::event::synchronize(self.events.1).map_err(|e| device_err("kernel", e))?;
-            result::event::elapsed(self.events.0, self.events.1).map(|ms| ms as f64).map_err(|e| device_err("event", e))
+            result::event::elapsed(self.events.0, self.events.1)
+                .map(|ms| ms as f64)
+                .map_err(|e| device_err("event", e))
         }
     }
 

@@ -54,8 +54,12 @@ impl Backend for EmuBackend {
 
     fn alloc(&mut self, bytes: usize) -> BackendResult<Buffer> {
         // u128 storage: 16-byte aligned, like cudaMalloc's 256-byte alignment for vector loads.
-        self.buffers.push(Some(vec![0u128; bytes.div_ceil(16).max(1)]));
-        Ok(Buffer { id: self.buffers.len() - 1, bytes })
+        self.buffers
+            .push(Some(vec![0u128; bytes.div_ceil(16).max(1)]));
+        Ok(Buffer {
+            id: self.buffers.len() - 1,
+            bytes,
+        })
     }
 
     fn free(&mut self, buffer: Buffer) {
@@ -66,7 +70,11 @@ impl Backend for EmuBackend {
 
     fn upload(&mut self, buffer: &Buffer, data: &[u8]) -> BackendResult<()> {
         if data.len() != buffer.bytes {
-            return Err(BackendError::Device(format!("upload of {} bytes into {}", data.len(), buffer.bytes)));
+            return Err(BackendError::Device(format!(
+                "upload of {} bytes into {}",
+                data.len(),
+                buffer.bytes
+            )));
         }
         self.storage(buffer)?.copy_from_slice(data);
         Ok(())
@@ -84,17 +92,27 @@ impl Backend for EmuBackend {
         Ok(())
     }
 
+    fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()> {
+        let data = self.download(src)?;
+        self.upload(dst, &data)
+    }
+
     fn address(&self, buffer: &Buffer) -> u64 {
-        self.buffers[buffer.id].as_ref().map(|v| v.as_ptr() as u64).unwrap_or(0)
+        self.buffers[buffer.id]
+            .as_ref()
+            .map(|v| v.as_ptr() as u64)
+            .unwrap_or(0)
     }
 
     fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId> {
         match source {
             ModuleSource::Builtin => Ok(ModuleId(0)),
-            ModuleSource::Cuda { file, .. } | ModuleSource::Ptx { file, .. } => Err(BackendError::Unsupported(format!(
-                "{} needs a GPU: the CPU emulator runs only the Rust kernels of gpu-kernels",
-                file.display()
-            ))),
+            ModuleSource::Cuda { file, .. } | ModuleSource::Ptx { file, .. } => {
+                Err(BackendError::Unsupported(format!(
+                    "{} needs a GPU: the CPU emulator runs only the Rust kernels of gpu-kernels",
+                    file.display()
+                )))
+            }
         }
     }
 
@@ -105,13 +123,20 @@ impl Backend for EmuBackend {
     }
 
     fn launch(&mut self, _module: ModuleId, launch: &Launch) -> BackendResult<()> {
-        let kernel = gpu_kernels::emu_kernel(&launch.kernel)
-            .ok_or_else(|| BackendError::BadLaunch(format!("no kernel `{}` in gpu-kernels", launch.kernel)))?;
-        let config = LaunchConfig { grid: launch.grid, block: launch.block, shared_bytes: launch.shared_bytes as usize };
+        let kernel = gpu_kernels::emu_kernel(&launch.kernel).ok_or_else(|| {
+            BackendError::BadLaunch(format!("no kernel `{}` in gpu-kernels", launch.kernel))
+        })?;
+        let config = LaunchConfig {
+            grid: launch.grid,
+            block: launch.block,
+            shared_bytes: launch.shared_bytes as usize,
+        };
         // SAFETY: argument words are addresses of live buffers of this backend (bound by the
         // plan from the problem's shapes) and integers.
         unsafe { emu::launch_kernel(kernel, &config, &launch.args) }.map_err(|e| match e {
-            emu::EmuError::KernelFault(m) => BackendError::Device(format!("{}: {m}", launch.kernel)),
+            emu::EmuError::KernelFault(m) => {
+                BackendError::Device(format!("{}: {m}", launch.kernel))
+            }
             other => BackendError::BadLaunch(other.to_string()),
         })
     }
@@ -130,7 +155,10 @@ impl Backend for EmuBackend {
     }
 
     fn timer_stop(&mut self) -> BackendResult<f64> {
-        let t = self.timer.take().ok_or_else(|| BackendError::Device("timer not started".into()))?;
+        let t = self
+            .timer
+            .take()
+            .ok_or_else(|| BackendError::Device("timer not started".into()))?;
         Ok(t.elapsed().as_secs_f64() * 1e3)
     }
 

@@ -70,6 +70,8 @@ pub trait Backend {
     fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>>;
     /// Fills the buffer with a repeated byte pattern (1, 2, 4 or 8 bytes).
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()>;
+    /// Copies `src` into `dst` (same size) on the stream.
+    fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()>;
     /// Device address of the buffer's first byte.
     fn address(&self, buffer: &Buffer) -> u64;
     fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId>;
@@ -101,9 +103,15 @@ pub fn select(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(Box<dyn Bac
             }
             Err(e) if require_gpu => anyhow::bail!("no usable CUDA device: {e}"),
             Err(e) => {
-                return Ok((Box::new(emu::EmuBackend::new()), format!("no usable CUDA device ({e})")));
+                return Ok((
+                    Box::new(emu::EmuBackend::new()),
+                    format!("no usable CUDA device ({e})"),
+                ));
             }
         }
     }
-    Ok((Box::new(emu::EmuBackend::new()), "the CPU emulator was asked for".into()))
+    Ok((
+        Box::new(emu::EmuBackend::new()),
+        "the CPU emulator was asked for".into(),
+    ))
 }

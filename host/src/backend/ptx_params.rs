@@ -7,7 +7,9 @@ pub fn entry_params(ptx: &str, kernel: &str) -> Option<Vec<usize>> {
     loop {
         let at = search.find(".entry")?;
         let rest = search[at + ".entry".len()..].trim_start();
-        let name_len = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len());
+        let name_len = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(rest.len());
         let name = &rest[..name_len];
         let after_name = rest[name_len..].trim_start();
         if name == kernel {
@@ -37,7 +39,10 @@ fn param_size(decl: &str) -> usize {
     }
     for tok in decl.split_whitespace() {
         let t = tok.trim_start_matches('.');
-        if let Some(bits) = t.strip_prefix(['u', 's', 'b', 'f']).and_then(|b| b.parse::<usize>().ok()) {
+        if let Some(bits) = t
+            .strip_prefix(['u', 's', 'b', 'f'])
+            .and_then(|b| b.parse::<usize>().ok())
+        {
             return bits / 8;
         }
     }
