@@ -10,4 +10,5 @@ pub mod ptx;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod static_check;
 pub mod stats;

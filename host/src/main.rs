@@ -44,6 +44,15 @@ enum Command {
     },
     /// Check and time candidates against the references.
     Run(RunArgs),
+    /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
+    /// each launch's arguments against the kernel's parameters.
+    Check {
+        /// Candidate directories (each with a candidate.toml).
+        dirs: Vec<PathBuf>,
+        /// NVRTC target architecture.
+        #[arg(long, default_value = "compute_90", value_parser = ["compute_80", "compute_89", "compute_90", "compute_100"])]
+        arch: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -108,6 +117,7 @@ fn main() -> anyhow::Result<()> {
             out,
         } => gen(&problem, preset, seed, sets, &out),
         Command::Run(args) => run(args),
+        Command::Check { dirs, arch } => check(&dirs, &arch),
     }
 }
 
@@ -180,6 +190,33 @@ fn gen(
             work.logical_bytes / 1e6
         );
     }
+    Ok(())
+}
+
+fn check(dirs: &[PathBuf], arch: &str) -> anyhow::Result<()> {
+    let arch: &'static str = Box::leak(arch.to_string().into_boxed_str());
+    let mut failed = 0;
+    for dir in dirs {
+        match dlrm_bench::static_check::check_candidate(dir, arch) {
+            Ok(lines) => {
+                println!("ok   {}", dir.display());
+                lines.iter().for_each(|l| println!("     {l}"));
+            }
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "FAIL {}\n     {}",
+                    dir.display(),
+                    e.replace('\n', "\n     ")
+                );
+            }
+        }
+    }
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} candidates failed the check",
+        dirs.len()
+    );
     Ok(())
 }
 

@@ -88,23 +88,24 @@ pub fn bind(
             }
             let value = bench_problems::expr::eval_number(arg, sizes, scalars)
                 .map_err(|e| format!("{f}: {e}"))?;
-            let word =
-                match (value, width) {
-                    (Number::Int(v), 8) => v as u64,
-                    (Number::Int(v), 4) if (i32::MIN as i64..=u32::MAX as i64).contains(&v) => {
-                        v as u32 as u64
-                    }
-                    (Number::Int(v), 4) => {
-                        return Err(format!(
-                            "{f}: `{arg}` = {v} does not fit the 4-byte parameter {j}"
-                        ))
-                    }
-                    (Number::Float(v), 8) => v.to_bits(),
-                    (Number::Float(v), 4) => (v as f32).to_bits() as u64,
-                    (_, w) => return Err(format!(
+            let word = match (value, width) {
+                (Number::Int(v), 8) => v as u64,
+                (Number::Int(v), 4) if (i32::MIN as i64..=u32::MAX as i64).contains(&v) => {
+                    v as u32 as u64
+                }
+                (Number::Int(v), 4) => {
+                    return Err(format!(
+                        "{f}: `{arg}` = {v} does not fit the 4-byte parameter {j}"
+                    ))
+                }
+                (Number::Float(v), 8) => v.to_bits(),
+                (Number::Float(v), 4) => (v as f32).to_bits() as u64,
+                (_, w) => {
+                    return Err(format!(
                         "{f}: parameter {j} is {w} bytes; only 4- and 8-byte scalars are passed"
-                    )),
-                };
+                    ))
+                }
+            };
             args.push(word);
         }
         out.push(Launch {

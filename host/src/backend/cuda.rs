@@ -43,8 +43,8 @@ impl CudaBackend {
         if !unsafe { sys::is_culib_present() } {
             return Err("libcuda is not installed".into());
         }
-        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
-            .map_err(|_| "the CUDA driver library could not be loaded".to_string())?
+        let ctx = quietly(|| CudaContext::new(ordinal))
+            .ok_or_else(|| "the CUDA driver library could not be loaded".to_string())?
             .map_err(|e| format!("no CUDA device {ordinal}: {e}"))?;
         ctx.bind_to_thread().map_err(|e| e.to_string())?;
         let dev = ctx.cu_device();
@@ -98,33 +98,53 @@ impl CudaBackend {
             Some((8, _)) => "compute_80",
             _ => "compute_75",
         };
-        let opts = cudarc::nvrtc::CompileOptions {
-            arch: Some(arch),
-            name: Some(file.display().to_string()),
-            options: vec!["--std=c++17".into()],
-            ..Default::default()
-        };
-        let code = code.to_string();
-        let compiled = std::panic::catch_unwind(move || {
-            cudarc::nvrtc::compile_ptx_with_opts(code, opts)
-        })
-        .map_err(|_| {
-            BackendError::Compile(
-                "libnvrtc could not be loaded (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
-                    .into(),
-            )
+        compile_cuda(file, code, arch)
+    }
+}
+
+/// The start of the message when libnvrtc cannot be loaded.
+pub const NVRTC_MISSING: &str = "libnvrtc could not be loaded";
+
+/// Runs `f`, turning a panic (cudarc panics when a CUDA library cannot be loaded) into `None`
+/// without printing the panic message.
+fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(f).ok();
+    std::panic::set_hook(previous);
+    r
+}
+
+/// Compiles CUDA C++ to PTX with NVRTC for `arch` (e.g. `compute_90`). Needs only libnvrtc,
+/// not a GPU. A compile error carries NVRTC's log.
+pub fn compile_cuda(
+    file: &std::path::Path,
+    code: &str,
+    arch: &'static str,
+) -> BackendResult<String> {
+    let opts = cudarc::nvrtc::CompileOptions {
+        arch: Some(arch),
+        name: Some(file.display().to_string()),
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    let code = code.to_string();
+    let compiled =
+        quietly(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts)).ok_or_else(|| {
+            BackendError::Compile(format!(
+                "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
+            ))
         })?;
-        match compiled {
-            Ok(ptx) => Ok(ptx.to_src()),
-            Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
-                Err(BackendError::Compile(format!(
-                    "{}: NVRTC {nvrtc}\n{}",
-                    file.display(),
-                    log.to_string_lossy()
-                )))
-            }
-            Err(e) => Err(BackendError::Compile(format!("{}: {e:?}", file.display()))),
+    match compiled {
+        Ok(ptx) => Ok(ptx.to_src()),
+        Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
+            Err(BackendError::Compile(format!(
+                "{}: NVRTC {nvrtc}\n{}",
+                file.display(),
+                log.to_string_lossy()
+            )))
         }
+        Err(e) => Err(BackendError::Compile(format!("{}: {e:?}", file.display()))),
     }
 }
 
