@@ -78,6 +78,15 @@ pub enum DataGenError {
         actual: usize,
     },
 
+    /// A trace file is malformed (bad offsets, lengths, dtype, metadata).
+    #[error("trace `{}`: {message}", .path.display())]
+    InvalidTrace {
+        /// The file (or directory).
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+
     /// A conversion asked of a tensor that its dtype does not allow.
     #[error("cannot {op} a tensor of dtype {dtype}")]
     DTypeMismatch {

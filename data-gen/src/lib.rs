@@ -6,18 +6,26 @@
 //! (seed, stream name, chunk index) through [`seed::derive`].
 
 pub mod error;
+pub mod fbgemm;
 pub mod indices;
 pub mod permutation;
 pub mod pooling;
 pub mod seed;
+pub mod stats;
+pub mod tables;
 pub mod tensor;
+pub mod trace;
 pub mod values;
 pub mod zipf;
 
 pub use error::DataGenError;
+pub use fbgemm::{apply_reuse, fbgemm_bag_indices, FbgemmRecipe};
 pub use indices::{bag_indices, lookup_indices, IndexRecipe, IndexSampler};
 pub use permutation::RowPermutation;
-pub use pooling::{offsets_from_lengths, Pooling};
+pub use pooling::{offsets_from_lengths, table_lengths, Pooling};
+pub use stats::{bag_stats, InputStats};
+pub use tables::{TableBatch, TableSet, TableSetRecipe, TableSpec};
 pub use tensor::{DType, HostTensor, TensorSet};
+pub use trace::Trace;
 pub use values::{uniform_f32, uniform_f32_at};
 pub use zipf::BoundedZipf;

@@ -41,7 +41,24 @@ enum Command {
         sets: usize,
         #[arg(long, default_value = "inputs")]
         out: PathBuf,
+        /// Print each set's input statistics (unique fraction, top-1%/10% share, pooling
+        /// histogram, empty bags, reuse), computed from its `indices` and `offsets`.
+        #[arg(long)]
+        stats: bool,
+        /// Replay a trace (safetensors or a directory of .npy; see data-gen's `trace` module):
+        /// `indices`/`offsets` come from one table of the trace, the rest is generated as usual.
+        /// Only for problems whose inputs are (weight, indices, offsets).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Which table of the trace to replay.
+        #[arg(long, default_value_t = 0, requires = "trace")]
+        table: usize,
+        /// Rows E of the replayed table (default: the trace's largest index + 1).
+        #[arg(long, requires = "trace")]
+        rows: Option<u64>,
     },
+    /// Print input statistics of a table-set preset (a generated batch) or of a trace.
+    Stats(StatsArgs),
     /// Check and time candidates against the references.
     Run(RunArgs),
     /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
@@ -115,7 +132,22 @@ fn main() -> anyhow::Result<()> {
             seed,
             sets,
             out,
-        } => gen(&problem, preset, seed, sets, &out),
+            stats,
+            trace,
+            table,
+            rows,
+        } => gen(
+            &problem,
+            preset,
+            seed,
+            sets,
+            &out,
+            stats,
+            trace.as_deref(),
+            table,
+            rows,
+        ),
+        Command::Stats(args) => stats(args),
         Command::Run(args) => run(args),
         Command::Check { dirs, arch } => check(&dirs, &arch),
     }
@@ -150,19 +182,81 @@ fn list(names_only: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn gen(
     problem: &str,
     preset: Preset,
     seed: u64,
     sets: usize,
     out: &std::path::Path,
+    print_stats: bool,
+    trace: Option<&std::path::Path>,
+    table: usize,
+    rows: Option<u64>,
 ) -> anyhow::Result<()> {
     let p = find_problem(problem)
         .with_context(|| format!("unknown problem `{problem}` (see `dlrm-bench list`)"))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // Trace replay: (indices, offsets) of one table of the trace, E from --rows or the trace.
+    let replay = match trace {
+        None => None,
+        Some(path) => {
+            let inputs: Vec<&str> = p
+                .tensors()
+                .iter()
+                .filter(|t| t.role != bench_problems::Role::Output)
+                .map(|t| t.name)
+                .collect();
+            let mut sorted = inputs.clone();
+            sorted.sort_unstable();
+            anyhow::ensure!(
+                sorted == ["indices", "offsets", "weight"],
+                "--trace replays problems whose inputs are (weight, indices, offsets); `{}` takes ({})",
+                p.name(),
+                inputs.join(", ")
+            );
+            let t = data_gen::Trace::read(path)?;
+            let (indices, offsets) = t.table(table)?;
+            let seen = t.rows_seen(table)?;
+            let e = rows.unwrap_or(seen);
+            anyhow::ensure!(
+                seen <= e,
+                "trace table {table} looks up row {} but --rows is {e}",
+                seen - 1
+            );
+            println!(
+                "trace {}: table {table} of {}, B={} N={} E={e}",
+                path.display(),
+                t.tables,
+                offsets.len() - 1,
+                indices.len()
+            );
+            Some((path, indices, offsets, e))
+        }
+    };
     for k in 0..sets {
         let set_seed = public_seed(seed, k);
-        let mut set = p.generate(preset, &p.sizes(preset), set_seed)?;
+        let mut sizes = p.sizes(preset);
+        if let Some((_, indices, offsets, e)) = &replay {
+            sizes.insert("E".into(), *e as i64);
+            sizes.insert("B".into(), offsets.len() as i64 - 1);
+            sizes.insert("N".into(), indices.len() as i64);
+        }
+        let mut set = p.generate(preset, &sizes, set_seed)?;
+        if let Some((path, indices, offsets, _)) = &replay {
+            set.tensors.tensors.insert(
+                "indices".into(),
+                data_gen::HostTensor::from_i64(vec![indices.len()], indices.clone())?,
+            );
+            set.tensors.tensors.insert(
+                "offsets".into(),
+                data_gen::HostTensor::from_i64(vec![offsets.len()], offsets.clone())?,
+            );
+            set.sizes.insert("N".into(), indices.len() as i64);
+            set.tensors
+                .metadata
+                .insert("trace".into(), format!("{} table {table}", path.display()));
+        }
         let work = p.work(&set);
         set.tensors
             .metadata
@@ -189,6 +283,159 @@ fn gen(
             work.compulsory_bytes / 1e6,
             work.logical_bytes / 1e6
         );
+        if print_stats {
+            match (set.tensors.get("indices"), set.tensors.get("offsets")) {
+                (Ok(i), Ok(o)) => {
+                    let rows = set.sizes.get("E").map_or(0, |&e| e as u64);
+                    let s = data_gen::bag_stats(&i.to_i64_vec()?, &o.to_i64_vec()?, rows);
+                    println!("{s}");
+                }
+                _ => {
+                    println!("(no `indices` and `offsets` in this problem's inputs: no statistics)")
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+struct StatsArgs {
+    /// A table-set preset: criteo-kaggle, criteo-terabyte, mlperf-dlrmv2.
+    #[arg(long, conflicts_with = "trace")]
+    table_set: Option<String>,
+    /// A trace instead (safetensors or a directory of .npy).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Samples in the generated batch.
+    #[arg(long, default_value_t = 65536)]
+    batch: usize,
+    /// Cap every table at this many rows.
+    #[arg(long)]
+    row_cap: Option<u64>,
+    /// Multiply every table's rows by this factor.
+    #[arg(long)]
+    scale: Option<f64>,
+    /// Zipf exponent of the generated lookups.
+    #[arg(long, default_value_t = 1.15)]
+    alpha: f64,
+    /// Log-normal bag lengths with this σ around each table's hotness (default: fixed hotness).
+    #[arg(long)]
+    pooling_sigma: Option<f64>,
+    #[arg(long, default_value_t = 2026)]
+    seed: u64,
+    /// Also print one line per table.
+    #[arg(long)]
+    per_table: bool,
+    /// Print the statistics as JSON instead.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `dlrm-bench stats`: statistics of a whole table set's batch (rows numbered globally over
+/// the concatenated tables) or of a trace, and optionally per table.
+fn stats(a: StatsArgs) -> anyhow::Result<()> {
+    // (label, rows, indices, offsets) per table, and the whole set in global row numbers.
+    let (title, per_table, global) = if let Some(path) = &a.trace {
+        let t = data_gen::Trace::read(path)?;
+        let mut per = Vec::new();
+        let mut global = t.indices.clone();
+        let mut base = 0u64;
+        for table in 0..t.tables {
+            let (idx, off) = t.table(table)?;
+            let rows = t.rows_seen(table)?;
+            let (a0, a1) = (
+                t.offsets[table * t.batch] as usize,
+                t.offsets[(table + 1) * t.batch] as usize,
+            );
+            global[a0..a1].iter_mut().for_each(|i| *i += base as i64);
+            base += rows;
+            per.push((format!("table {table}"), rows, idx, off));
+        }
+        let title = format!(
+            "trace {}: {} tables, batch {}",
+            path.display(),
+            t.tables,
+            t.batch
+        );
+        (title, per, (global, t.offsets, base))
+    } else {
+        let name = a.table_set.as_deref().unwrap_or("mlperf-dlrmv2");
+        let mut set = data_gen::TableSet::preset(name).with_context(|| {
+            format!(
+                "unknown table set `{name}` (one of {})",
+                data_gen::tables::PRESETS.join(", ")
+            )
+        })?;
+        if let Some(cap) = a.row_cap {
+            set = set.with_row_cap(cap)?;
+        }
+        if let Some(f) = a.scale {
+            set = set.scaled(f)?;
+        }
+        let recipe = data_gen::TableSetRecipe {
+            alpha: a.alpha,
+            pooling_sigma: a.pooling_sigma,
+        };
+        let b = set.generate(a.batch, &recipe, a.seed)?;
+        let mut per = Vec::new();
+        for (t, spec) in set.tables.iter().enumerate() {
+            let (o0, o1) = (b.offsets[t * a.batch], b.offsets[(t + 1) * a.batch]);
+            let idx = b.indices[o0 as usize..o1 as usize].to_vec();
+            let off = b.offsets[t * a.batch..=(t + 1) * a.batch]
+                .iter()
+                .map(|x| x - o0)
+                .collect();
+            per.push((
+                format!(
+                    "table {t} (E={} D={} hot={})",
+                    spec.rows, spec.dim, spec.hotness
+                ),
+                spec.rows,
+                idx,
+                off,
+            ));
+        }
+        let title = format!(
+            "{}: {} tables, {} rows ({:.1} GB fp32), {} lookups per sample, batch {}, alpha {}",
+            set.name,
+            set.tables.len(),
+            set.total_rows(),
+            set.total_bytes(4) as f64 / 1e9,
+            set.lookups_per_sample(),
+            a.batch,
+            a.alpha
+        );
+        (
+            title,
+            per,
+            (b.global_indices(), b.offsets, set.total_rows()),
+        )
+    };
+    let whole = data_gen::bag_stats(&global.0, &global.1, global.2);
+    if a.json {
+        let tables: Vec<_> = per_table
+            .iter()
+            .map(|(label, rows, idx, off)| serde_json::json!({"table": label, "stats": data_gen::bag_stats(idx, off, *rows)}))
+            .collect();
+        let v = serde_json::json!({"source": title, "all_tables": whole, "tables": if a.per_table { tables } else { vec![] }});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("{title}\nall tables (rows numbered over the concatenated tables):\n{whole}");
+    if a.per_table {
+        for (label, rows, idx, off) in &per_table {
+            let s = data_gen::bag_stats(idx, off, *rows);
+            println!(
+                "{label}: N={} unique {:.2}% top1% {:.2}% top10% {:.2}% reuse {:.2} once {:.2}%",
+                s.lookups,
+                100.0 * s.unique_fraction,
+                100.0 * s.top1pct_share,
+                100.0 * s.top10pct_share,
+                s.mean_reuse,
+                100.0 * s.rows_touched_once
+            );
+        }
     }
     Ok(())
 }
