@@ -17,6 +17,10 @@ pub struct Manifest {
     pub source: String,
     #[serde(default)]
     pub description: Option<String>,
+    /// The status this candidate must end with (the exploit corpus says what each exploit is
+    /// caught as); a different status is flagged in the report.
+    #[serde(default)]
+    pub expect: Option<String>,
     #[serde(default)]
     pub scratch: Vec<ScratchSpec>,
     #[serde(rename = "launch")]
@@ -46,6 +50,8 @@ pub struct Candidate {
     pub source: ModuleSource,
     pub scratch: Vec<ScratchSpec>,
     pub launches: Vec<LaunchSpec>,
+    /// The status it must end with, if the manifest says.
+    pub expect: Option<String>,
 }
 
 /// A candidate that could not be loaded: the file and what is wrong with it.
@@ -163,11 +169,7 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
             }
         }
     };
-    let group = dir
-        .parent()
-        .and_then(|p| p.file_name())
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let group = candidate_group(dir, &manifest.problem);
     Ok(Candidate {
         name: manifest.name,
         problem: manifest.problem,
@@ -176,7 +178,21 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
         source,
         scratch: manifest.scratch,
         launches: manifest.launches,
+        expect: manifest.expect,
     })
+}
+
+/// The group a candidate is reported in: the directory above it (`candidates/examples/<problem>`
+/// → `examples`), or the one above that when candidates are filed per problem
+/// (`candidates/exploits/<problem>/<name>` → `exploits`).
+pub fn candidate_group(dir: &Path, problem: &str) -> String {
+    let name = |p: Option<&Path>| p.and_then(|p| p.file_name()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let parent = dir.parent();
+    if name(parent) == problem {
+        name(parent.and_then(Path::parent))
+    } else {
+        name(parent)
+    }
 }
 
 /// Size symbols that only exist once inputs are generated (N), set to 1 for static validation.
@@ -228,6 +244,7 @@ pub fn reference_candidate(problem: &dyn bench_problems::Problem) -> Candidate {
         source: ModuleSource::Builtin,
         scratch: problem.reference_scratch(),
         launches: problem.reference(),
+        expect: Some("correct".into()),
     }
 }
 
@@ -270,6 +287,9 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
         );
         let c = load_candidate(&d).unwrap();
         assert_eq!(c.group, "examples");
+        let group = |p: &str| candidate_group(Path::new(p), "embedding_bag_sum");
+        assert_eq!(group("candidates/exploits/embedding_bag_sum/zeros"), "exploits");
+        assert_eq!(group("candidates/examples/embedding_bag_sum"), "examples");
         assert!(matches!(c.source, ModuleSource::Cuda { .. }));
         assert_eq!(c.launches[0].shared_bytes, bench_problems::Dim::Number(0));
     }

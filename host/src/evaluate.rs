@@ -19,7 +19,7 @@ use std::time::Instant;
 const SCRATCH_POISON: u8 = 0xA5;
 
 /// How a problem is evaluated.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EvalConfig {
     pub preset: Preset,
     /// The public seed; public input set k uses [`public_seed`]`(seed, k)`.
@@ -40,6 +40,15 @@ pub struct EvalConfig {
     pub budget_s: f64,
     /// A win needs the speedup's lower 95% bound above this.
     pub win_threshold: f64,
+}
+
+/// Where a candidate's plan comes from, for messages.
+fn manifest_path(cand: &Candidate) -> String {
+    if cand.origin == "reference" {
+        "the reference plan".into()
+    } else {
+        format!("{}/candidate.toml", cand.origin)
+    }
 }
 
 /// Seed of public input set `k` of a run with public seed `seed` (also what `gen` writes).
@@ -217,16 +226,15 @@ impl<'a> ProblemRun<'a> {
             });
             let sizes = set.input.sizes.clone();
             let scalars = set.input.scalars.clone();
-            for s in &cand.scratch {
-                let bytes = s
-                    .bytes
-                    .eval(&sizes)
-                    .map_err(|e| (Status::RuntimeError, format!("scratch `{}`: {e}", s.name)))?;
+            for (k, s) in cand.scratch.iter().enumerate() {
+                let field = format!("{}: scratch[{k}].bytes (`{}`)", manifest_path(cand), s.name);
+                let bytes = s.bytes.eval(&sizes).map_err(|e| (Status::RuntimeError, format!("{field}: {e}")))?;
                 if bytes < 0 {
-                    return Err((
-                        Status::RuntimeError,
-                        format!("scratch `{}` has {bytes} bytes", s.name),
-                    ));
+                    return Err((Status::RuntimeError, format!("{field} = {bytes}: negative")));
+                }
+                let free = self.backend.free_memory();
+                if bytes as usize > free {
+                    return Err((Status::RuntimeError, format!("{field} = {bytes}: more than the {free} bytes of device memory free")));
                 }
                 let buf = self
                     .backend
@@ -500,6 +508,12 @@ impl<'a> ProblemRun<'a> {
 
     /// Checks, times and rechecks one candidate against the reference.
     pub fn evaluate(&mut self, cand: &Candidate) -> Record {
+        let mut rec = self.evaluate_inner(cand);
+        rec.expected_status = cand.expect.clone();
+        rec
+    }
+
+    fn evaluate_inner(&mut self, cand: &Candidate) -> Record {
         let mut rec = Record::new(self.problem.name(), &cand.name, &cand.group, &cand.origin);
         rec.work = Some(self.work());
         rec.floor_ms = self.ceilings.map(|c| c.floor_ms(&self.work()));
@@ -665,6 +679,17 @@ impl<'a> ProblemRun<'a> {
             }
         }
         Ok(fail)
+    }
+
+    /// Whether the device still works after a fault (a CUDA illegal address is sticky: every
+    /// later call fails).
+    pub fn device_health(&mut self) -> Result<(), BackendError> {
+        self.backend.synchronize()?;
+        let probe = self.backend.alloc(256)?;
+        self.backend.fill(&probe, &[0])?;
+        self.backend.synchronize()?;
+        self.backend.free(probe);
+        Ok(())
     }
 
     /// Frees every device buffer of the problem.

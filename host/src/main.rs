@@ -61,6 +61,9 @@ enum Command {
     Stats(StatsArgs),
     /// Check and time candidates against the references.
     Run(RunArgs),
+    /// (internal) One worker process of `run`: reads its spec from stdin.
+    #[command(hide = true)]
+    Worker,
     /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
     /// each launch's arguments against the kernel's parameters.
     Check {
@@ -116,6 +119,12 @@ struct RunArgs {
     peer: Vec<PathBuf>,
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Seconds one candidate may take before its worker is killed (`timeout`).
+    #[arg(long, default_value_t = 180.0)]
+    timeout_s: f64,
+    /// Finish the interrupted run in this results directory (its options are reused).
+    #[arg(long)]
+    resume: Option<PathBuf>,
 }
 
 fn parse_preset(s: &str) -> Result<Preset, String> {
@@ -149,6 +158,7 @@ fn main() -> anyhow::Result<()> {
         ),
         Command::Stats(args) => stats(args),
         Command::Run(args) => run(args),
+        Command::Worker => dlrm_bench::worker::main(),
         Command::Check { dirs, arch } => check(&dirs, &arch),
     }
 }
@@ -499,8 +509,9 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         out: a.out,
         peer: a.peer,
         eval,
+        timeout_s: a.timeout_s,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
     };
-    runner::run(opts)?;
+    runner::run(opts, a.resume.as_deref())?;
     Ok(())
 }

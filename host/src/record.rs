@@ -16,6 +16,8 @@ pub enum Status {
     RuntimeError,
     /// Faster than the physical floor: impossible, so not a win.
     Suspect,
+    /// No result within the time limit: the worker was killed.
+    Timeout,
     /// Could not run here (e.g. CUDA source on the CPU emulator).
     Skipped,
     /// The manifest is invalid.
@@ -30,6 +32,7 @@ impl Status {
             Status::CompileError => "compile_error",
             Status::RuntimeError => "runtime_error",
             Status::Suspect => "suspect",
+            Status::Timeout => "timeout",
             Status::Skipped => "skipped",
             Status::InvalidManifest => "invalid_manifest",
         }
@@ -99,6 +102,9 @@ pub struct Record {
     pub speedup: Option<Speedup>,
     pub win: bool,
     pub pytorch: Option<PeerTime>,
+    /// The status the candidate's manifest says it must end with (exploits), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_status: Option<String>,
     /// Statistics of the timed input sets (reference records only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_stats: Option<serde_json::Value>,
@@ -122,11 +128,23 @@ impl Record {
             win: false,
             pytorch: None,
             input_stats: None,
+            expected_status: None,
         }
     }
 
     pub fn is_reference(&self) -> bool {
         self.group == "reference"
+    }
+
+    /// Takes the candidate's name and expected status from its manifest.
+    pub fn name_from(&mut self, c: &crate::candidate::Candidate) {
+        self.candidate = c.name.clone();
+        self.expected_status = c.expect.clone();
+    }
+
+    /// Whether the status differs from the one the manifest expects.
+    pub fn unexpected(&self) -> bool {
+        self.expected_status.as_deref().is_some_and(|e| e != self.status.name())
     }
 }
 

@@ -77,7 +77,11 @@ pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
                 } else {
                     format!("{}/{}", r.group, r.candidate)
                 },
-                r.status.name().into(),
+                if r.unexpected() {
+                    format!("{} (EXPECTED {})", r.status.name(), r.expected_status.as_deref().unwrap_or(""))
+                } else {
+                    r.status.name().into()
+                },
                 f(rt.map(|t| t.median_ms), 4),
                 f(
                     if r.is_reference() {

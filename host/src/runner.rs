@@ -1,18 +1,30 @@
-//! `dlrm-bench run`: picks the backend, measures the ceilings, loads the candidates, evaluates
-//! every problem, and writes the results directory as it goes.
-use crate::backend;
+//! `dlrm-bench run`: the orchestrator. It picks the device, measures the ceilings, loads the
+//! candidates, and for each problem starts a worker process ([`crate::worker`]) that checks and
+//! times the candidates. A candidate that crashes the worker is recorded as `runtime_error`, one
+//! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
+//! the candidates left. Records are appended to `results.jsonl` as they arrive, so
+//! `--resume DIR` finishes an interrupted run without redoing what is there.
+use crate::backend::{self, cuda::CudaBackend, emu::EmuBackend, Backend, DeviceInfo};
 use crate::candidate::{discover, load_candidate, Candidate};
-use crate::evaluate::{EvalConfig, ProblemRun};
+use crate::evaluate::EvalConfig;
 use crate::metrics::{self, GroupMetrics};
 use crate::record::{Ceilings, PeerTime, Record, Status};
 use crate::report::{self, RecordLog, GIT_COMMIT};
+use crate::worker::{Event, WorkerSpec};
 use bench_problems::{all_problems, Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::collections::{BTreeSet, VecDeque};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// Everything `run` needs.
-#[derive(Clone, Debug)]
+/// Everything `run` needs (also stored in `run.json`, so `--resume` can rebuild it).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunOptions {
     pub problems: Vec<String>,
     pub candidate_roots: Vec<PathBuf>,
@@ -22,6 +34,8 @@ pub struct RunOptions {
     pub out: PathBuf,
     pub peer: Vec<PathBuf>,
     pub eval: EvalConfig,
+    /// Seconds one candidate may take (checks and timing) before its worker is killed.
+    pub timeout_s: f64,
     pub command_line: String,
 }
 
@@ -41,51 +55,52 @@ const EMULATOR_BANNER: &str = "\
 #  skipped (they need a GPU); Rust candidates from gpu-kernels run.            #
 ################################################################################";
 
-/// Runs the suite.
-pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
-    let (mut backend, why) = backend::select(opts.force_cpu, opts.require_gpu)?;
-    let on_gpu = backend.is_gpu();
+/// Seconds a worker may spend generating inputs and checking the reference.
+const PREPARE_TIMEOUT_S: f64 = 900.0;
+const SECRET_FILE: &str = ".secret_seed";
+
+/// Runs the suite (or finishes the run in `resume`).
+pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome> {
+    let (mut opts, dir, secret_seed) = match resume {
+        Some(dir) => resumed(dir)?,
+        None => (opts, PathBuf::new(), 0),
+    };
+    let (info, on_gpu, why) = probe_device(opts.force_cpu, opts.require_gpu)?;
     if !on_gpu {
         eprintln!("{EMULATOR_BANNER}\n(backend: {why})");
         if opts.preset.is_some_and(|p| p != Preset::Ci) {
-            eprintln!(
-                "warning: --preset {} ignored: the emulator runs `ci` sizes only",
-                opts.preset.unwrap().name()
-            );
+            eprintln!("warning: --preset {} ignored: the emulator runs `ci` sizes only", opts.preset.unwrap().name());
         }
         opts.preset = Some(Preset::Ci);
+        opts.force_cpu = true;
     } else {
         eprintln!("backend: {why}");
     }
     let preset = opts.preset.unwrap_or(Preset::Full);
     opts.eval.preset = preset;
-
-    let problems: Vec<&'static dyn Problem> = if opts.problems.is_empty() {
-        all_problems()
-    } else {
-        opts.problems
-            .iter()
-            .map(|n| {
-                bench_problems::find_problem(n)
-                    .ok_or_else(|| anyhow::anyhow!("unknown problem `{n}` (see `dlrm-bench list`)"))
-            })
-            .collect::<anyhow::Result<_>>()?
-    };
+    let problems = select_problems(&opts.problems)?;
 
     let started = chrono::Utc::now();
-    let run_id = format!(
-        "{}-{}-{}",
-        started.format("%Y%m%dT%H%M%SZ"),
-        if on_gpu { "gpu" } else { "cpu" },
-        preset.name()
-    );
-    let dir = opts.out.join(&run_id);
-    std::fs::create_dir_all(&dir)?;
+    let (dir, secret_seed) = if resume.is_some() {
+        eprintln!("resuming {}", dir.display());
+        (dir, secret_seed)
+    } else {
+        let run_id = format!("{}-{}-{}", started.format("%Y%m%dT%H%M%SZ"), if on_gpu { "gpu" } else { "cpu" }, preset.name());
+        let dir = opts.out.join(run_id);
+        std::fs::create_dir_all(&dir)?;
+        let secret = opts.eval.secret_seed;
+        // Kept out of run.json until the run ends; a resumed run reads it from here.
+        std::fs::write(dir.join(SECRET_FILE), secret.to_string())?;
+        (dir, secret)
+    };
+    let run_id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let mut log = RecordLog::open(&dir)?;
+    let previous = read_records(&dir.join("results.jsonl"));
+    let done: BTreeSet<(String, String)> = previous.iter().map(|r| (r.problem.clone(), r.origin.clone())).collect();
 
+    let exe = std::env::current_exe()?;
     let ceilings = if on_gpu {
-        let c = crate::ceilings::measure(&mut *backend)
-            .map_err(|e| anyhow::anyhow!("measuring the device ceilings: {e}"))?;
+        let c = measure_ceilings(&exe, &opts, secret_seed)?;
         eprintln!(
             "ceilings: HBM copy {:.0} GB/s, L2 read {:.0} GB/s, fp32 {:.1} TFLOP/s",
             c.hbm_bytes_per_s / 1e9,
@@ -103,13 +118,14 @@ pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
         "command": opts.command_line,
         "git_commit": GIT_COMMIT,
         "backend": why,
-        "device": backend.info(),
+        "device": info,
         "timings_are_gpu_timings": on_gpu,
         "ceilings": ceilings,
         "config": opts.eval,
         "public_seeds": (0..opts.eval.public_sets).map(|k| crate::evaluate::public_seed(opts.eval.seed, k)).collect::<Vec<_>>(),
         "secret_seed": "(written when the run ends)",
         "peer_files": opts.peer,
+        "options": opts,
         "problems": problems.iter().map(|p| json!({
             "name": p.name(), "number": p.number(), "sizes": p.sizes(preset), "recipe": p.recipe(preset),
         })).collect::<Vec<_>>(),
@@ -117,83 +133,343 @@ pub fn run(mut opts: RunOptions) -> anyhow::Result<RunOutcome> {
     write_json(&dir.join("run.json"), &run_json)?;
 
     let (candidates, invalid) = load_all(&opts.candidate_roots);
-    let mut records = Vec::new();
+    let mut fresh = Vec::new();
     for err in invalid {
-        let mut r = Record::new(
-            "-",
-            &err.file.display().to_string(),
-            "invalid",
-            &err.file.display().to_string(),
-        );
+        let origin = err.file.parent().unwrap_or(&err.file).display().to_string();
+        if done.contains(&("-".to_string(), origin.clone())) {
+            continue;
+        }
+        let mut r = Record::new("-", &origin, "invalid", &origin);
         r.status = Status::InvalidManifest;
         r.message = err.to_string();
         eprintln!("invalid candidate: {err}");
         log.append(&r)?;
-        records.push(r);
+        fresh.push(r);
     }
     let peers = load_peers(&opts.peer);
-    let total: usize = problems
-        .iter()
-        .map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count())
-        .sum();
+    let total: usize = problems.iter().map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count()).sum();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     for &problem in &problems {
-        bar.set_message(format!("{}: generating inputs", problem.name()));
-        let mine: Vec<&Candidate> = candidates
+        let mine: Vec<&Candidate> = candidates.iter().filter(|c| c.problem == problem.name()).collect();
+        let mut pending: Vec<PathBuf> = mine
             .iter()
-            .filter(|c| c.problem == problem.name())
+            .filter(|c| !done.contains(&(problem.name().to_string(), c.origin.clone())))
+            .map(|c| PathBuf::from(&c.origin))
             .collect();
-        let mut prun =
-            match ProblemRun::prepare(&mut *backend, problem, opts.eval.clone(), ceilings) {
-                Ok(p) => p,
-                Err(e) => {
-                    let mut r = Record::new(problem.name(), "reference", "reference", "reference");
-                    r.status = Status::RuntimeError;
-                    r.message = format!("could not prepare the inputs: {e:#}");
-                    log.append(&r)?;
-                    records.push(r);
-                    bar.inc(1 + mine.len() as u64);
-                    continue;
-                }
-            };
-        bar.set_message(format!("{}: reference", problem.name()));
-        let mut reference = prun.reference_record();
-        attach_peer(&mut reference, &peers);
-        log.append(&reference)?;
-        records.push(reference);
-        bar.inc(1);
-        for cand in mine {
-            bar.set_message(format!("{}: {}/{}", problem.name(), cand.group, cand.name));
-            let r = prun.evaluate(cand);
-            log.append(&r)?;
-            records.push(r);
-            bar.inc(1);
-        }
-        prun.release();
+        let reference_done = done.contains(&(problem.name().to_string(), "reference".to_string()));
+        bar.inc((1 + mine.len() - pending.len()) as u64 - u64::from(!reference_done));
+        let mut session = ProblemSession {
+            problem,
+            opts: &opts,
+            exe: &exe,
+            secret_seed,
+            ceilings,
+            peers: &peers,
+            log: &mut log,
+            bar: &bar,
+            reference_done,
+        };
+        fresh.extend(session.evaluate(&mut pending)?);
     }
     bar.finish_and_clear();
 
+    let records = read_records(&dir.join("results.jsonl"));
     let metrics = metrics::summarize(&records, problems.len());
     run_json["finished"] = json!(chrono::Utc::now().to_rfc3339());
-    run_json["secret_seed"] = json!(opts.eval.secret_seed);
+    run_json["secret_seed"] = json!(secret_seed);
     run_json["metrics"] = serde_json::to_value(&metrics)?;
     write_json(&dir.join("run.json"), &run_json)?;
-    let heading = heading(&run_id, backend.info(), on_gpu, ceilings);
+    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
+    let heading = heading(&run_id, &info, on_gpu, ceilings);
     report::write_markdown(&dir, &heading, &records, &metrics)?;
     report::write_csv(&dir, &records)?;
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics));
-    println!("results: {} ({})", dir.display(), log.path().display());
-    Ok(RunOutcome {
-        dir,
-        records,
-        metrics,
-        on_gpu,
-    })
+    println!("results: {} ({} new records)", dir.display(), fresh.len());
+    Ok(RunOutcome { dir, records, metrics, on_gpu })
 }
 
-fn heading(run_id: &str, info: &backend::DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -> String {
+/// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
+fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
+    let run_json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("run.json")).map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?,
+    )
+    .map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?;
+    let opts: RunOptions = serde_json::from_value(run_json["options"].clone())
+        .map_err(|e| anyhow::anyhow!("{}/run.json: field `options`: {e}", dir.display()))?;
+    let secret = match std::fs::read_to_string(dir.join(SECRET_FILE)) {
+        Ok(s) => s.trim().parse()?,
+        Err(_) => run_json["secret_seed"]
+            .as_u64()
+            .ok_or_else(|| anyhow::anyhow!("{}: no {SECRET_FILE} and no secret_seed in run.json", dir.display()))?,
+    };
+    Ok((opts, dir.to_path_buf(), secret))
+}
+
+fn probe_device(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(DeviceInfo, bool, String)> {
+    if !force_cpu {
+        match CudaBackend::new(0) {
+            Ok(b) => return Ok((b.info().clone(), true, format!("CUDA device 0: {}", b.info().name))),
+            Err(e) if require_gpu => anyhow::bail!("no usable CUDA device: {e}"),
+            Err(e) => return Ok((EmuBackend::new().info().clone(), false, format!("no usable CUDA device ({e})"))),
+        }
+    }
+    let _ = backend::select; // the in-process choice, used by workers
+    Ok((EmuBackend::new().info().clone(), false, "the CPU emulator was asked for".into()))
+}
+
+fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>> {
+    if names.is_empty() {
+        return Ok(all_problems());
+    }
+    names
+        .iter()
+        .map(|n| bench_problems::find_problem(n).ok_or_else(|| anyhow::anyhow!("unknown problem `{n}` (see `dlrm-bench list`)")))
+        .collect()
+}
+
+/// A running worker: its process, its parsed stdout, and the tail of its stderr.
+struct Worker {
+    child: Child,
+    events: Receiver<Option<Event>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
+    let mut child = Command::new(exe)
+        .arg("worker")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("starting a worker ({}): {e}", exe.display()))?;
+    child.stdin.take().expect("piped").write_all(serde_json::to_string(spec)?.as_bytes())?;
+    let (tx, events) = mpsc::channel();
+    let stdout = child.stdout.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            match serde_json::from_str::<Event>(&line) {
+                Ok(e) => {
+                    if tx.send(Some(e)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => eprintln!("worker: {line}"),
+            }
+        }
+        let _ = tx.send(None);
+    });
+    let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    let tail = stderr_tail.clone();
+    let stderr = child.stderr.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("  [worker] {line}");
+            let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+            t.push_back(line);
+            if t.len() > 12 {
+                t.pop_front();
+            }
+        }
+    });
+    Ok(Worker { child, events, stderr_tail })
+}
+
+impl Worker {
+    fn stderr_tail(&self) -> String {
+        self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
+    WorkerSpec {
+        ceilings_only: false,
+        problem: String::new(),
+        eval: opts.eval.clone(),
+        secret_seed,
+        candidates: Vec::new(),
+        report_reference: false,
+        force_cpu: opts.force_cpu,
+        ceilings: None,
+    }
+}
+
+fn measure_ceilings(exe: &Path, opts: &RunOptions, secret_seed: u64) -> anyhow::Result<Ceilings> {
+    let spec = WorkerSpec { ceilings_only: true, ..base_spec(opts, secret_seed) };
+    let mut w = spawn_worker(exe, &spec)?;
+    loop {
+        match w.events.recv_timeout(Duration::from_secs(180)) {
+            Ok(Some(Event::Ceilings { ceilings })) => {
+                let _ = w.child.wait();
+                return Ok(ceilings);
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                w.kill();
+                anyhow::bail!("measuring the device ceilings failed:\n{}", w.stderr_tail());
+            }
+        }
+    }
+}
+
+/// The evaluation of one problem's candidates across as many workers as faults require.
+struct ProblemSession<'a> {
+    problem: &'static dyn Problem,
+    opts: &'a RunOptions,
+    exe: &'a Path,
+    secret_seed: u64,
+    ceilings: Option<Ceilings>,
+    peers: &'a [(String, f64, String)],
+    log: &'a mut RecordLog,
+    bar: &'a ProgressBar,
+    reference_done: bool,
+}
+
+impl ProblemSession<'_> {
+    fn record(&mut self, mut r: Record, out: &mut Vec<Record>) -> anyhow::Result<()> {
+        if r.is_reference() {
+            attach_peer(&mut r, self.peers);
+            self.reference_done = true;
+        }
+        self.log.append(&r)?;
+        self.bar.inc(1);
+        out.push(r);
+        Ok(())
+    }
+
+    fn fail(&mut self, origin: &str, status: Status, message: String, out: &mut Vec<Record>) -> anyhow::Result<()> {
+        let group = if origin == "reference" {
+            "reference".to_string()
+        } else {
+            crate::candidate::candidate_group(Path::new(origin), self.problem.name())
+        };
+        let name = Path::new(origin).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = if origin == "reference" { "reference".to_string() } else { name };
+        let mut r = Record::new(self.problem.name(), &name, &group, origin);
+        r.status = status;
+        r.message = message;
+        if origin != "reference" {
+            if let Ok(c) = load_candidate(Path::new(origin)) {
+                r.name_from(&c);
+            }
+        }
+        self.record(r, out)
+    }
+
+    /// Evaluates `pending` (candidate directories), restarting workers after faults.
+    fn evaluate(&mut self, pending: &mut Vec<PathBuf>) -> anyhow::Result<Vec<Record>> {
+        let mut out = Vec::new();
+        if self.reference_done && pending.is_empty() {
+            return Ok(out);
+        }
+        loop {
+            self.bar.set_message(format!("{}: generating inputs and checking the reference", self.problem.name()));
+            let spec = WorkerSpec {
+                problem: self.problem.name().to_string(),
+                candidates: pending.clone(),
+                report_reference: !self.reference_done,
+                ceilings: self.ceilings,
+                ..base_spec(self.opts, self.secret_seed)
+            };
+            let mut worker = spawn_worker(self.exe, &spec)?;
+            let mut current: Option<(String, Instant)> = None;
+            let mut ready = false;
+            let mut reference_failed = false;
+            let mut device_lost = None;
+            let started = Instant::now();
+            let progress_before = pending.len();
+            let outcome = loop {
+                let (limit, since) = match &current {
+                    Some((_, t)) => (self.opts.timeout_s, *t),
+                    None => (PREPARE_TIMEOUT_S.max(self.opts.timeout_s), started),
+                };
+                let left = Duration::from_secs_f64(limit).saturating_sub(since.elapsed());
+                match worker.events.recv_timeout(left.max(Duration::from_millis(1))) {
+                    Ok(Some(Event::Record { record })) => {
+                        let record = *record;
+                        if record.is_reference() && record.status != Status::Correct {
+                            reference_failed = true;
+                        }
+                        pending.retain(|p| p.display().to_string() != record.origin);
+                        current = None;
+                        self.record(record, &mut out)?;
+                    }
+                    Ok(Some(Event::Start { candidate })) => {
+                        self.bar.set_message(format!("{}: {candidate}", self.problem.name()));
+                        current = Some((candidate, Instant::now()));
+                    }
+                    Ok(Some(Event::Ready)) => ready = true,
+                    Ok(Some(Event::DeviceLost { message })) => device_lost = Some(message),
+                    Ok(Some(Event::Ceilings { .. })) => {}
+                    Ok(None) => break None,
+                    Err(RecvTimeoutError::Timeout) => {
+                        worker.kill();
+                        break Some(limit);
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break None,
+                }
+            };
+            let status = worker.child.wait().ok();
+            let tail = worker.stderr_tail();
+            match (outcome, current) {
+                (Some(limit), Some((cand, _))) => {
+                    pending.retain(|p| p.display().to_string() != cand);
+                    let msg = format!("no result within {limit:.0} s: the worker was killed (a hang or an endless kernel)");
+                    self.fail(&cand, Status::Timeout, msg, &mut out)?;
+                }
+                (None, Some((cand, _))) => {
+                    pending.retain(|p| p.display().to_string() != cand);
+                    let code = status.map(|s| s.to_string()).unwrap_or_default();
+                    let msg = format!("the worker died while running this candidate ({code}):\n{tail}");
+                    self.fail(&cand, Status::RuntimeError, msg, &mut out)?;
+                }
+                (outcome, None) if !ready => {
+                    // Preparation (inputs, oracle, reference) failed or hung: nothing can be compared.
+                    let why = match outcome {
+                        Some(limit) => format!("preparing the inputs and the reference took over {limit:.0} s"),
+                        None => format!("the worker failed while preparing the inputs and the reference:\n{tail}"),
+                    };
+                    if !self.reference_done {
+                        self.fail("reference", Status::RuntimeError, why.clone(), &mut out)?;
+                    }
+                    for p in std::mem::take(pending) {
+                        self.fail(&p.display().to_string(), Status::Skipped, format!("not run: {why}"), &mut out)?;
+                    }
+                    return Ok(out);
+                }
+                _ => {}
+            }
+            if reference_failed {
+                for p in std::mem::take(pending) {
+                    let msg = "not run: the reference failed its own check on this device".to_string();
+                    self.fail(&p.display().to_string(), Status::Skipped, msg, &mut out)?;
+                }
+            }
+            if pending.is_empty() {
+                return Ok(out);
+            }
+            if let Some(m) = device_lost {
+                eprintln!("device lost ({m}); starting a fresh worker for the {} candidates left", pending.len());
+            }
+            if pending.len() == progress_before {
+                // No progress and no candidate to blame: do not loop forever.
+                for p in std::mem::take(pending) {
+                    let msg = format!("not run: the worker stopped without a result:\n{tail}");
+                    self.fail(&p.display().to_string(), Status::RuntimeError, msg, &mut out)?;
+                }
+                return Ok(out);
+            }
+        }
+    }
+}
+
+fn heading(run_id: &str, info: &DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -> String {
     let mut s = format!(
         "# DLRM-Bench run {run_id}\n\ndevice: {} ({}), driver: {}, commit: {GIT_COMMIT}",
         info.name,
@@ -215,10 +491,23 @@ fn heading(run_id: &str, info: &backend::DeviceInfo, on_gpu: bool, c: Option<Cei
 }
 
 fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
-    std::fs::write(
-        path,
-        serde_json::to_string_pretty(v).map_err(std::io::Error::other)?,
-    )
+    std::fs::write(path, serde_json::to_string_pretty(v).map_err(std::io::Error::other)?)
+}
+
+/// Records already in a `results.jsonl` (unreadable lines are reported and skipped).
+pub fn read_records(path: &Path) -> Vec<Record> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .filter_map(|(i, l)| match serde_json::from_str(l) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("warning: {}:{}: skipped ({e})", path.display(), i + 1);
+                None
+            }
+        })
+        .collect()
 }
 
 /// Loads every candidate under the roots; invalid manifests are returned separately.
@@ -227,10 +516,7 @@ pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::Can
     let mut bad = Vec::new();
     for root in roots {
         if !root.exists() {
-            eprintln!(
-                "warning: candidate directory {} does not exist",
-                root.display()
-            );
+            eprintln!("warning: candidate directory {} does not exist", root.display());
         }
         for dir in discover(root) {
             match load_candidate(&dir) {
@@ -248,21 +534,11 @@ fn load_peers(files: &[PathBuf]) -> Vec<(String, f64, String)> {
     for f in files {
         match std::fs::read_to_string(f) {
             Ok(text) => {
-                for (i, line) in text
-                    .lines()
-                    .enumerate()
-                    .filter(|(_, l)| !l.trim().is_empty())
-                {
+                for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
                     match serde_json::from_str::<serde_json::Value>(line) {
                         Ok(v) => match (v["problem"].as_str(), v["median_ms"].as_f64()) {
-                            (Some(p), Some(ms)) => {
-                                out.push((p.to_string(), ms, f.display().to_string()))
-                            }
-                            _ => eprintln!(
-                                "warning: {}:{}: no `problem` or `median_ms`",
-                                f.display(),
-                                i + 1
-                            ),
+                            (Some(p), Some(ms)) => out.push((p.to_string(), ms, f.display().to_string())),
+                            _ => eprintln!("warning: {}:{}: no `problem` or `median_ms`", f.display(), i + 1),
                         },
                         Err(e) => eprintln!("warning: {}:{}: {e}", f.display(), i + 1),
                     }
@@ -275,14 +551,7 @@ fn load_peers(files: &[PathBuf]) -> Vec<(String, f64, String)> {
 }
 
 fn attach_peer(reference: &mut Record, peers: &[(String, f64, String)]) {
-    if let (Some((_, ms, src)), Some(t)) = (
-        peers.iter().rev().find(|(p, _, _)| p == &reference.problem),
-        &reference.timing,
-    ) {
-        reference.pytorch = Some(PeerTime {
-            median_ms: *ms,
-            reference_over_pytorch: t.median_ms / ms,
-            source: src.clone(),
-        });
+    if let (Some((_, ms, src)), Some(t)) = (peers.iter().rev().find(|(p, _, _)| p == &reference.problem), &reference.timing) {
+        reference.pytorch = Some(PeerTime { median_ms: *ms, reference_over_pytorch: t.median_ms / ms, source: src.clone() });
     }
 }

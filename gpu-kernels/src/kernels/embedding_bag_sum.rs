@@ -75,54 +75,76 @@ kernel! {
         num_bags: i64,
         dim: i64,
     ) {
-        let bag = ((block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE) as i64;
-        if bag >= num_bags {
-            return; // whole warps leave together: `bag` is uniform across a warp
-        }
-        let lane = lane_id() as i64;
-        let begin = *offsets.add(bag as usize);
-        let end = *offsets.add(bag as usize + 1);
-        // Column passes are uniform across the warp so every lane takes part in the shuffles.
-        let mut pass_start = 0i64;
-        while pass_start < dim {
-            let col = pass_start + lane * 4;
-            let active = col < dim;
-            let mut acc0 = [0.0f32; 4];
-            let mut acc1 = [0.0f32; 4];
-            let mut base = begin;
-            while base < end {
-                let count = (end - base).min(WARP_SIZE as i64);
-                let my_index = if lane < count { *indices.add((base + lane) as usize) } else { 0 };
-                let mut k = 0;
-                while k + 1 < count {
-                    let r0 = shfl_idx_i64(my_index, k as u32);
-                    let r1 = shfl_idx_i64(my_index, k as u32 + 1);
-                    if active {
-                        let v0 = load_nc_f32x4(weight.add((r0 * dim + col) as usize));
-                        let v1 = load_nc_f32x4(weight.add((r1 * dim + col) as usize));
-                        for c in 0..4 {
-                            acc0[c] += v0[c];
-                            acc1[c] += v1[c];
-                        }
+        warp_per_bag(weight, indices, offsets, out, num_bags, dim);
+    }
+}
+
+/// The body of [`embedding_bag_sum_warp_per_bag`], callable from other kernels.
+#[inline(always)]
+pub unsafe fn warp_per_bag(
+    weight: *const f32,
+    indices: *const i64,
+    offsets: *const i64,
+    out: *mut f32,
+    num_bags: i64,
+    dim: i64,
+) {
+    let bag = ((block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE) as i64;
+    if bag >= num_bags {
+        return; // whole warps leave together: `bag` is uniform across a warp
+    }
+    let lane = lane_id() as i64;
+    let begin = *offsets.add(bag as usize);
+    let end = *offsets.add(bag as usize + 1);
+    // Column passes are uniform across the warp so every lane takes part in the shuffles.
+    let mut pass_start = 0i64;
+    while pass_start < dim {
+        let col = pass_start + lane * 4;
+        let active = col < dim;
+        let mut acc0 = [0.0f32; 4];
+        let mut acc1 = [0.0f32; 4];
+        let mut base = begin;
+        while base < end {
+            let count = (end - base).min(WARP_SIZE as i64);
+            let my_index = if lane < count {
+                *indices.add((base + lane) as usize)
+            } else {
+                0
+            };
+            let mut k = 0;
+            while k + 1 < count {
+                let r0 = shfl_idx_i64(my_index, k as u32);
+                let r1 = shfl_idx_i64(my_index, k as u32 + 1);
+                if active {
+                    let v0 = load_nc_f32x4(weight.add((r0 * dim + col) as usize));
+                    let v1 = load_nc_f32x4(weight.add((r1 * dim + col) as usize));
+                    for c in 0..4 {
+                        acc0[c] += v0[c];
+                        acc1[c] += v1[c];
                     }
-                    k += 2;
                 }
-                if k < count {
-                    let r0 = shfl_idx_i64(my_index, k as u32);
-                    if active {
-                        let v0 = load_nc_f32x4(weight.add((r0 * dim + col) as usize));
-                        for c in 0..4 {
-                            acc0[c] += v0[c];
-                        }
+                k += 2;
+            }
+            if k < count {
+                let r0 = shfl_idx_i64(my_index, k as u32);
+                if active {
+                    let v0 = load_nc_f32x4(weight.add((r0 * dim + col) as usize));
+                    for c in 0..4 {
+                        acc0[c] += v0[c];
                     }
                 }
-                base += WARP_SIZE as i64;
             }
-            if active {
-                let sum = [acc0[0] + acc1[0], acc0[1] + acc1[1], acc0[2] + acc1[2], acc0[3] + acc1[3]];
-                store_f32x4(out.add((bag * dim + col) as usize), sum);
-            }
-            pass_start += WARP_SIZE as i64 * 4;
+            base += WARP_SIZE as i64;
         }
+        if active {
+            let sum = [
+                acc0[0] + acc1[0],
+                acc0[1] + acc1[1],
+                acc0[2] + acc1[2],
+                acc0[3] + acc1[3],
+            ];
+            store_f32x4(out.add((bag * dim + col) as usize), sum);
+        }
+        pass_start += WARP_SIZE as i64 * 4;
     }
 }

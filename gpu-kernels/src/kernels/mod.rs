@@ -6,6 +6,7 @@
 
 pub mod ceilings;
 pub mod embedding_bag_sum;
+pub mod faults;
 pub mod selftest;
 
 /// Emulator handles of every kernel, by PTX entry name.
@@ -18,4 +19,8 @@ pub static EMU_KERNELS: &[crate::emu::EmuKernel] = &[
     ceilings::ceiling_l2_read_f32::EMU,
     embedding_bag_sum::embedding_bag_sum_reference::EMU,
     embedding_bag_sum::embedding_bag_sum_warp_per_bag::EMU,
+    faults::fault_spin_forever::EMU,
+    faults::fault_write_address::EMU,
+    faults::exploit_first_call_only::EMU,
+    faults::exploit_zero_first_index::EMU,
 ];

@@ -183,6 +183,10 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn free_memory(&self) -> usize {
+        result::mem_get_info().map(|(free, _)| free).unwrap_or(0)
+    }
+
     fn free(&mut self, buffer: Buffer) {
         if let Some(Some(p)) = self.buffers.get(buffer.id).copied() {
             let _ = self.synchronize();

@@ -62,6 +62,12 @@ impl Backend for EmuBackend {
         })
     }
 
+    fn free_memory(&self) -> usize {
+        // The emulator's "device" is host memory; cap scratch at 8 GiB so a runaway size
+        // expression is refused rather than swapping the machine.
+        8 << 30
+    }
+
     fn free(&mut self, buffer: Buffer) {
         if let Some(slot) = self.buffers.get_mut(buffer.id) {
             *slot = None;

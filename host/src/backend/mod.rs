@@ -65,6 +65,8 @@ pub type BackendResult<T> = Result<T, BackendError>;
 pub trait Backend {
     fn info(&self) -> &DeviceInfo;
     fn alloc(&mut self, bytes: usize) -> BackendResult<Buffer>;
+    /// Bytes of device memory free now.
+    fn free_memory(&self) -> usize;
     fn free(&mut self, buffer: Buffer);
     fn upload(&mut self, buffer: &Buffer, data: &[u8]) -> BackendResult<()>;
     fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>>;

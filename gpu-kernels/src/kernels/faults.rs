@@ -1,0 +1,50 @@
+//! Kernels that fault on purpose, so the runner's isolation can be tested on the emulator and
+//! on a GPU alike: one never ends, one writes through a null pointer (an illegal address on a
+//! GPU, a segmentation fault of the worker on the emulator).
+use crate::dev::*;
+
+kernel! {
+    /// Spins until `*flag` holds a value nothing ever writes: a hang.
+    pub unsafe fn fault_spin_forever(flag: *const u32) {
+        let _ = thread_idx_x();
+        while core::ptr::read_volatile(flag) != 0x0D15_EA5E {}
+    }
+}
+
+kernel! {
+    /// Writes through `base + offset` (pass a null-ish base): an illegal address.
+    pub unsafe fn fault_write_address(base: u64, offset: u64) {
+        if thread_idx_x() == 0 {
+            core::ptr::write_volatile((base + offset) as usize as *mut u32, 1);
+        }
+    }
+}
+
+/// Blocks that already ran once (device-global state that survives between launches).
+static mut SEEN_BLOCKS: [u32; 4096] = [0; 4096];
+
+kernel! {
+    /// Exploit for the runner's tests: `embedding_bag_sum` done right, but only on each block's
+    /// first launch; later launches return at once. Launch like the tuned kernel.
+    pub unsafe fn exploit_first_call_only(weight: *const f32, indices: *const i64, offsets: *const i64, out: *mut f32, num_bags: i64, dim: i64) {
+        let seen = crate::static_shared!(EXPLOIT_SEEN: [u32; 1]);
+        if thread_idx_x() == 0 {
+            let slot = core::ptr::addr_of_mut!(SEEN_BLOCKS) as *mut u32;
+            *seen = atomic_add_u32(slot.add((block_idx_x() % 4096) as usize), 1);
+        }
+        sync_threads();
+        if *seen == 0 {
+            super::embedding_bag_sum::warp_per_bag(weight, indices, offsets, out, num_bags, dim);
+        }
+    }
+}
+
+kernel! {
+    /// Exploit for the runner's tests: writes 0 over the first index after use (mutates an
+    /// input). Run after a correct kernel, one thread.
+    pub unsafe fn exploit_zero_first_index(indices: *mut i64) {
+        if block_idx_x() == 0 && thread_idx_x() == 0 {
+            core::ptr::write_volatile(indices, 0);
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The worker: one process that evaluates candidates of one problem and reports each record as
+//! a JSON line on stdout, so that a crash, an illegal address (which poisons the CUDA context)
+//! or a hang takes down only the worker. The orchestrator ([`crate::runner`]) starts workers,
+//! enforces the time limit, and starts a fresh worker for the candidates left.
+//!
+//! Protocol: the spec arrives as one JSON document on stdin; stdout carries [`Event`] lines.
+use crate::backend::{self};
+use crate::candidate::load_candidate;
+use crate::evaluate::{EvalConfig, ProblemRun};
+use crate::record::{Ceilings, Record, Status};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+/// What one worker must do.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// Only measure the device ceilings and report them.
+    #[serde(default)]
+    pub ceilings_only: bool,
+    pub problem: String,
+    pub eval: EvalConfig,
+    /// `EvalConfig::secret_seed` is never serialised with the config; it travels here.
+    pub secret_seed: u64,
+    pub candidates: Vec<PathBuf>,
+    /// Report the reference's record (the first worker of a problem does).
+    pub report_reference: bool,
+    pub force_cpu: bool,
+    pub ceilings: Option<Ceilings>,
+}
+
+/// One line of worker output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Inputs generated and the reference checked; candidates follow.
+    Ready,
+    /// Evaluation of a candidate (its directory) begins.
+    Start { candidate: String },
+    Record { record: Box<Record> },
+    Ceilings { ceilings: Ceilings },
+    /// The device is no longer usable (a sticky CUDA error): the worker stops here.
+    DeviceLost { message: String },
+}
+
+fn emit(event: &Event) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", serde_json::to_string(event).expect("events serialise"));
+    let _ = out.flush();
+}
+
+/// Entry point of `dlrm-bench worker`: reads the spec from stdin and runs it.
+pub fn main() -> anyhow::Result<()> {
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text)?;
+    let spec: WorkerSpec = serde_json::from_str(&text)?;
+    let (mut backend, _) = backend::select(spec.force_cpu, false)?;
+    if spec.ceilings_only {
+        let ceilings = crate::ceilings::measure(&mut *backend).map_err(|e| anyhow::anyhow!("measuring the ceilings: {e}"))?;
+        emit(&Event::Ceilings { ceilings });
+        return Ok(());
+    }
+    let problem = bench_problems::find_problem(&spec.problem).ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
+    let mut eval = spec.eval.clone();
+    eval.secret_seed = spec.secret_seed;
+    let mut run = ProblemRun::prepare(&mut *backend, problem, eval, spec.ceilings)?;
+    let reference = run.reference_record();
+    let reference_ok = reference.status == Status::Correct;
+    if spec.report_reference {
+        emit(&Event::Record { record: Box::new(reference) });
+    }
+    emit(&Event::Ready);
+    if !reference_ok {
+        return Ok(());
+    }
+    for dir in &spec.candidates {
+        let origin = dir.display().to_string();
+        emit(&Event::Start { candidate: origin.clone() });
+        let record = match load_candidate(dir) {
+            Ok(cand) => run.evaluate(&cand),
+            Err(e) => {
+                let mut r = Record::new(&spec.problem, &origin, "invalid", &origin);
+                r.status = Status::InvalidManifest;
+                r.message = e.to_string();
+                r
+            }
+        };
+        let failed_at_runtime = record.status == Status::RuntimeError;
+        emit(&Event::Record { record: Box::new(record) });
+        if failed_at_runtime {
+            if let Err(e) = run.device_health() {
+                emit(&Event::DeviceLost { message: e.to_string() });
+                std::process::exit(3);
+            }
+        }
+    }
+    run.release();
+    Ok(())
+}
