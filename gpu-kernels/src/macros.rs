@@ -18,11 +18,13 @@ macro_rules! kernel {
     ) => {
         #[cfg(target_arch = "nvptx64")]
         $(#[$meta])*
+        #[allow(clippy::too_many_arguments)]
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name( $( $arg : $ty ),* ) $body
 
         #[cfg(not(target_arch = "nvptx64"))]
         $(#[$meta])*
+        #[allow(clippy::too_many_arguments)]
         pub unsafe fn $name( $( $arg : $ty ),* ) $body
 
         #[cfg(not(target_arch = "nvptx64"))]

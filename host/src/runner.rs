@@ -179,6 +179,12 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     run_json["finished"] = json!(chrono::Utc::now().to_rfc3339());
     run_json["secret_seed"] = json!(secret_seed);
     run_json["metrics"] = serde_json::to_value(&metrics)?;
+    run_json["input_stats"] = records
+        .iter()
+        .filter(|r| r.is_reference())
+        .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     write_json(&dir.join("run.json"), &run_json)?;
     let _ = std::fs::remove_file(dir.join(SECRET_FILE));
     let heading = heading(&run_id, &info, on_gpu, ceilings);

@@ -201,6 +201,15 @@ impl Problem for EmbeddingBagSum {
         }
     }
 
+    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
+        let (Ok(idx), Ok(off)) = (inputs.tensors.get("indices"), inputs.tensors.get("offsets")) else {
+            return serde_json::Value::Null;
+        };
+        let (Ok(idx), Ok(off)) = (idx.to_i64_vec(), off.to_i64_vec()) else { return serde_json::Value::Null };
+        let rows = inputs.sizes.get("E").copied().unwrap_or(0) as u64;
+        serde_json::to_value(data_gen::bag_stats(&idx, &off, rows)).unwrap_or(serde_json::Value::Null)
+    }
+
     fn reference(&self) -> Vec<LaunchSpec> {
         // PyTorch (aten/src/ATen/native/cuda/EmbeddingBag.cu, `_embedding_bag_cuda`) launches
         // grid 1024, block (32, 8); the min() only trims blocks that would find no work at
@@ -304,6 +313,16 @@ mod tests {
             out[..40].iter().all(|&v| v == 0.0),
             "the empty bag sums to zero"
         );
+    }
+
+    #[test]
+    fn input_stats_describe_the_skew() {
+        let p = EmbeddingBagSum;
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
+        let stats = p.input_stats(&set);
+        let top1 = stats["top1pct_share"].as_f64().expect("top-1% share");
+        assert!(top1 > 0.1, "Zipf 1.15 puts well over 1% of lookups on the top 1% of rows: {stats}");
+        assert_eq!(stats["lookups"].as_u64(), Some(set.sizes["N"] as u64));
     }
 
     #[test]

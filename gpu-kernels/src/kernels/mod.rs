@@ -7,6 +7,7 @@
 pub mod ceilings;
 pub mod embedding_bag_sum;
 pub mod faults;
+pub mod fingerprint;
 pub mod selftest;
 
 /// Emulator handles of every kernel, by PTX entry name.
@@ -23,4 +24,5 @@ pub static EMU_KERNELS: &[crate::emu::EmuKernel] = &[
     faults::fault_write_address::EMU,
     faults::exploit_first_call_only::EMU,
     faults::exploit_zero_first_index::EMU,
+    fingerprint::fingerprint_words::EMU,
 ];

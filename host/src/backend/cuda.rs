@@ -222,11 +222,11 @@ impl Backend for CudaBackend {
         unsafe {
             match *pattern {
                 [b] => check(sys::cuMemsetD8Async(p, b, buffer.bytes, s), "memset"),
-                [a, b] if buffer.bytes % 2 == 0 => check(
+                [a, b] if buffer.bytes.is_multiple_of(2) => check(
                     sys::cuMemsetD16Async(p, u16::from_le_bytes([a, b]), buffer.bytes / 2, s),
                     "memset",
                 ),
-                [a, b, c, d] if buffer.bytes % 4 == 0 => check(
+                [a, b, c, d] if buffer.bytes.is_multiple_of(4) => check(
                     sys::cuMemsetD32Async(p, u32::from_le_bytes([a, b, c, d]), buffer.bytes / 4, s),
                     "memset",
                 ),
@@ -237,6 +237,26 @@ impl Backend for CudaBackend {
                 }
             }
         }
+    }
+
+    fn fingerprint(&mut self, buffer: &Buffer) -> BackendResult<u64> {
+        // Word count rounded up: allocations are 256-byte aligned, so the last partial word
+        // stays inside the allocation.
+        let words = buffer.bytes.div_ceil(4) as u64;
+        let module = self.load_module(&ModuleSource::Builtin)?;
+        let out = self.alloc(8)?;
+        self.fill(&out, &[0])?;
+        let launch = Launch {
+            kernel: "fingerprint_words".into(),
+            grid: [(self.info.multiprocessors * 8).max(1), 1, 1],
+            block: [256, 1, 1],
+            shared_bytes: 0,
+            args: vec![self.ptr(buffer)?, words, self.ptr(&out)?],
+        };
+        let r = self.launch(module, &launch).and_then(|_| self.download(&out));
+        self.free(out);
+        let bytes = r?;
+        Ok(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")))
     }
 
     fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()> {

@@ -72,6 +72,9 @@ pub trait Backend {
     fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>>;
     /// Fills the buffer with a repeated byte pattern (1, 2, 4 or 8 bytes).
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()>;
+    /// A fingerprint of the buffer's contents (see `gpu_kernels::kernels::fingerprint`),
+    /// computed on the device: comparing two tells whether anything wrote the buffer.
+    fn fingerprint(&mut self, buffer: &Buffer) -> BackendResult<u64>;
     /// Copies `src` into `dst` (same size) on the stream.
     fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()>;
     /// Device address of the buffer's first byte.
