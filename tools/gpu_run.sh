@@ -32,7 +32,7 @@ for p in $problems; do problem_args+=(--problem "$p"); done
 for p in $problems; do
   rm -rf "$inputs"; mkdir -p "$inputs"
   echo "== $p: $(date +%T)"
-  "$bin" gen "$p" --preset "$preset" --sets 2 --out "$inputs"
+  "$bin" gen "$p" --preset "$preset" --sets "${SETS:-2}" --out "$inputs"
   python3 tools/torch_peer.py --problem "$p" --inputs "$inputs"/*.safetensors --out "$out/peer.jsonl" --check \
     || echo "torch_peer failed for $p (continuing)"
 done

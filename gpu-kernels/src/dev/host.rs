@@ -50,6 +50,36 @@ pub fn shfl_idx_u32(v: u32, src_lane: u32) -> u32 {
     current(|c| c.shuffle(v, |_| Some(src_lane & 31)))
 }
 
+/// Exchange area of [`match_any_u32`]: one slot per lane, per (block state, warp, call parity).
+#[allow(clippy::type_complexity)]
+static MATCH_SLOTS: std::sync::Mutex<std::collections::BTreeMap<(usize, u32, u32), [u32; 32]>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+thread_local! {
+    /// Parity of this thread's [`match_any_u32`] calls (every lane of a warp makes the same
+    /// calls, so the lanes agree on it).
+    static MATCH_PARITY: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// `__match_any_sync(0xffffffff, v)`: the mask of the lanes of this warp whose `v` equals this
+/// lane's. Every lane of the warp must take part: each publishes its value, waits at a warp
+/// barrier, then reads all of them. Consecutive calls use alternate slots, so a lane that runs
+/// ahead into the next call cannot overwrite a value another lane is still reading (it cannot
+/// run two calls ahead: the next call's barrier holds it).
+pub fn match_any_u32(v: u32) -> u32 {
+    let warp = super::warp_id();
+    let parity = MATCH_PARITY.with(|p| p.replace(p.get() ^ 1));
+    let key = (current(|c| c.block() as *const _ as usize), warp, parity);
+    let lanes = (super::block_threads() - warp * emu::WARP).min(emu::WARP) as usize;
+    let slots = || MATCH_SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    slots().entry(key).or_insert([0; 32])[super::lane_id() as usize] = v;
+    sync_warp();
+    let seen = slots()[&key];
+    (0..lanes)
+        .filter(|&l| seen[l] == v)
+        .fold(0, |mask, l| mask | 1 << l)
+}
+
 /// Atomic `*p += v` on f32; returns the old value.
 pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
     let a = AtomicU32::from_ptr(p as *mut u32);
@@ -83,9 +113,49 @@ pub unsafe fn atomic_cas_u32(p: *mut u32, expected: u32, new: u32) -> u32 {
     }
 }
 
+/// Atomic compare-and-swap on u64; returns the old value.
+pub unsafe fn atomic_cas_u64(p: *mut u64, expected: u64, new: u64) -> u64 {
+    match AtomicU64::from_ptr(p).compare_exchange(
+        expected,
+        new,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(v) | Err(v) => v,
+    }
+}
+
+/// A volatile load of a u64 that other threads may be filling with atomics.
+pub unsafe fn load_volatile_u64(p: *const u64) -> u64 {
+    AtomicU64::from_ptr(p as *mut u64).load(Ordering::Acquire)
+}
+
+/// IEEE half (its bits) to f32, exactly: normals, subnormals, zeros, infinities and NaNs.
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) & 0x8000) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, _) => {
+            // Subnormal: value = man * 2^-24, exact in f32.
+            let v = man as f32 * (1.0 / (1u32 << 24) as f32);
+            return f32::from_bits(sign | v.to_bits());
+        }
+        (0x1f, _) => sign | 0x7f80_0000 | (man << 13),
+        _ => sign | ((exp + 127 - 15) << 23) | (man << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Square root, correctly rounded.
+pub fn sqrt_f32(x: f32) -> f32 {
+    x.sqrt()
+}
+
 fn check_aligned_16(p: *const f32) {
     // A misaligned vector access is a fault on the GPU; make it one here too.
-    assert!(p as usize % 16 == 0, "misaligned 16-byte access at {p:p}");
+    assert!((p as usize).is_multiple_of(16), "misaligned 16-byte access at {p:p}");
 }
 
 /// 16-byte load of four f32 through the read-only path.
@@ -98,6 +168,26 @@ pub unsafe fn load_nc_f32x4(p: *const f32) -> [f32; 4] {
 pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {
     check_aligned_16(p);
     [*p, *p.add(1), *p.add(2), *p.add(3)]
+}
+
+/// A byte address in the block's shared memory (on the GPU a 32-bit `.shared` address; here the
+/// host address of the emulator's shared buffer).
+pub type SharedAddr = usize;
+
+/// The shared-memory address of a pointer into shared memory.
+pub fn shared_addr<T>(p: *const T) -> SharedAddr {
+    p as usize
+}
+
+/// 16-byte load of four f32 from shared memory (`ld.shared.v4.f32` on the GPU).
+pub unsafe fn ld_shared_f32x4(a: SharedAddr) -> [f32; 4] {
+    load_f32x4(a as *const f32)
+}
+
+/// 4-byte store of an f32 to shared memory (`st.shared.f32` on the GPU).
+pub unsafe fn st_shared_f32(a: SharedAddr, v: f32) {
+    assert!(a.is_multiple_of(4), "misaligned 4-byte shared store at {a:#x}");
+    *(a as *mut f32) = v;
 }
 
 /// 16-byte store of four f32.

@@ -114,3 +114,21 @@ pub fn warp_sum_f32(mut v: f32) -> f32 {
     }
     v
 }
+
+/// bfloat16 (its bits) to f32, exactly (`__bfloat162float`: the bits shifted up).
+#[inline(always)]
+pub fn bf16_to_f32(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// f32 to bfloat16 bits, rounded to nearest even (`__float2bfloat16`, `cvt.rn.bf16.f32`); a NaN
+/// stays a (quiet) NaN.
+#[inline(always)]
+pub fn f32_to_bf16_rn(x: f32) -> u16 {
+    let bits = x.to_bits();
+    if (bits & 0x7fff_ffff) > 0x7f80_0000 {
+        return ((bits >> 16) | 0x0040) as u16;
+    }
+    let rounding = 0x7fff + ((bits >> 16) & 1);
+    (bits.wrapping_add(rounding) >> 16) as u16
+}

@@ -77,6 +77,18 @@ pub fn shfl_idx_u32(v: u32, src_lane: u32) -> u32 {
     r
 }
 
+/// `__match_any_sync(0xffffffff, v)` (sm_70+): the mask of the lanes of this warp whose `v`
+/// equals this lane's. Every lane of the warp must take part.
+#[inline(always)]
+pub fn match_any_u32(v: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("match.any.sync.b32 {0}, {1}, 0xffffffff;", out(reg32) r, in(reg32) v,
+             options(nostack))
+    };
+    r
+}
+
 /// Atomic `*p += v` on f32 (global or shared, generic address); returns the old value.
 #[inline(always)]
 pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
@@ -110,6 +122,44 @@ pub unsafe fn atomic_cas_u32(p: *mut u32, expected: u32, new: u32) -> u32 {
     r
 }
 
+/// Atomic compare-and-swap on u64; returns the old value.
+#[inline(always)]
+pub unsafe fn atomic_cas_u64(p: *mut u64, expected: u64, new: u64) -> u64 {
+    let r: u64;
+    asm!("atom.cas.b64 {0}, [{1}], {2}, {3};",
+         out(reg64) r, in(reg64) p, in(reg64) expected, in(reg64) new, options(nostack));
+    r
+}
+
+/// A volatile load of a u64 (never served from a stale L1 line): for slots other threads may
+/// be filling with atomics during the kernel.
+#[inline(always)]
+pub unsafe fn load_volatile_u64(p: *const u64) -> u64 {
+    let r: u64;
+    asm!("ld.volatile.u64 {0}, [{1}];", out(reg64) r, in(reg64) p, options(readonly, nostack));
+    r
+}
+
+/// IEEE half (its bits) to f32, exactly (`__half2float`: one `cvt.f32.f16`).
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("cvt.f32.f16 {0}, {1};", out(reg32) r, in(reg16) h, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Square root, correctly rounded (`sqrtf` under nvcc's default `-prec-sqrt=true`).
+#[inline(always)]
+pub fn sqrt_f32(x: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("sqrt.rn.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// One 16-byte load of four f32 through the read-only (non-coherent) path. `p` must be a
 /// 16-byte-aligned global address of data no thread writes during the kernel.
 #[inline(always)]
@@ -129,6 +179,40 @@ pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {
          out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
          options(readonly, nostack));
     [a, b, c, d]
+}
+
+/// A byte address in the block's shared memory: 32 bits on the GPU (the `.shared` window, so
+/// `base + constant` folds into LDS/STS immediates), the host address in the emulator. Kernels
+/// do arithmetic on it in bytes and pass it to [`ld_shared_f32x4`] / [`st_shared_f32`].
+pub type SharedAddr = u32;
+
+/// The shared-memory address of a generic pointer into shared memory (from `static_shared!` or
+/// `dynamic_shared`).
+#[inline(always)]
+pub fn shared_addr<T>(p: *const T) -> SharedAddr {
+    let r: u32;
+    unsafe {
+        asm!("{{ .reg .u64 s; cvta.to.shared.u64 s, {1}; cvt.u32.u64 {0}, s; }}",
+             out(reg32) r, in(reg64) p, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// One 16-byte load of four f32 from shared memory (`ld.shared.v4.f32`, an LDS.128); `a` must
+/// be 16-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_shared_f32x4(a: SharedAddr) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    asm!("ld.shared.v4.f32 {{{0}, {1}, {2}, {3}}}, [{4}];",
+         out(reg32) x, out(reg32) y, out(reg32) z, out(reg32) w, in(reg32) a,
+         options(readonly, nostack));
+    [x, y, z, w]
+}
+
+/// One 4-byte store of an f32 to shared memory (`st.shared.f32`, an STS).
+#[inline(always)]
+pub unsafe fn st_shared_f32(a: SharedAddr, v: f32) {
+    asm!("st.shared.f32 [{0}], {1};", in(reg32) a, in(reg32) v, options(nostack));
 }
 
 /// One 16-byte store of four f32. `p` must be 16-byte aligned.

@@ -1,0 +1,632 @@
+//! Problem 8, `block_bucketize_sparse_features`: shard a keyed jagged tensor's ids row-wise to
+//! W ranks (FBGEMM's `block_bucketize_sparse_features`, `sequence=True`).
+//!
+//! Inputs: the KJT of problem 7 (`lengths` [T, B] int32, `indices` int64 ids, `weights` fp32,
+//! feature by feature) and `block_sizes` [T] int64. For an id of feature t with block size s:
+//! below W·s the id goes to rank `id / s` as `id - rank·s`; past the last block (FBGEMM's rule)
+//! it goes to rank `id % W` as `id / W`. Outputs: `new_lengths` [W, T, B] (ids of each (rank,
+//! feature, sample)), `new_indices` and `new_weights` grouped by (rank, feature, sample) with the
+//! original order inside each group, and `unbucketize_permute` [N]: id i of the input is at
+//! position `unbucketize_permute[i]` of the output (the permutation back). Every id goes to
+//! exactly one rank, so the outputs hold N ids. Everything is checked exactly.
+//!
+//! Block sizes: `ceil(rows / W)` for three features in four, `ceil(rows / 2W)` for the fourth
+//! (a table larger than its sharding plan: about half its ids lie past the last block). Edge
+//! sets: one feature, and every id equal (`SAME_ID = 1`: every id is 0, so rank 0 gets them all).
+//!
+//! The reference is the eager `Model` (`kernelbench/08_block_bucketize_sparse_features.py`) launch
+//! for launch; see `gpu_kernels::kernels::block_bucketize_sparse_features`.
+use super::sparse::{
+    apply_grid, elementwise, inclusive_scan, invalid, kjt, launch, radix_sort_pairs,
+    scan_status_bytes, scratch, size, Kjt, SortScratch,
+};
+use crate::check::Tolerance;
+use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::{
+    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+};
+use data_gen::{seed::derive_str, uniform_f32, DType, HostTensor, TensorSet};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// The problem.
+pub struct BlockBucketizeSparseFeatures;
+
+const NAME: &str = "block_bucketize_sparse_features";
+
+fn sz(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
+    size(sizes, NAME, name)
+}
+
+fn max_rows(preset: Preset) -> u64 {
+    match preset {
+        Preset::Ci => 5000,
+        Preset::Small | Preset::Full => u64::MAX,
+    }
+}
+
+/// Block size of a feature with `rows` rows sharded to `w` ranks: every fourth feature's plan
+/// covers only half its table.
+pub fn block_size(feature: usize, rows: u64, w: u64) -> i64 {
+    let shards = if feature % 4 == 3 { 2 * w } else { w };
+    rows.div_ceil(shards).max(1) as i64
+}
+
+/// FBGEMM's rule: (rank, new id) of `id` with block size `s` over `w` ranks.
+pub fn bucketize(id: i64, s: i64, w: i64) -> (i64, i64) {
+    if id < w * s {
+        (id / s, id - (id / s) * s)
+    } else {
+        (id % w, id / w)
+    }
+}
+
+/// The outputs: new lengths [W·T·B], new ids, new weights (as given), and the permutation back.
+pub fn bucketize_kjt(
+    lengths: &[i64],
+    ids: &[i64],
+    weights: &[f64],
+    block_sizes: &[i64],
+    t: usize,
+    b: usize,
+    w: usize,
+) -> (Vec<i64>, Vec<i64>, Vec<f64>, Vec<i64>) {
+    let tb = t * b;
+    let mut new_lengths = vec![0i64; w * tb];
+    let mut pos = 0usize;
+    for seg in 0..tb {
+        for &id in &ids[pos..pos + lengths[seg] as usize] {
+            let (r, _) = bucketize(id, block_sizes[seg / b], w as i64);
+            new_lengths[r as usize * tb + seg] += 1;
+        }
+        pos += lengths[seg] as usize;
+    }
+    let mut cursor: Vec<i64> = new_lengths
+        .iter()
+        .scan(0i64, |s, &l| {
+            let start = *s;
+            *s += l;
+            Some(start)
+        })
+        .collect();
+    let n = ids.len();
+    let (mut new_ids, mut new_weights, mut back) = (vec![0i64; n], vec![0f64; n], vec![0i64; n]);
+    let mut i = 0usize;
+    for seg in 0..tb {
+        for _ in 0..lengths[seg] {
+            let (r, nid) = bucketize(ids[i], block_sizes[seg / b], w as i64);
+            let c = &mut cursor[r as usize * tb + seg];
+            new_ids[*c as usize] = nid;
+            new_weights[*c as usize] = weights[i];
+            back[i] = *c;
+            *c += 1;
+            i += 1;
+        }
+    }
+    (new_lengths, new_ids, new_weights, back)
+}
+
+impl Problem for BlockBucketizeSparseFeatures {
+    fn number(&self) -> u32 {
+        8
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn summary(&self) -> &'static str {
+        "row-wise sharding of a KJT's ids to W ranks (FBGEMM block bucketize, ids past the last block by id % W), with the permutation back"
+    }
+
+    fn tensors(&self) -> Vec<TensorSpec> {
+        vec![
+            TensorSpec {
+                name: "lengths",
+                dtype: DType::I32,
+                shape: &["T", "B"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "indices",
+                dtype: DType::I64,
+                shape: &["N"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "weights",
+                dtype: DType::F32,
+                shape: &["N"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "block_sizes",
+                dtype: DType::I64,
+                shape: &["T"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "new_lengths",
+                dtype: DType::I32,
+                shape: &["W", "T", "B"],
+                role: Role::Output,
+            },
+            TensorSpec {
+                name: "new_indices",
+                dtype: DType::I64,
+                shape: &["N"],
+                role: Role::Output,
+            },
+            TensorSpec {
+                name: "new_weights",
+                dtype: DType::F32,
+                shape: &["N"],
+                role: Role::Output,
+            },
+            TensorSpec {
+                name: "unbucketize_permute",
+                dtype: DType::I64,
+                shape: &["N"],
+                role: Role::Output,
+            },
+        ]
+    }
+
+    fn sizes(&self, preset: Preset) -> Sizes {
+        let (t, b, w): (i64, i64, i64) = match preset {
+            Preset::Ci => (5, 12, 4),
+            Preset::Small => (128, 2048, 8),
+            Preset::Full => (856, 8192, 8),
+        };
+        [("T", t), ("B", b), ("W", w), ("SAME_ID", 0)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    fn recipe(&self, preset: Preset) -> serde_json::Value {
+        json!({
+            "kjt": "as kjt_permute (sparse::kjt)",
+            "weights": {"distribution": "uniform", "low": 0.0, "high": 1.0},
+            "block_sizes": "ceil(rows / W); every 4th feature ceil(rows / 2W) (ids past the last block)",
+            "max_rows": max_rows(preset),
+            "SAME_ID": "1: every id is 0 (edge case)",
+            "edge_cases": ["one feature", "every id equal"],
+        })
+    }
+
+    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+        let (t, b, w) = (sz(sizes, "T")?, sz(sizes, "B")?, sz(sizes, "W")?);
+        let same = sizes.get("SAME_ID").copied().unwrap_or(0) != 0;
+        if t < 1 || b < 1 || w < 1 {
+            return Err(invalid(
+                NAME,
+                format!("need T, B, W >= 1, got T={t} B={b} W={w}"),
+            ));
+        }
+        let (t, b) = (t as usize, b as usize);
+        let Kjt {
+            lengths,
+            values,
+            rows,
+        } = kjt(
+            t,
+            b,
+            derive_str(seed, "kjt"),
+            max_rows(preset),
+            same.then_some(0),
+        )?;
+        let block_sizes: Vec<i64> = rows
+            .iter()
+            .enumerate()
+            .map(|(f, &r)| block_size(f, r, w as u64))
+            .collect();
+        let weights = uniform_f32(values.len(), derive_str(seed, "weights"), 0.0, 1.0);
+        let mut sizes = sizes.clone();
+        sizes.insert("N".into(), values.len() as i64);
+        let mut tensors = TensorSet::new();
+        tensors.insert("lengths", HostTensor::from_i32(vec![t, b], lengths)?);
+        tensors.insert("indices", HostTensor::from_i64(vec![values.len()], values)?);
+        tensors.insert(
+            "weights",
+            HostTensor::from_f32(vec![weights.len()], weights)?,
+        );
+        tensors.insert("block_sizes", HostTensor::from_i64(vec![t], block_sizes)?);
+        Ok(InputSet {
+            seed,
+            sizes,
+            scalars: BTreeMap::new(),
+            tensors,
+        })
+    }
+
+    fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
+        let base = self.sizes(preset);
+        let mut one_feature = base.clone();
+        one_feature.insert("T".into(), 1);
+        let mut same = base;
+        same.insert("SAME_ID".into(), 1);
+        vec![one_feature, same]
+    }
+
+    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
+        let s = |k| sz(&inputs.sizes, k).map(|v| v as usize);
+        let (t, b, w) = (s("T")?, s("B")?, s("W")?);
+        let lengths = inputs.tensors.get("lengths")?.to_i64_vec()?;
+        let ids = inputs.tensors.get("indices")?.to_i64_vec()?;
+        let weights = inputs.tensors.get("weights")?.to_f64_vec();
+        let block_sizes = inputs.tensors.get("block_sizes")?.to_i64_vec()?;
+        let (new_lengths, new_ids, new_weights, back) =
+            bucketize_kjt(&lengths, &ids, &weights, &block_sizes, t, b, w);
+        Ok([
+            ("new_lengths".to_string(), OracleOutput::Int(new_lengths)),
+            ("new_indices".to_string(), OracleOutput::Int(new_ids)),
+            ("new_weights".to_string(), OracleOutput::Float(new_weights)),
+            ("unbucketize_permute".to_string(), OracleOutput::Int(back)),
+        ]
+        .into_iter()
+        .collect())
+    }
+
+    fn tolerance(&self, output: &TensorSpec) -> Tolerance {
+        match output.dtype {
+            DType::F32 => Tolerance {
+                rel_l2: 0.0,
+                max_scaled: 0.0,
+                exact: false,
+            },
+            other => Tolerance::for_dtype(other),
+        }
+    }
+
+    fn work(&self, inputs: &InputSet) -> Work {
+        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as f64;
+        let (t, b, w, n) = (s("T"), s("B"), s("W"), s("N"));
+        // Read lengths, ids, weights, block sizes; write the new lengths, ids, weights and the
+        // permutation back.
+        let bytes = t * b * 4.0 + n * 12.0 + t * 8.0 + w * t * b * 4.0 + n * 12.0 + n * 8.0;
+        Work {
+            compulsory_bytes: bytes,
+            logical_bytes: bytes,
+            flops: 0.0,
+        }
+    }
+
+    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
+        let (Ok(lengths), Ok(ids), Ok(block_sizes)) = (
+            inputs.tensors.get("lengths").and_then(|x| x.to_i64_vec()),
+            inputs.tensors.get("indices").and_then(|x| x.to_i64_vec()),
+            inputs
+                .tensors
+                .get("block_sizes")
+                .and_then(|x| x.to_i64_vec()),
+        ) else {
+            return serde_json::Value::Null;
+        };
+        let (b, w) = (
+            inputs.sizes.get("B").copied().unwrap_or(1) as usize,
+            inputs.sizes.get("W").copied().unwrap_or(1),
+        );
+        let mut past = 0usize;
+        let mut per_rank = vec![0usize; w as usize];
+        let mut pos = 0usize;
+        for (seg, &len) in lengths.iter().enumerate() {
+            for &id in &ids[pos..pos + len as usize] {
+                let s = block_sizes[seg / b];
+                past += (id >= w * s) as usize;
+                per_rank[bucketize(id, s, w).0 as usize] += 1;
+            }
+            pos += len as usize;
+        }
+        json!({
+            "N": ids.len(),
+            "past_last_block": past as f64 / ids.len().max(1) as f64,
+            "ids_per_rank": per_rank,
+            "empty_bags": lengths.iter().filter(|&&l| l == 0).count() as f64 / lengths.len().max(1) as f64,
+        })
+    }
+
+    fn reference(&self) -> Vec<LaunchSpec> {
+        let mut plan = eager_plan();
+        for launch in &mut plan {
+            for arg in &mut launch.args {
+                if let Some(&(_, buf)) = SHARED_SCRATCH.iter().find(|(name, _)| name == arg) {
+                    *arg = buf.to_string();
+                }
+            }
+        }
+        plan
+    }
+
+    fn reference_scratch(&self) -> Vec<ScratchSpec> {
+        let mut s = vec![
+            scratch("lengths64", "T * B * 8"),
+            scratch("lengths_cum", "T * B * 8"),
+            scratch("scan_status", &scan_status_bytes("T * B")),
+            scratch("seg", "max(N, 1) * 4"),
+            scratch("feature", "max(N, 1) * 4"),
+            scratch("small", "max(N, 1)"),
+            scratch("reduce_partials", "1056 * 8"),
+            scratch("key_minmax", "8"),
+        ];
+        for buf in ["buf_a", "buf_c", "buf_d", "buf_e"] {
+            s.push(scratch(buf, "max(N, 1) * 8"));
+        }
+        // buf_b also holds the W·T·B bin counts.
+        s.push(scratch("buf_b", "max(max(N, W * T * B), 1) * 8"));
+        s.extend(
+            SortScratch::new("sort")
+                .specs("N")
+                .into_iter()
+                .filter(|x| !SHARED_SCRATCH.iter().any(|(name, _)| *name == x.name)),
+        );
+        s
+    }
+}
+
+/// The N-sized temporaries of the eager plan share five buffers, as eager PyTorch's caching
+/// allocator reuses the blocks of tensors it has freed (at `full` the plan's temporaries would
+/// otherwise take 16 GB per input set). Each buffer's tensors live one after the other:
+/// `blk → low → key → sort_alt_keys → positions`, `q → high → counts → sort_alt_values`,
+/// `rem → qblk → rank_tb → iota → order`, `rank → sorted_rank`, `new_id`.
+const SHARED_SCRATCH: &[(&str, &str)] = &[
+    ("blk", "buf_a"),
+    ("low", "buf_a"),
+    ("key", "buf_a"),
+    ("sort_alt_keys", "buf_a"),
+    ("positions", "buf_a"),
+    ("q", "buf_b"),
+    ("high", "buf_b"),
+    ("counts", "buf_b"),
+    ("sort_alt_values", "buf_b"),
+    ("rem", "buf_c"),
+    ("qblk", "buf_c"),
+    ("rank_tb", "buf_c"),
+    ("iota", "buf_c"),
+    ("order", "buf_c"),
+    ("rank", "buf_d"),
+    ("sorted_rank", "buf_d"),
+    ("new_id", "buf_e"),
+];
+
+/// The eager `Model`'s launches, with each temporary under its own name.
+fn eager_plan() -> Vec<LaunchSpec> {
+    let sort = SortScratch::new("sort");
+    let mut plan = vec![elementwise(
+        "aten_cast_i32_to_i64",
+        "T * B",
+        &["lengths64", "lengths", "T * B"],
+    )];
+    // seg = repeat_interleave(lengths.view(-1), output_size=N)
+    plan.extend(inclusive_scan(
+        "inclusive_sum_i64",
+        "lengths64",
+        "lengths_cum",
+        "T * B",
+        "scan_status",
+    ));
+    plan.push(launch(
+        "aten_repeat_interleave_i32",
+        ["min(ceil_div(T * B, 16), 2048)", "1", "1"],
+        ["512", "1", "1"],
+        &["lengths", "lengths_cum", "seg", "T * B", "N"],
+    ));
+    plan.extend([
+        // blk = block_sizes[seg // B]; q = indices // blk; small = q < W
+        elementwise(
+            "aten_floor_divide_scalar_i32",
+            "N",
+            &["feature", "seg", "B", "N"],
+        ),
+        elementwise(
+            "aten_index_i64_by_i32",
+            "N",
+            &["blk", "block_sizes", "feature", "N"],
+        ),
+        elementwise("aten_floor_divide_i64", "N", &["q", "indices", "blk", "N"]),
+        elementwise("aten_lt_scalar_i64", "N", &["small", "q", "W", "N"]),
+        // rank = where(small, q, indices % W)
+        elementwise(
+            "aten_remainder_scalar_i64",
+            "N",
+            &["rem", "indices", "W", "N"],
+        ),
+        elementwise("aten_where_i64", "N", &["rank", "small", "q", "rem", "N"]),
+        // new_id = where(small, indices - q * blk, indices // W)
+        elementwise("aten_mul_i64", "N", &["qblk", "q", "blk", "N"]),
+        elementwise("aten_sub_i64", "N", &["low", "indices", "qblk", "N"]),
+        elementwise(
+            "aten_floor_divide_scalar_i64",
+            "N",
+            &["high", "indices", "W", "N"],
+        ),
+        elementwise(
+            "aten_where_i64",
+            "N",
+            &["new_id", "small", "low", "high", "N"],
+        ),
+        // key = rank * (T * B) + seg
+        elementwise(
+            "aten_mul_scalar_i64",
+            "N",
+            &["rank_tb", "rank", "T * B", "N"],
+        ),
+        elementwise("aten_add_i64_i32", "N", &["key", "rank_tb", "seg", "N"]),
+    ]);
+    // new_lengths = bincount(key, minlength=W*T*B).to(int32): min() and max() (each a
+    // reduction and a copy to the host), zeros, the histogram, the cast.
+    let partial_grid = "min(ceil_div(N, 2048), 1056)";
+    for op in ["0", "1"] {
+        plan.push(launch(
+            "aten_reduce_partial_i64",
+            [partial_grid, "1", "1"],
+            ["512", "1", "1"],
+            &["reduce_partials", "key", "N", op],
+        ));
+        plan.push(launch(
+            "aten_reduce_final_i64",
+            ["1", "1", "1"],
+            ["512", "1", "1"],
+            &["key_minmax", "reduce_partials", partial_grid, op],
+        ));
+    }
+    plan.extend([
+        elementwise("aten_fill_i64", "W * T * B", &["counts", "0", "W * T * B"]),
+        apply_grid(
+            "aten_histogram_i64",
+            "N",
+            &["counts", "key", "N", "W * T * B", "0", "W * T * B"],
+        ),
+        elementwise(
+            "aten_cast_i64_to_i32",
+            "W * T * B",
+            &["new_lengths", "counts", "W * T * B"],
+        ),
+        // order = argsort(rank, stable=True)
+        elementwise("aten_arange_i64", "N", &["iota", "N"]),
+    ]);
+    plan.extend(radix_sort_pairs(
+        "rank",
+        "iota",
+        "sorted_rank",
+        "order",
+        "N",
+        &sort,
+    ));
+    plan.extend([
+        // unbucketize_permute = empty_like(order).scatter_(0, order, arange(N))
+        elementwise("aten_arange_i64", "N", &["positions", "N"]),
+        elementwise(
+            "aten_scatter_i64",
+            "N",
+            &["unbucketize_permute", "order", "positions", "N"],
+        ),
+        elementwise(
+            "aten_index_i64",
+            "N",
+            &["new_indices", "new_id", "order", "N"],
+        ),
+        elementwise(
+            "aten_index_f32",
+            "N",
+            &["new_weights", "weights", "order", "N"],
+        ),
+    ]);
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selftest::self_test;
+
+    #[test]
+    fn self_test_rejects_degenerate_outputs() {
+        self_test(&BlockBucketizeSparseFeatures, Preset::Ci).unwrap();
+    }
+
+    #[test]
+    fn temporaries_sharing_a_buffer_never_overlap_in_time() {
+        let plan = eager_plan();
+        let span = |name: &str| {
+            let uses: Vec<usize> = (0..plan.len())
+                .filter(|&i| plan[i].args.iter().any(|a| a == name))
+                .collect();
+            assert!(!uses.is_empty(), "{name} is used");
+            (uses[0], *uses.last().unwrap())
+        };
+        for (k, &(name, buf)) in SHARED_SCRATCH.iter().enumerate() {
+            for &(other, other_buf) in &SHARED_SCRATCH[k + 1..] {
+                if buf == other_buf {
+                    let (a, b) = (span(name), span(other));
+                    assert!(
+                        a.1 <= b.0 || b.1 <= a.0,
+                        "{name} {a:?} and {other} {b:?} share {buf}"
+                    );
+                    // Sharing one launch is only allowed when the later tensor is written
+                    // by the launch that last reads the earlier one.
+                    if a.1 == b.0 {
+                        let l = &plan[a.1];
+                        let (ia, ib) = (
+                            l.args.iter().position(|x| x == name).unwrap(),
+                            l.args.iter().position(|x| x == other).unwrap(),
+                        );
+                        panic!(
+                            "{name} and {other} meet in launch {} ({}: args {ia}, {ib})",
+                            a.1, l.kernel
+                        );
+                    }
+                }
+            }
+        }
+        let refs = BlockBucketizeSparseFeatures.reference();
+        assert!(refs.iter().all(|l| !l
+            .args
+            .iter()
+            .any(|a| SHARED_SCRATCH.iter().any(|(n, _)| n == a))));
+    }
+
+    #[test]
+    fn fbgemm_rule_below_and_past_the_last_block() {
+        // W = 4, block size 10: ids 0..40 by block, then by id % W.
+        assert_eq!(bucketize(0, 10, 4), (0, 0));
+        assert_eq!(bucketize(9, 10, 4), (0, 9));
+        assert_eq!(bucketize(10, 10, 4), (1, 0));
+        assert_eq!(bucketize(39, 10, 4), (3, 9));
+        assert_eq!(bucketize(40, 10, 4), (0, 10));
+        assert_eq!(bucketize(43, 10, 4), (3, 10));
+        assert_eq!(block_size(0, 100, 8), 13);
+        assert_eq!(block_size(3, 100, 8), 7);
+    }
+
+    #[test]
+    fn outputs_are_grouped_by_rank_feature_sample_in_original_order() {
+        // T = 2, B = 2, W = 2, block sizes 5 and 3: segments (t, b) hold [7, 1], [], [2, 4, 9], [0].
+        let lengths = [2, 0, 3, 1];
+        let ids = [7, 1, 2, 4, 9, 0];
+        let weights = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6];
+        let (nl, nid, nw, back) = bucketize_kjt(&lengths, &ids, &weights, &[5, 3], 2, 2, 2);
+        // Ranks: 7→(1,2) 1→(0,1) | 2→(0,2) 4→(1,1) 9→(1,4: past 6, 9%2=1, 9/2=4) | 0→(0,0)
+        assert_eq!(nl, vec![1, 0, 1, 1, 1, 0, 2, 0]);
+        assert_eq!(nid, vec![1, 2, 0, 2, 1, 4]);
+        assert_eq!(nw, vec![0.2, 0.3, 0.6, 0.1, 0.4, 0.5]);
+        assert_eq!(back, vec![3, 0, 1, 4, 5, 2]);
+        for (i, &p) in back.iter().enumerate() {
+            assert_eq!(nw[p as usize], weights[i], "the permutation back");
+        }
+    }
+
+    #[test]
+    fn inputs_have_ids_past_the_last_block_and_edge_sets_hold() {
+        let p = BlockBucketizeSparseFeatures;
+        let set = p
+            .generate(Preset::Small, &p.sizes(Preset::Small), 3)
+            .unwrap();
+        let stats = p.input_stats(&set);
+        let past = stats["past_last_block"].as_f64().unwrap();
+        assert!(
+            past > 0.02 && past < 0.4,
+            "share past the last block: {past}"
+        );
+        let per_rank: Vec<u64> = serde_json::from_value(stats["ids_per_rank"].clone()).unwrap();
+        assert!(per_rank.iter().all(|&c| c > 0));
+        let edges = p.edge_sizes(Preset::Ci);
+        let same = p.generate(Preset::Ci, &edges[1], 1).unwrap();
+        assert!(same
+            .tensors
+            .get("indices")
+            .unwrap()
+            .to_i64_vec()
+            .unwrap()
+            .iter()
+            .all(|&i| i == 0));
+        let one = p.generate(Preset::Ci, &edges[0], 1).unwrap();
+        assert_eq!(one.tensors.get("block_sizes").unwrap().numel(), 1);
+        let out = p.oracle(&same).unwrap();
+        let OracleOutput::Int(nl) = &out["new_lengths"] else {
+            panic!()
+        };
+        let n = same.sizes["N"];
+        assert_eq!(nl[..60].iter().sum::<i64>(), n, "rank 0 gets every id");
+    }
+}

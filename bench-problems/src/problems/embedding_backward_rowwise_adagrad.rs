@@ -1,0 +1,643 @@
+//! Problem 5, `embedding_backward_rowwise_adagrad`: the backward of a sum-pooled embedding bag
+//! fused with a row-wise Adagrad step on one fp32 table, in place.
+//!
+//! Given `grad_output` [B, D], the bags (`indices`, `offsets`), the table `weight` [E, D] and
+//! the row-wise state `momentum` [E] (both updated in place), and scalars `lr`, `eps`: for each
+//! distinct row r looked up, g = Σ grad_output[b] over every lookup of r (a row looked up k times
+//! gets k terms), m[r] += mean(g²), W[r] -= lr·g / (sqrt(m[r]) + eps) (FBGEMM's
+//! EXACT_ROWWISE_ADAGRAD). Rows not looked up must stay bit-identical: [`Problem::custom_check`]
+//! compares them with their initial bytes, and compares the update of every looked-up row
+//! (new − initial) with the oracle's update, since the tolerance test on the whole table is
+//! dominated by the untouched rows.
+//!
+//! The eager `Model` finds the distinct rows with `torch.unique` (a sort), reduces with
+//! `index_add_` and updates with indexed gathers and scatters. The reference keeps that shape
+//! (distinct rows, then reduce with fp32 atomics, then update) but finds the distinct rows with
+//! a hash table in scratch (`gpu-kernels` `embedding_backward_rowwise_adagrad`: clear, insert,
+//! assign ids, zero, accumulate, update: six launches).
+//!
+//! Inputs: Zipf(α = 1.15) rows with hot rows scattered (hot rows make long runs of one row);
+//! log-normal bag lengths (mean 20, σ = 1), bag 0 empty and bag B/2 of the longest length;
+//! grad_output and weight uniform in [-1, 1), momentum uniform in [0, 1); lr = 0.01, eps = 1e-8.
+use super::bags::{bag_lengths, bag_stats, size, touched_rows};
+use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::{
+    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+};
+use data_gen::{
+    bag_indices, offsets_from_lengths, seed::derive_str, uniform_f32, DType, HostTensor,
+    IndexRecipe, Pooling, TensorSet,
+};
+use rayon::prelude::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// The problem.
+pub struct EmbeddingBackwardRowwiseAdagrad;
+
+const NAME: &str = "embedding_backward_rowwise_adagrad";
+/// Zipf exponent of the row indices (FBGEMM's recommended training value).
+const ALPHA: f64 = 1.15;
+/// Learning rate and epsilon of the step (FBGEMM's defaults for row-wise Adagrad).
+pub const LR: f64 = 0.01;
+pub const EPS: f64 = 1e-8;
+/// Bounds on the error of the per-row update (new − initial) of looked-up rows, relative to the
+/// oracle's update: relative L2 over all of them, and the largest error over the largest update.
+/// A correct fp32 kernel lands near 1e-6 (the rounding of W − update is ≈ 3e-8 against updates of
+/// ≈ 6e-3); an update 0.1% off fails.
+const UPDATE_REL_L2: f64 = 1e-4;
+const UPDATE_MAX_SCALED: f64 = 1e-3;
+
+fn pooling(preset: Preset) -> Pooling {
+    match preset {
+        Preset::Ci => Pooling::LogNormal {
+            mean: 8.0,
+            sigma: 1.0,
+            max: 64,
+        },
+        Preset::Small | Preset::Full => Pooling::LogNormal {
+            mean: 20.0,
+            sigma: 1.0,
+            max: 1000,
+        },
+    }
+}
+
+/// The step's learning rate and epsilon as the kernels see them (f32), widened to f64.
+fn step_scalars(inputs: &InputSet) -> (f64, f64) {
+    let get = |k: &str, default: f64| inputs.scalars.get(k).copied().unwrap_or(default);
+    (get("lr", LR) as f32 as f64, get("eps", EPS) as f32 as f64)
+}
+
+/// The distinct rows looked up (ascending) and each one's summed gradient g (f64, D per row).
+fn row_gradients(inputs: &InputSet) -> Result<(Vec<i64>, Vec<f64>), ProblemError> {
+    let d = size(&inputs.sizes, NAME, "D")? as usize;
+    let grad = inputs.tensors.get("grad_output")?.to_f32_vec();
+    let indices = inputs.tensors.get("indices")?.to_i64_vec()?;
+    let offsets = inputs.tensors.get("offsets")?.to_i64_vec()?;
+    // (row, bag) of every lookup, sorted by row: each distinct row is one run.
+    let mut pairs: Vec<(i64, u32)> = Vec::with_capacity(indices.len());
+    for bag in 0..offsets.len() - 1 {
+        for &row in &indices[offsets[bag] as usize..offsets[bag + 1] as usize] {
+            pairs.push((row, bag as u32));
+        }
+    }
+    pairs.par_sort_unstable();
+    let mut starts: Vec<usize> = (0..pairs.len())
+        .filter(|&i| i == 0 || pairs[i].0 != pairs[i - 1].0)
+        .collect();
+    let rows: Vec<i64> = starts.iter().map(|&i| pairs[i].0).collect();
+    starts.push(pairs.len());
+    let mut g = vec![0.0f64; rows.len() * d];
+    g.par_chunks_mut(d.max(1))
+        .zip(starts.par_windows(2))
+        .for_each(|(g_row, run)| {
+            for &(_, bag) in &pairs[run[0]..run[1]] {
+                let src = &grad[bag as usize * d..(bag as usize + 1) * d];
+                for (acc, &x) in g_row.iter_mut().zip(src) {
+                    *acc += x as f64;
+                }
+            }
+        });
+    Ok((rows, g))
+}
+
+/// The exact step on the looked-up rows, in f64.
+struct Step {
+    /// The distinct rows looked up, ascending.
+    rows: Vec<i64>,
+    /// Per row: the momentum increment mean(g²).
+    dm: Vec<f64>,
+    /// Per row, D each: the weight update −lr·g/(sqrt(m0 + mean(g²)) + eps).
+    dw: Vec<f64>,
+}
+
+/// The step of `inputs` on every distinct row.
+fn updates(inputs: &InputSet) -> Result<Step, ProblemError> {
+    let d = size(&inputs.sizes, NAME, "D")? as usize;
+    let (lr, eps) = step_scalars(inputs);
+    let momentum = inputs.tensors.get("momentum")?.to_f32_vec();
+    let (rows, mut g) = row_gradients(inputs)?;
+    let dm: Vec<f64> = g
+        .par_chunks(d.max(1))
+        .map(|g_row| g_row.iter().map(|x| x * x).sum::<f64>() / d as f64)
+        .collect();
+    g.par_chunks_mut(d.max(1))
+        .zip(rows.par_iter().zip(&dm))
+        .for_each(|(g_row, (&r, &dm))| {
+            let denom = (momentum[r as usize] as f64 + dm).sqrt() + eps;
+            for x in g_row.iter_mut() {
+                *x = -lr * *x / denom;
+            }
+        });
+    Ok(Step { rows, dm, dw: g })
+}
+
+/// Relative L2 error and largest error over the largest reference value.
+fn scaled_errors(got: &[f64], want: &[f64]) -> (f64, f64) {
+    let (mut e2, mut r2, mut emax, mut rmax) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for (g, w) in got.iter().zip(want) {
+        let e = (g - w).abs();
+        e2 += e * e;
+        r2 += w * w;
+        emax = emax.max(e);
+        rmax = rmax.max(w.abs());
+    }
+    let floor = f64::MIN_POSITIVE;
+    (e2.sqrt() / r2.sqrt().max(floor), emax / rmax.max(floor))
+}
+
+impl Problem for EmbeddingBackwardRowwiseAdagrad {
+    fn number(&self) -> u32 {
+        5
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn summary(&self) -> &'static str {
+        "embedding-bag backward + row-wise Adagrad, in place on W [E,D] fp32 and momentum [E]"
+    }
+
+    fn tensors(&self) -> Vec<TensorSpec> {
+        vec![
+            TensorSpec {
+                name: "grad_output",
+                dtype: DType::F32,
+                shape: &["B", "D"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "indices",
+                dtype: DType::I64,
+                shape: &["N"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "offsets",
+                dtype: DType::I64,
+                shape: &["B + 1"],
+                role: Role::Input,
+            },
+            TensorSpec {
+                name: "weight",
+                dtype: DType::F32,
+                shape: &["E", "D"],
+                role: Role::InOut,
+            },
+            TensorSpec {
+                name: "momentum",
+                dtype: DType::F32,
+                shape: &["E"],
+                role: Role::InOut,
+            },
+        ]
+    }
+
+    fn sizes(&self, preset: Preset) -> Sizes {
+        let (e, d, b): (i64, i64, i64) = match preset {
+            // D = 40: not a multiple of 32, so column chunks are partial.
+            Preset::Ci => (4096, 40, 64),
+            Preset::Small => (1 << 20, 128, 16384),
+            Preset::Full => (8 << 20, 128, 65536),
+        };
+        [("E", e), ("D", d), ("B", b)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    fn recipe(&self, preset: Preset) -> serde_json::Value {
+        json!({
+            "indices": {"distribution": "bounded_zipf", "alpha": ALPHA, "scatter_hot_rows": true},
+            "pooling": pooling(preset),
+            "grad_output": {"distribution": "uniform", "low": -1.0, "high": 1.0},
+            "weight": {"distribution": "uniform", "low": -1.0, "high": 1.0},
+            "momentum": {"distribution": "uniform", "low": 0.0, "high": 1.0},
+            "lr": LR,
+            "eps": EPS,
+            "edge_cases": ["bag 0 empty", "bag B/2 of the longest length"],
+        })
+    }
+
+    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+        let (e, d, b) = (
+            size(sizes, NAME, "E")? as usize,
+            size(sizes, NAME, "D")? as usize,
+            size(sizes, NAME, "B")? as usize,
+        );
+        let lengths = bag_lengths(&pooling(preset), b, seed, 0.0)?;
+        let recipe = IndexRecipe {
+            rows: e as u64,
+            alpha: ALPHA,
+            scatter_hot_rows: true,
+        };
+        let indices = bag_indices(&recipe, &lengths, derive_str(seed, "indices"))?;
+        let offsets = offsets_from_lengths(&lengths);
+        let n = indices.len();
+        let grad = uniform_f32(b * d, derive_str(seed, "grad_output"), -1.0, 1.0);
+        let weight = uniform_f32(e * d, derive_str(seed, "weight"), -1.0, 1.0);
+        let momentum = uniform_f32(e, derive_str(seed, "momentum"), 0.0, 1.0);
+        let mut sizes = sizes.clone();
+        sizes.insert("N".into(), n as i64);
+        let mut tensors = TensorSet::new();
+        tensors.insert("grad_output", HostTensor::from_f32(vec![b, d], grad)?);
+        tensors.insert("indices", HostTensor::from_i64(vec![n], indices)?);
+        tensors.insert(
+            "offsets",
+            HostTensor::from_i64(vec![offsets.len()], offsets)?,
+        );
+        tensors.insert("weight", HostTensor::from_f32(vec![e, d], weight)?);
+        tensors.insert("momentum", HostTensor::from_f32(vec![e], momentum)?);
+        Ok(InputSet {
+            seed,
+            sizes,
+            scalars: [("lr".to_string(), LR), ("eps".to_string(), EPS)]
+                .into_iter()
+                .collect(),
+            tensors,
+        })
+    }
+
+    fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
+        // One bag; the table shrunk too (the case is about the bag, and at `full` every set
+        // holds the table three times on the device and its f64 oracle on the host).
+        let mut one_bag = self.sizes(preset);
+        one_bag.insert("B".into(), 1);
+        one_bag
+            .entry("E".into())
+            .and_modify(|e| *e = (*e).min(1 << 16));
+        vec![one_bag]
+    }
+
+    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
+        let d = size(&inputs.sizes, NAME, "D")? as usize;
+        let Step { rows, dm, dw } = updates(inputs)?;
+        let mut weight = inputs.tensors.get("weight")?.to_f64_vec();
+        let mut momentum = inputs.tensors.get("momentum")?.to_f64_vec();
+        for (u, &r) in rows.iter().enumerate() {
+            let r = r as usize;
+            momentum[r] += dm[u];
+            for (w, &delta) in weight[r * d..(r + 1) * d]
+                .iter_mut()
+                .zip(&dw[u * d..(u + 1) * d])
+            {
+                *w += delta;
+            }
+        }
+        Ok([
+            ("weight".to_string(), OracleOutput::Float(weight)),
+            ("momentum".to_string(), OracleOutput::Float(momentum)),
+        ]
+        .into_iter()
+        .collect())
+    }
+
+    fn custom_check(
+        &self,
+        output: &TensorSpec,
+        got: &HostTensor,
+        inputs: &InputSet,
+    ) -> Option<String> {
+        let fail = |m: String| Some(format!("{}: {m}", output.name));
+        let initial = match inputs.tensors.get(output.name) {
+            Ok(t) => t,
+            Err(e) => return fail(e.to_string()),
+        };
+        if got.bytes.len() != initial.bytes.len() {
+            return fail("size differs from the initial value".into());
+        }
+        let rows = initial.shape[0];
+        let row_bytes = initial.bytes.len() / rows.max(1);
+        let indices = match inputs.tensors.get("indices").map(|t| t.to_i64_vec()) {
+            Ok(Ok(v)) => v,
+            _ => return fail("no indices".into()),
+        };
+        let touched = touched_rows(&indices, rows);
+        // 1. Rows nobody looked up: bit for bit their initial value.
+        let changed: Vec<usize> = (0..rows)
+            .into_par_iter()
+            .filter(|&r| {
+                !touched[r]
+                    && got.bytes[r * row_bytes..(r + 1) * row_bytes]
+                        != initial.bytes[r * row_bytes..(r + 1) * row_bytes]
+            })
+            .collect();
+        if let Some(&first) = changed.first() {
+            return fail(format!(
+                "{} rows that no lookup touches changed (first: row {first}); they must stay bit-identical",
+                changed.len()
+            ));
+        }
+        // 2. Looked-up rows: the update itself (new − initial) against the oracle's.
+        let Step {
+            rows: distinct,
+            dm,
+            dw,
+        } = match updates(inputs) {
+            Ok(u) => u,
+            Err(e) => return fail(e.to_string()),
+        };
+        let width = row_bytes / 4;
+        let want = if output.name == "momentum" { dm } else { dw };
+        let f32_at = |bytes: &[u8], i: usize| {
+            f32::from_le_bytes([
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ]) as f64
+        };
+        let got_delta: Vec<f64> = distinct
+            .iter()
+            .flat_map(|&r| {
+                let r = r as usize;
+                (r * width..(r + 1) * width)
+                    .map(|i| f32_at(&got.bytes, i) - f32_at(&initial.bytes, i))
+            })
+            .collect();
+        let (rel_l2, max_scaled) = scaled_errors(&got_delta, &want);
+        if !(rel_l2 <= UPDATE_REL_L2 && max_scaled <= UPDATE_MAX_SCALED) {
+            return fail(format!(
+                "the update of the {} looked-up rows is off: relative L2 {rel_l2:.3e} (bound {UPDATE_REL_L2:.0e}), max/‖update‖∞ {max_scaled:.3e} (bound {UPDATE_MAX_SCALED:.0e})",
+                distinct.len()
+            ));
+        }
+        None
+    }
+
+    fn work(&self, inputs: &InputSet) -> Work {
+        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as f64;
+        let (e, d, b, n) = (s("E"), s("D"), s("B"), s("N"));
+        let distinct = inputs
+            .tensors
+            .get("indices")
+            .ok()
+            .and_then(|t| t.to_i64_vec().ok())
+            .map(|idx| super::embedding_bag_sum::distinct_rows(&idx, e as usize))
+            .unwrap_or(0) as f64;
+        let index_bytes = n * 8.0 + (b + 1.0) * 8.0;
+        // Each distinct row: W row and momentum read and written once.
+        let row_update = 2.0 * (d * 4.0 + 4.0);
+        Work {
+            compulsory_bytes: b * d * 4.0 + index_bytes + distinct * row_update,
+            // FBGEMM's backward count: twice the forward's (every lookup's row, the outputs).
+            logical_bytes: 2.0 * (n * d * 4.0 + b * d * 4.0) + index_bytes,
+            flops: n * d + distinct * d * 5.0,
+        }
+    }
+
+    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
+        let rows = inputs.sizes.get("E").copied().unwrap_or(0) as usize;
+        match (
+            inputs.tensors.get("offsets").map(|t| t.to_i64_vec()),
+            inputs.tensors.get("indices").map(|t| t.to_i64_vec()),
+        ) {
+            (Ok(Ok(offsets)), Ok(Ok(indices))) => bag_stats(&offsets, &indices, rows),
+            _ => serde_json::Value::Null,
+        }
+    }
+
+    fn reference(&self) -> Vec<LaunchSpec> {
+        let launch = |kernel: &str, grid: &str, block: [i64; 3], args: &[&str]| LaunchSpec {
+            kernel: kernel.into(),
+            grid: [grid.into(), 1.into(), 1.into()],
+            block: block.map(Into::into),
+            shared_bytes: 0.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        };
+        const CAP: &str = "2 * max(N, 1)";
+        vec![
+            launch(
+                "adagrad_hash_clear",
+                "ceil_div(2 * max(N, 1), 256)",
+                [256, 1, 1],
+                &["keys", CAP, "distinct"],
+            ),
+            launch(
+                "adagrad_hash_insert",
+                "ceil_div(max(N, 1), 256)",
+                [256, 1, 1],
+                &["indices", "N", "keys", CAP],
+            ),
+            launch(
+                "adagrad_hash_assign",
+                "ceil_div(2 * max(N, 1), 256)",
+                [256, 1, 1],
+                &["keys", CAP, "slot_id", "rows", "distinct"],
+            ),
+            launch(
+                "adagrad_zero_rows",
+                "min(4096, ceil_div(max(N, 1) * D, 256))",
+                [256, 1, 1],
+                &["grad_sum", "distinct", "D"],
+            ),
+            launch(
+                "adagrad_accumulate",
+                "min(1024, ceil_div(max(B, 1) * ceil_div(D, 32), 8))",
+                [32, 8, 1],
+                &[
+                    "grad_output",
+                    "indices",
+                    "offsets",
+                    "keys",
+                    "slot_id",
+                    CAP,
+                    "grad_sum",
+                    "B",
+                    "D",
+                ],
+            ),
+            launch(
+                "adagrad_update",
+                "ceil_div(max(N, 1) * 32, 256)",
+                [256, 1, 1],
+                &[
+                    "rows", "distinct", "grad_sum", "weight", "momentum", "lr", "eps", "D",
+                ],
+            ),
+        ]
+    }
+
+    fn reference_scratch(&self) -> Vec<ScratchSpec> {
+        [
+            ("keys", "2 * max(N, 1) * 8"),
+            ("slot_id", "2 * max(N, 1) * 4"),
+            ("rows", "max(N, 1) * 8"),
+            ("distinct", "4"),
+            ("grad_sum", "max(N, 1) * D * 4"),
+        ]
+        .into_iter()
+        .map(|(name, bytes)| ScratchSpec {
+            name: name.into(),
+            bytes: bytes.into(),
+        })
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{check_output, encode};
+    use crate::selftest::self_test;
+
+    fn set(seed: u64) -> InputSet {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed).unwrap()
+    }
+
+    /// The oracle's outputs rounded to f32, as a correct kernel writes them.
+    fn correct(
+        p: &EmbeddingBackwardRowwiseAdagrad,
+        set: &InputSet,
+    ) -> Vec<(TensorSpec, HostTensor)> {
+        let oracle = p.oracle(set).unwrap();
+        p.tensors()
+            .into_iter()
+            .filter(|t| t.role == Role::InOut)
+            .map(|t| {
+                let shape = crate::spec::shape_of(&t, &set.sizes).unwrap();
+                let out = encode(&oracle[t.name], t.dtype, shape).unwrap();
+                (t, out)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn self_test_rejects_degenerate_outputs() {
+        self_test(&EmbeddingBackwardRowwiseAdagrad, Preset::Ci).unwrap();
+    }
+
+    #[test]
+    fn oracle_matches_a_direct_step_on_one_row() {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        let s = set(3);
+        let idx = s.tensors.get("indices").unwrap().to_i64_vec().unwrap();
+        let off = s.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
+        let grad = s.tensors.get("grad_output").unwrap().to_f32_vec();
+        let w0 = s.tensors.get("weight").unwrap().to_f32_vec();
+        let m0 = s.tensors.get("momentum").unwrap().to_f32_vec();
+        // The most looked-up row: its gradient sums several bags (and repeats within a bag).
+        let mut counts = std::collections::HashMap::new();
+        for &i in &idx {
+            *counts.entry(i).or_insert(0) += 1;
+        }
+        let (&row, &k) = counts.iter().max_by_key(|(_, &c)| c).unwrap();
+        assert!(k > 3, "a hot row is looked up several times");
+        let d = 40;
+        let mut g = vec![0.0f64; d];
+        for bag in 0..64 {
+            for j in off[bag]..off[bag + 1] {
+                if idx[j as usize] == row {
+                    for c in 0..d {
+                        g[c] += grad[bag * d + c] as f64;
+                    }
+                }
+            }
+        }
+        let m = m0[row as usize] as f64 + g.iter().map(|x| x * x).sum::<f64>() / d as f64;
+        let oracle = p.oracle(&s).unwrap();
+        let OracleOutput::Float(w) = &oracle["weight"] else {
+            panic!()
+        };
+        let OracleOutput::Float(mo) = &oracle["momentum"] else {
+            panic!()
+        };
+        assert!((mo[row as usize] - m).abs() < 1e-12);
+        let lr = 0.01f32 as f64;
+        let eps = 1e-8f32 as f64;
+        for c in 0..d {
+            let want = w0[row as usize * d + c] as f64 - lr * g[c] / (m.sqrt() + eps);
+            assert!((w[row as usize * d + c] - want).abs() < 1e-12);
+        }
+        // An untouched row keeps its value.
+        let untouched = (0..4096)
+            .find(|r| !counts.contains_key(&(*r as i64)))
+            .unwrap();
+        assert_eq!(mo[untouched], m0[untouched] as f64);
+        assert_eq!(w[untouched * d], w0[untouched * d] as f64);
+    }
+
+    #[test]
+    fn custom_check_passes_the_correct_update() {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        for seed in [1, 2] {
+            let s = set(seed);
+            for (spec, out) in correct(&p, &s) {
+                assert_eq!(p.custom_check(&spec, &out, &s), None, "{}", spec.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_changed_untouched_row_fails_even_by_one_ulp() {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        let s = set(4);
+        let touched = touched_rows(
+            &s.tensors.get("indices").unwrap().to_i64_vec().unwrap(),
+            4096,
+        );
+        let r = (0..4096).rev().find(|&r| !touched[r]).unwrap();
+        for (spec, mut out) in correct(&p, &s) {
+            let width = if spec.name == "weight" { 40 } else { 1 };
+            let at = (r * width + width - 1) * 4;
+            let bits = u32::from_le_bytes(out.bytes[at..at + 4].try_into().unwrap()) + 1;
+            out.bytes[at..at + 4].copy_from_slice(&bits.to_le_bytes());
+            // The whole-tensor tolerance cannot see one ulp; the custom check must.
+            let oracle = &p.oracle(&s).unwrap()[spec.name];
+            assert!(check_output(&out, oracle, &p.tolerance(&spec)).passed);
+            let why = p.custom_check(&spec, &out, &s).expect("must fail");
+            assert!(why.contains("bit-identical"), "{why}");
+        }
+    }
+
+    #[test]
+    fn an_update_slightly_off_fails_the_update_check() {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        let s = set(5);
+        let oracle = p.oracle(&s).unwrap();
+        for spec in p.tensors().into_iter().filter(|t| t.role == Role::InOut) {
+            let OracleOutput::Float(want) = &oracle[spec.name] else {
+                panic!()
+            };
+            let initial = s.tensors.get(spec.name).unwrap().to_f64_vec();
+            // Every update 0.1% too large: within the whole-tensor bound for the weight (its
+            // untouched rows dominate), not within the update bound.
+            let off: Vec<f32> = want
+                .iter()
+                .zip(&initial)
+                .map(|(w, i)| (i + (w - i) * 1.001) as f32)
+                .collect();
+            let shape = crate::spec::shape_of(&spec, &s.sizes).unwrap();
+            let out = HostTensor::from_f32(shape, off).unwrap();
+            if spec.name == "weight" {
+                assert!(check_output(&out, &oracle["weight"], &p.tolerance(&spec)).passed);
+            }
+            let why = p.custom_check(&spec, &out, &s).expect("must fail");
+            assert!(why.contains("update"), "{why}");
+            // And no update at all fails too.
+            let stale = s.tensors.get(spec.name).unwrap().clone();
+            assert!(p.custom_check(&spec, &stale, &s).is_some());
+        }
+    }
+
+    #[test]
+    fn inputs_carry_the_scalars_and_the_initial_state() {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        let s = set(6);
+        assert_eq!(s.scalars["lr"], 0.01);
+        assert_eq!(s.scalars["eps"], 1e-8);
+        assert_eq!(s.tensors.get("weight").unwrap().shape, vec![4096, 40]);
+        assert_eq!(s.tensors.get("momentum").unwrap().shape, vec![4096]);
+        let m = s.tensors.get("momentum").unwrap().to_f32_vec();
+        assert!(m.iter().all(|&x| (0.0..1.0).contains(&x)));
+        let off = s.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
+        assert_eq!(off[1], 0, "bag 0 is empty");
+        let edge = &p.edge_sizes(Preset::Full)[0];
+        assert_eq!((edge["B"], edge["E"]), (1, 1 << 16));
+        let w = p.work(&s);
+        assert!(w.compulsory_bytes < w.logical_bytes);
+    }
+}

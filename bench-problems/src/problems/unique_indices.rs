@@ -1,0 +1,370 @@
+//! Problem 9, `unique_indices`: deduplicate a batch of lookups.
+//!
+//! `torch.unique(indices, sorted=True, return_inverse=True, return_counts=True)`: the sorted
+//! distinct values `unique`, `inverse[i]` = position of `indices[i]` in `unique`, and `counts`
+//! (occurrences of each distinct value). Their number U depends on the data: `unique` and
+//! `counts` are allocated at N and only their first U elements are checked (and must hold no
+//! poison); U itself is the one-element output `num_unique`. Everything is checked exactly.
+//!
+//! Inputs: N int64 ids, Zipf(α = 1.15) over a table of E rows with the hot rows scattered (the
+//! indices of one embedding table's lookups in a training batch). Edge sets: all ids equal
+//! (E = 1), all ids distinct (`DISTINCT = 1`: N different rows in random order), one id.
+//!
+//! The reference is eager PyTorch's CUDA `unique` launch for launch (see
+//! `gpu_kernels::kernels::unique_indices`): arange, CUB's onesweep radix sort of (id, position)
+//! over all 64 key bits, the adjacent-difference kernel, CUB's inclusive scan, the inverse
+//! scatter, and a run-length encoding.
+use super::sparse::{
+    apply_grid, elementwise, inclusive_scan, radix_sort_pairs, scan_status_bytes, scratch, size,
+    SortScratch,
+};
+use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::{
+    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+};
+use data_gen::{
+    lookup_indices, seed::derive_str, DType, HostTensor, IndexRecipe, RowPermutation, TensorSet,
+};
+use rayon::prelude::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// The problem.
+pub struct UniqueIndices;
+
+const NAME: &str = "unique_indices";
+/// Zipf exponent of the ids (FBGEMM's recommended training value).
+const ALPHA: f64 = 1.15;
+
+fn sz(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
+    size(sizes, NAME, name)
+}
+
+/// Sorted distinct values, inverse and counts (the oracle, also used by tests).
+pub fn unique_with_inverse_and_counts(indices: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    let mut sorted = indices.to_vec();
+    sorted.par_sort_unstable();
+    let mut unique = Vec::new();
+    let mut counts = Vec::new();
+    for &v in &sorted {
+        if unique.last() == Some(&v) {
+            *counts.last_mut().unwrap() += 1;
+        } else {
+            unique.push(v);
+            counts.push(1i64);
+        }
+    }
+    let inverse = indices
+        .par_iter()
+        .map(|v| unique.binary_search(v).expect("present") as i64)
+        .collect();
+    (unique, inverse, counts)
+}
+
+impl Problem for UniqueIndices {
+    fn number(&self) -> u32 {
+        9
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn summary(&self) -> &'static str {
+        "torch.unique(sorted, return_inverse, return_counts) of N Zipf(1.15) int64 ids; U in a scalar output"
+    }
+
+    fn tensors(&self) -> Vec<TensorSpec> {
+        let t = |name, shape, role| TensorSpec {
+            name,
+            dtype: DType::I64,
+            shape,
+            role,
+        };
+        vec![
+            t("indices", &["N"], Role::Input),
+            t("unique", &["N"], Role::Output),
+            t("inverse", &["N"], Role::Output),
+            t("counts", &["N"], Role::Output),
+            t("num_unique", &["1"], Role::Output),
+        ]
+    }
+
+    fn sizes(&self, preset: Preset) -> Sizes {
+        let (n, e): (i64, i64) = match preset {
+            Preset::Ci => (3000, 2000),
+            Preset::Small => (1 << 20, 2 << 20),
+            Preset::Full => (10_000_000, 16 << 20),
+        };
+        [("N", n), ("E", e), ("DISTINCT", 0)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    fn recipe(&self, preset: Preset) -> serde_json::Value {
+        let _ = preset;
+        json!({
+            "indices": {"distribution": "bounded_zipf", "alpha": ALPHA, "rows": "E", "scatter_hot_rows": true},
+            "DISTINCT": "1: the N ids are N distinct rows of E in random order (edge case)",
+            "edge_cases": ["all ids equal (E = 1)", "all ids distinct", "a single id"],
+        })
+    }
+
+    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+        let _ = preset;
+        let (n, e) = (sz(sizes, "N")?, sz(sizes, "E")?);
+        let distinct = sizes.get("DISTINCT").copied().unwrap_or(0) != 0;
+        if n < 1 || e < 1 || (distinct && n > e) {
+            return Err(super::sparse::invalid(
+                NAME,
+                format!("need 1 <= N and 1 <= E (N <= E when DISTINCT), got N={n} E={e}"),
+            ));
+        }
+        let indices = if distinct {
+            let perm = RowPermutation::hashed(e as u64, derive_str(seed, "distinct"))?;
+            (0..n as u64)
+                .into_par_iter()
+                .map(|k| perm.map(k) as i64)
+                .collect()
+        } else {
+            let recipe = IndexRecipe {
+                rows: e as u64,
+                alpha: ALPHA,
+                scatter_hot_rows: true,
+            };
+            lookup_indices(&recipe, n as usize, derive_str(seed, "indices"))?
+        };
+        let mut tensors = TensorSet::new();
+        tensors.insert("indices", HostTensor::from_i64(vec![n as usize], indices)?);
+        Ok(InputSet {
+            seed,
+            sizes: sizes.clone(),
+            scalars: BTreeMap::new(),
+            tensors,
+        })
+    }
+
+    fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
+        let base = self.sizes(preset);
+        let with = |changes: &[(&str, i64)]| {
+            let mut s = base.clone();
+            for &(k, v) in changes {
+                s.insert(k.into(), v);
+            }
+            s
+        };
+        let n = base["N"];
+        vec![
+            with(&[("E", 1)]),
+            with(&[("E", base["E"].max(n)), ("DISTINCT", 1)]),
+            with(&[("N", 1)]),
+        ]
+    }
+
+    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
+        let indices = inputs.tensors.get("indices")?.to_i64_vec()?;
+        let (unique, inverse, counts) = unique_with_inverse_and_counts(&indices);
+        let u = unique.len() as i64;
+        Ok([
+            ("unique", unique),
+            ("inverse", inverse),
+            ("counts", counts),
+            ("num_unique", vec![u]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), OracleOutput::Int(v)))
+        .collect())
+    }
+
+    fn checked_prefix(&self, output: &str) -> bool {
+        matches!(output, "unique" | "counts")
+    }
+
+    fn work(&self, inputs: &InputSet) -> Work {
+        let n = inputs.sizes.get("N").copied().unwrap_or(0) as f64;
+        let u = inputs
+            .tensors
+            .get("indices")
+            .ok()
+            .and_then(|t| t.to_i64_vec().ok())
+            .map(|mut v| {
+                v.par_sort_unstable();
+                v.dedup();
+                v.len()
+            })
+            .unwrap_or(0) as f64;
+        // Read the ids, write the inverse, the distinct values and their counts, and U.
+        let bytes = n * 8.0 + n * 8.0 + 2.0 * u * 8.0 + 8.0;
+        Work {
+            compulsory_bytes: bytes,
+            logical_bytes: bytes,
+            flops: 0.0,
+        }
+    }
+
+    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
+        let Ok(indices) = inputs.tensors.get("indices").and_then(|t| t.to_i64_vec()) else {
+            return serde_json::Value::Null;
+        };
+        let (unique, _, counts) = unique_with_inverse_and_counts(&indices);
+        let top = counts.iter().copied().max().unwrap_or(0);
+        json!({
+            "N": indices.len(),
+            "unique": unique.len(),
+            "mean_count": indices.len() as f64 / unique.len().max(1) as f64,
+            "hottest_share": top as f64 / indices.len().max(1) as f64,
+            "seen_once": counts.iter().filter(|&&c| c == 1).count(),
+        })
+    }
+
+    fn reference(&self) -> Vec<LaunchSpec> {
+        let sort = SortScratch::new("sort");
+        let mut plan = vec![elementwise("aten_arange_i64", "N", &["range", "N"])];
+        plan.extend(radix_sort_pairs(
+            "indices",
+            "range",
+            "sorted",
+            "sorted_indices",
+            "N",
+            &sort,
+        ));
+        plan.push(apply_grid(
+            "unique_adjacent_difference",
+            "N",
+            &["inv_loc", "sorted", "N"],
+        ));
+        plan.extend(inclusive_scan(
+            "inclusive_sum_i32_to_i64",
+            "inv_loc",
+            "run",
+            "N",
+            "scan_status",
+        ));
+        plan.push(apply_grid(
+            "aten_scatter_i64",
+            "N",
+            &["inverse", "sorted_indices", "run", "N"],
+        ));
+        plan.push(apply_grid(
+            "unique_run_ends",
+            "N",
+            &["sorted", "run", "unique", "run_ends", "num_unique", "N"],
+        ));
+        plan.push(apply_grid(
+            "unique_counts_from_ends",
+            "N",
+            &["counts", "run_ends", "num_unique"],
+        ));
+        plan
+    }
+
+    fn reference_scratch(&self) -> Vec<ScratchSpec> {
+        let mut s = vec![
+            scratch("range", "max(N, 1) * 8"),
+            scratch("sorted", "max(N, 1) * 8"),
+            scratch("sorted_indices", "max(N, 1) * 8"),
+            scratch("inv_loc", "max(N, 1) * 4"),
+            scratch("run", "max(N, 1) * 8"),
+            scratch("scan_status", &scan_status_bytes("N")),
+            scratch("run_ends", "max(N, 1) * 8"),
+        ];
+        s.extend(SortScratch::new("sort").specs("N"));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selftest::self_test;
+
+    #[test]
+    fn self_test_rejects_degenerate_outputs() {
+        self_test(&UniqueIndices, Preset::Ci).unwrap();
+    }
+
+    #[test]
+    fn inputs_are_skewed_ids_in_range_and_deterministic() {
+        let p = UniqueIndices;
+        let sizes = p.sizes(Preset::Ci);
+        let set = p.generate(Preset::Ci, &sizes, 5).unwrap();
+        let idx = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
+        assert_eq!(idx.len(), 3000);
+        assert!(idx.iter().all(|&i| (0..2000).contains(&i)));
+        let (unique, _, counts) = unique_with_inverse_and_counts(&idx);
+        assert!(
+            unique.len() < 1500,
+            "skewed: {} distinct of 3000",
+            unique.len()
+        );
+        assert!(*counts.iter().max().unwrap() > 100, "a hot id");
+        assert_eq!(
+            p.generate(Preset::Ci, &sizes, 5).unwrap().tensors,
+            set.tensors
+        );
+        assert_ne!(
+            p.generate(Preset::Ci, &sizes, 6).unwrap().tensors,
+            set.tensors
+        );
+    }
+
+    #[test]
+    fn edge_sets_are_all_equal_all_distinct_and_single() {
+        let p = UniqueIndices;
+        let edges = p.edge_sizes(Preset::Ci);
+        let ids = |s: &Sizes| {
+            p.generate(Preset::Ci, s, 1)
+                .unwrap()
+                .tensors
+                .get("indices")
+                .unwrap()
+                .to_i64_vec()
+                .unwrap()
+        };
+        assert!(ids(&edges[0]).iter().all(|&i| i == 0));
+        let distinct = ids(&edges[1]);
+        let (unique, _, counts) = unique_with_inverse_and_counts(&distinct);
+        assert_eq!(unique.len(), 3000);
+        assert!(counts.iter().all(|&c| c == 1));
+        assert!(
+            distinct.windows(2).any(|w| w[0] > w[1]),
+            "not already sorted"
+        );
+        assert_eq!(ids(&edges[2]).len(), 1);
+    }
+
+    #[test]
+    fn oracle_is_torch_unique() {
+        let idx = vec![5, 3, 5, 9, 3, 5, -1];
+        let (u, inv, c) = unique_with_inverse_and_counts(&idx);
+        assert_eq!(u, vec![-1, 3, 5, 9]);
+        assert_eq!(inv, vec![2, 1, 2, 3, 1, 2, 0]);
+        assert_eq!(c, vec![1, 2, 3, 1]);
+        let p = UniqueIndices;
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2).unwrap();
+        let out = p.oracle(&set).unwrap();
+        let OracleOutput::Int(num) = &out["num_unique"] else {
+            panic!()
+        };
+        assert_eq!(out["unique"].len(), num[0] as usize);
+        assert_eq!(out["counts"].len(), num[0] as usize);
+        assert_eq!(out["inverse"].len(), 3000);
+        assert!(
+            p.checked_prefix("unique")
+                && p.checked_prefix("counts")
+                && !p.checked_prefix("inverse")
+        );
+    }
+
+    #[test]
+    fn work_counts_the_compulsory_traffic() {
+        let p = UniqueIndices;
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2).unwrap();
+        let OracleOutput::Int(num) = &p.oracle(&set).unwrap()["num_unique"] else {
+            panic!()
+        };
+        let w = p.work(&set);
+        assert_eq!(w.compulsory_bytes, (3000 * 16 + num[0] * 16 + 8) as f64);
+    }
+}

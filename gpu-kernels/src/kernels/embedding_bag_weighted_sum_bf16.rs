@@ -1,0 +1,114 @@
+//! Problem 2, `embedding_bag_weighted_sum_bf16`:
+//! out[b, :] = bf16(Σ_{j ∈ offsets[b]..offsets[b+1]} per_sample_weights[j] · weight[indices[j], :]),
+//! bf16 table, bf16 per-sample weights, fp32 accumulation, bf16 output.
+//!
+//! [`embedding_bag_weighted_sum_bf16_reference`] mirrors PyTorch eager's
+//! `EmbeddingBag_updateOutputKernel_sum_mean<BFloat16, int64_t>` with per-sample weights
+//! (aten/src/ATen/native/cuda/EmbeddingBag.cu), as `F.embedding_bag(..., mode="sum",
+//! per_sample_weights=...)` launches it: one thread per (bag, column), blocks of (32, 8), a
+//! grid-stride loop over (bag, 32-column chunk), scalar 2-byte loads, each value widened to f32
+//! exactly, `acc += w_j · x` as one fused multiply-add (what nvcc contracts it to), the sum
+//! rounded to bf16 to nearest even, and the `offset2bag` and `bag_size` side outputs.
+use crate::dev::*;
+
+kernel! {
+    /// Launch: block (32, 8, 1), grid min(1024, ceil_div(B·ceil_div(D, 32), 8)).
+    ///
+    /// `weight`, `per_sample_weights` and `out` hold bf16 bit patterns. `padding_idx` = -1 as
+    /// `F.embedding_bag` passes it.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn embedding_bag_weighted_sum_bf16_reference(
+        indices: *const i64,
+        offsets: *const i64,
+        weight: *const u16,
+        out: *mut u16,
+        offset2bag: *mut i64,
+        num_indices: i64,
+        num_bags: i64,
+        feature_size: i64,
+        bag_size: *mut i64,
+        per_sample_weights: *const u16,
+        padding_idx: i64,
+    ) {
+        let chunks_per_bag = (feature_size + block_dim_x() as i64 - 1) / block_dim_x() as i64;
+        let num_chunks = num_bags * chunks_per_bag;
+        let mut chunk = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
+        let stride = (grid_dim_x() * block_dim_y()) as i64;
+        while chunk < num_chunks {
+            let feature = (chunk % chunks_per_bag) * block_dim_x() as i64 + thread_idx_x() as i64;
+            if feature < feature_size {
+                let bag = chunk / chunks_per_bag;
+                let column = weight.add(feature as usize);
+                let begin = if bag == 0 { 0 } else { *offsets.add(bag as usize) };
+                let end = if bag < num_bags - 1 { *offsets.add(bag as usize + 1) } else { num_indices };
+                let mut sum = 0.0f32;
+                let mut size = 0i64;
+                let mut emb = begin;
+                while emb < end {
+                    let pad = *indices.add(emb as usize) == padding_idx;
+                    let row = *indices.add(emb as usize) * feature_size;
+                    let loaded = bf16_to_f32(*column.add(row as usize));
+                    let value = if pad { 0.0 } else { loaded };
+                    let scale = bf16_to_f32(*per_sample_weights.add(emb as usize));
+                    sum = fma_f32(scale, value, sum);
+                    size += if pad { 0 } else { 1 };
+                    if feature == 0 {
+                        *offset2bag.add(emb as usize) = bag;
+                    }
+                    emb += 1;
+                }
+                *bag_size.add(bag as usize) = size;
+                *out.add((bag * feature_size + feature) as usize) = f32_to_bf16_rn(sum);
+            }
+            chunk += stride;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dev::{bf16_to_f32, f32_to_bf16_rn};
+
+    /// Round-to-nearest-even to bf16 from the definition: the two neighbours in f64, the nearer
+    /// one, the even one on a tie.
+    fn rne(x: f32) -> u16 {
+        let down = (x.to_bits() >> 16) as u16; // toward zero
+        let up = down + 1; // away from zero (may reach infinity)
+        let (a, b) = (bf16_to_f32(down) as f64, bf16_to_f32(up) as f64);
+        let (da, db) = ((x as f64 - a).abs(), (b - x as f64).abs());
+        if da < db || (da == db && down.is_multiple_of(2)) {
+            down
+        } else {
+            up
+        }
+    }
+
+    #[test]
+    fn rounding_to_bf16_is_to_nearest_even() {
+        let mut bits = 0x0001_2345u32;
+        for _ in 0..200_000 {
+            bits = bits.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let x = f32::from_bits(bits);
+            if x.is_nan() {
+                assert!(bf16_to_f32(f32_to_bf16_rn(x)).is_nan());
+                continue;
+            }
+            if x.abs() >= bf16_to_f32(0x7f7f) {
+                continue; // beyond the largest bf16: the neighbour trick above needs a finite `up`
+            }
+            assert_eq!(f32_to_bf16_rn(x), rne(x), "{x:e} ({bits:#010x})");
+        }
+        // Ties go to even, both ways; bf16 values come back exactly.
+        assert_eq!(f32_to_bf16_rn(f32::from_bits(0x3f80_8000)), 0x3f80);
+        assert_eq!(f32_to_bf16_rn(f32::from_bits(0x3f81_8000)), 0x3f82);
+        assert_eq!(f32_to_bf16_rn(f32::from_bits(0x3f80_8001)), 0x3f81);
+        for h in [0u16, 0x8000, 0x3f80, 0xbf80, 0x7f7f, 0x0001, 0x7f80] {
+            assert_eq!(f32_to_bf16_rn(bf16_to_f32(h)), h);
+        }
+        assert_eq!(
+            f32_to_bf16_rn(f32::MAX),
+            0x7f80,
+            "overflow rounds to infinity"
+        );
+    }
+}

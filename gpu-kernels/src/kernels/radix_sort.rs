@@ -1,0 +1,487 @@
+//! Stable LSD radix sort of (key, value) pairs of 64-bit words, built the way CUB's
+//! `DeviceRadixSort::SortPairs` is on sm_80+ ("onesweep", which PyTorch's `torch.sort`,
+//! `torch.argsort(stable=True)` and `torch.unique` call through `at::cuda::cub::radix_sort_pairs`
+//! with the full key width): 8-bit digits, so 8 passes for 64-bit keys.
+//!
+//! 1. [`radix_sort_init`] clears the digit counts and the per-pass tile counters.
+//! 2. [`radix_sort_histogram`] reads the keys once and counts the digits of every pass (the
+//!    counts of a digit do not depend on the order, so one read serves all passes); each block
+//!    also clears its tiles' look-back words.
+//! 3. [`radix_sort_bin_offsets`] turns each pass's 256 counts into exclusive offsets.
+//! 4. One [`radix_sort_onesweep`] per pass: each block takes the next tile from an atomic
+//!    counter, ranks its keys by digit stably (per-warp counters, `match.any` to find the lanes
+//!    holding the same digit), publishes its digit counts, looks back over the tiles before it
+//!    for their counts (decoupled look-back, one thread per digit), reorders the tile in shared
+//!    memory and writes keys, then values, to their global positions. Equal digits keep their
+//!    order, so the sort is stable.
+//!
+//! Keys are u64 words; `signed_keys = 1` sorts them as i64 (the sign bit flipped for the digit,
+//! as CUB's key twiddling does). Values are any 64-bit words (positions here). Passes ping-pong
+//! between two buffers: with 8 passes, pass 0 reads the input and writes the alternate buffer,
+//! and pass 7 writes the output. Up to 2^30 elements (look-back counts are 30-bit).
+//!
+//! Scratch for `n` elements (`tiles = ceil_div(n, SORT_TILE)`, `passes = 8`):
+//! `bins` passes·256 u32, `tile_counters` passes u32, `lookback` passes·tiles·256 u32, and the
+//! alternate key and value buffers of n u64 each.
+use crate::dev::*;
+use core::ptr::{read_volatile, write_volatile};
+
+/// Repeats `$body` with `$i` bound to each of the literals: a fully unrolled loop, so that the
+/// per-thread item arrays stay in registers (a runtime index would put them in local memory).
+macro_rules! unrolled {
+    ($i:ident in [$($n:literal),*] $body:block) => {
+        $( { let $i: usize = $n; $body } )*
+    };
+}
+
+/// Runs `$body` for each item index `0..SORT_ITEMS` (unrolled).
+macro_rules! for_each_item {
+    ($i:ident $body:block) => {
+        unrolled!($i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] $body)
+    };
+}
+
+/// Bits per digit.
+pub const RADIX_BITS: u32 = 8;
+/// Digits per pass.
+pub const RADIX: usize = 1 << RADIX_BITS;
+/// Threads per sorting block.
+pub const SORT_THREADS: u32 = 256;
+/// Keys per thread.
+pub const SORT_ITEMS: usize = 12;
+const _: () = assert!(SORT_ITEMS == 12, "for_each_item! unrolls 12 items");
+/// Keys per tile (one block).
+pub const SORT_TILE: usize = SORT_THREADS as usize * SORT_ITEMS;
+pub(crate) const WARPS: usize = (SORT_THREADS / WARP_SIZE) as usize;
+/// Keys per warp segment of a tile.
+const WARP_KEYS: usize = WARP_SIZE as usize * SORT_ITEMS;
+
+const LB_AGGREGATE: u32 = 1 << 30;
+const LB_PREFIX: u32 = 2 << 30;
+const LB_VALUE: u32 = (1 << 30) - 1;
+/// Digit of a slot past the end of the input: matches only other such slots.
+const NO_DIGIT: u32 = 0x1000;
+
+#[inline(always)]
+fn digit(key: u64, flip: u64, shift: u32) -> u32 {
+    (((key ^ flip) >> shift) & (RADIX as u64 - 1)) as u32
+}
+
+#[inline(always)]
+fn flip_mask(signed_keys: u32) -> u64 {
+    (signed_keys as u64 & 1) << 63
+}
+
+/// Inclusive sum over the 256 threads of a block of one u32 each (block of exactly
+/// `SORT_THREADS`); `partials` is 8 words of shared memory. Ends with a barrier.
+#[inline(always)]
+unsafe fn block_inclusive_sum_u32(v: u32, partials: *mut u32) -> u32 {
+    let lane = lane_id();
+    let warp = warp_id() as usize;
+    let mut inc = v;
+    let mut off = 1;
+    while off < WARP_SIZE {
+        let src = if lane >= off { lane - off } else { lane };
+        let other = shfl_idx_u32(inc, src);
+        if lane >= off {
+            inc += other;
+        }
+        off *= 2;
+    }
+    if lane == WARP_SIZE - 1 {
+        *partials.add(warp) = inc;
+    }
+    sync_threads();
+    for w in 0..warp {
+        inc += *partials.add(w);
+    }
+    sync_threads();
+    inc
+}
+
+/// Count of digit `d` in the tiles before `tile`: walks back over their look-back words
+/// (`states[t·256 + d]`), adding aggregates, until a tile with its inclusive count published
+/// (spinning on a tile that has published nothing yet).
+#[inline(always)]
+unsafe fn look_back_digit(states: *const u32, tile: usize, d: usize) -> u32 {
+    let mut before = 0u32;
+    let mut p = tile;
+    while p > 0 {
+        p -= 1;
+        let word = loop {
+            let w = read_volatile(states.add(p * RADIX + d));
+            if w >> 30 != 0 {
+                break w;
+            }
+        };
+        before += word & LB_VALUE;
+        if word & LB_PREFIX != 0 {
+            break;
+        }
+    }
+    before
+}
+
+kernel! {
+    /// Clears `bins` (passes·256 u32) and `tile_counters` (passes u32). Launch: grid 1,
+    /// block 256.
+    pub unsafe fn radix_sort_init(bins: *mut u32, tile_counters: *mut u32, passes: u32) {
+        let t = thread_idx_x() as usize;
+        for p in 0..passes as usize {
+            *bins.add(p * RADIX + t) = 0;
+        }
+        if t < passes as usize {
+            *tile_counters.add(t) = 0;
+        }
+    }
+}
+
+kernel! {
+    /// Digit counts of every pass over all `n` keys, added into `bins[pass·256 + digit]`; block
+    /// `b` also clears the look-back words of tile `b` of every pass. Launch: grid
+    /// `max(ceil_div(n, SORT_TILE), 1)`, block `SORT_THREADS`.
+    pub unsafe fn radix_sort_histogram(
+        keys: *const u64,
+        n: i64,
+        signed_keys: u32,
+        passes: u32,
+        bins: *mut u32,
+        lookback: *mut u32,
+    ) {
+        let counts = crate::static_shared!(RS_HIST_COUNTS: [u32; 8 * crate::kernels::radix_sort::RADIX]);
+        let t = thread_idx_x() as usize;
+        let lane = lane_id();
+        let tiles = (n as usize).div_ceil(SORT_TILE).max(1);
+        let tile = block_idx_x() as usize;
+        let passes = passes as usize;
+        for p in 0..passes {
+            *counts.add(p * RADIX + t) = 0;
+            *lookback.add((p * tiles + tile) * RADIX + t) = 0;
+        }
+        sync_threads();
+        let flip = flip_mask(signed_keys);
+        let base = tile * SORT_TILE;
+        for k in 0..SORT_ITEMS {
+            let i = base + k * SORT_THREADS as usize + t;
+            let valid = (i as i64) < n;
+            let key = if valid { *keys.add(i) } else { 0 };
+            for p in 0..passes {
+                // Lanes holding the same digit add once (hot keys would otherwise queue on one
+                // shared-memory counter).
+                let d = if valid { digit(key, flip, p as u32 * RADIX_BITS) } else { NO_DIGIT };
+                let peers = match_any_u32(d);
+                if valid && lane == peers.trailing_zeros() {
+                    atomic_add_u32(counts.add(p * RADIX + d as usize), peers.count_ones());
+                }
+            }
+        }
+        sync_threads();
+        for p in 0..passes {
+            let c = *counts.add(p * RADIX + t);
+            if c != 0 {
+                atomic_add_u32(bins.add(p * RADIX + t), c);
+            }
+        }
+    }
+}
+
+kernel! {
+    /// Turns the counts of pass `blockIdx.x` into exclusive offsets, in place. Launch: grid
+    /// `passes`, block `SORT_THREADS`.
+    pub unsafe fn radix_sort_bin_offsets(bins: *mut u32) {
+        let partials = crate::static_shared!(RS_OFFSETS_PARTIALS: [u32; 8]);
+        let t = thread_idx_x() as usize;
+        let slot = bins.add(block_idx_x() as usize * RADIX + t);
+        let count = *slot;
+        let inclusive = block_inclusive_sum_u32(count, partials);
+        *slot = inclusive - count;
+    }
+}
+
+kernel! {
+    /// Pass `pass` (digit bits `8·pass ..`): reads `keys_in`/`values_in`, writes
+    /// `keys_out`/`values_out` ordered by the digit, stably. `bins` and `lookback` are the whole
+    /// arrays (indexed by `pass` here). Launch: grid `max(ceil_div(n, SORT_TILE), 1)`, block
+    /// `SORT_THREADS`.
+    pub unsafe fn radix_sort_onesweep(
+        keys_in: *const u64,
+        keys_out: *mut u64,
+        values_in: *const u64,
+        values_out: *mut u64,
+        n: i64,
+        pass: u32,
+        signed_keys: u32,
+        bins: *const u32,
+        lookback: *mut u32,
+        tile_counters: *mut u32,
+    ) {
+        let tile_buf = crate::static_shared!(RS_TILE_BUF: [u64; crate::kernels::radix_sort::SORT_TILE]);
+        let warp_counts = crate::static_shared!(RS_WARP_COUNTS: [u32; crate::kernels::radix_sort::WARPS * crate::kernels::radix_sort::RADIX]);
+        let digit_start = crate::static_shared!(RS_DIGIT_START: [u32; crate::kernels::radix_sort::RADIX]);
+        let digit_global = crate::static_shared!(RS_DIGIT_GLOBAL: [u32; crate::kernels::radix_sort::RADIX]);
+        let misc = crate::static_shared!(RS_MISC: [u32; 16]);
+        let t = thread_idx_x() as usize;
+        let lane = lane_id();
+        let warp = warp_id() as usize;
+        let tiles = (n as usize).div_ceil(SORT_TILE).max(1);
+        if t == 0 {
+            *misc = atomic_add_u32(tile_counters.add(pass as usize), 1);
+        }
+        for w in 0..WARPS {
+            *warp_counts.add(w * RADIX + t) = 0;
+        }
+        sync_threads();
+        let tile = *misc as usize;
+        let base = tile * SORT_TILE;
+        let valid = (n as usize).saturating_sub(base).min(SORT_TILE);
+        let flip = flip_mask(signed_keys);
+        let shift = pass * RADIX_BITS;
+
+        // Warp-striped load: warp w holds tile positions [w·WARP_KEYS, (w+1)·WARP_KEYS), item i
+        // of lane l at position w·WARP_KEYS + i·32 + l.
+        let seg = warp * WARP_KEYS;
+        let mut keys = [0u64; SORT_ITEMS];
+        for_each_item!(i {
+            let j = seg + i * WARP_SIZE as usize + lane as usize;
+            if j < valid {
+                keys[i] = *keys_in.add(base + j);
+            }
+        });
+        // Rank inside the warp: items in order, and inside one item lanes in order, so equal
+        // digits keep their tile order.
+        let counts = warp_counts.add(warp * RADIX);
+        let mut ranks = [0u32; SORT_ITEMS];
+        for_each_item!(i {
+            let j = seg + i * WARP_SIZE as usize + lane as usize;
+            let d = if j < valid { digit(keys[i], flip, shift) } else { NO_DIGIT };
+            let peers = match_any_u32(d);
+            let leader = peers.trailing_zeros();
+            let mut before = 0;
+            if j < valid && lane == leader {
+                before = atomic_add_u32(counts.add(d as usize), peers.count_ones());
+            }
+            let below = (peers & ((1u32 << lane) - 1)).count_ones();
+            ranks[i] = shfl_idx_u32(before, leader) + below;
+        });
+        sync_threads();
+
+        // Thread t owns digit t: its count in the tile, and each warp's offset inside it.
+        let d = t;
+        let mut total = 0u32;
+        for w in 0..WARPS {
+            let c = *warp_counts.add(w * RADIX + d);
+            *warp_counts.add(w * RADIX + d) = total;
+            total += c;
+        }
+        // Decoupled look-back: publish this tile's count, add the counts of the tiles before it.
+        let states = lookback.add(pass as usize * tiles * RADIX);
+        let mine = states.add(tile * RADIX + d);
+        let mut before_tile = 0u32;
+        if tile > 0 {
+            write_volatile(mine, LB_AGGREGATE | total);
+            before_tile = look_back_digit(states, tile, d);
+        }
+        write_volatile(mine, LB_PREFIX | (before_tile + total));
+        let start = block_inclusive_sum_u32(total, misc.add(8)) - total;
+        *digit_start.add(d) = start;
+        *digit_global.add(d) = *bins.add(pass as usize * RADIX + d) + before_tile;
+        sync_threads();
+
+        // Reorder the tile in shared memory by digit.
+        for_each_item!(i {
+            let j = seg + i * WARP_SIZE as usize + lane as usize;
+            if j < valid {
+                let d = digit(keys[i], flip, shift) as usize;
+                let r = *digit_start.add(d) + *warp_counts.add(warp * RADIX + d) + ranks[i];
+                ranks[i] = r;
+                *tile_buf.add(r as usize) = keys[i];
+            }
+        });
+        sync_threads();
+        // Write the keys out in tile order: runs of one digit are contiguous.
+        let mut dest = [0u32; SORT_ITEMS];
+        for_each_item!(k {
+            let j = k * SORT_THREADS as usize + t;
+            if j < valid {
+                let key = *tile_buf.add(j);
+                let d = digit(key, flip, shift) as usize;
+                let pos = *digit_global.add(d) + (j as u32 - *digit_start.add(d));
+                *keys_out.add(pos as usize) = key;
+                dest[k] = pos;
+            }
+        });
+        sync_threads();
+        // The values follow their keys through the same shared-memory reorder.
+        for_each_item!(i {
+            let j = seg + i * WARP_SIZE as usize + lane as usize;
+            if j < valid {
+                *tile_buf.add(ranks[i] as usize) = *values_in.add(base + j);
+            }
+        });
+        sync_threads();
+        for_each_item!(k {
+            let j = k * SORT_THREADS as usize + t;
+            if j < valid {
+                *values_out.add(dest[k] as usize) = *tile_buf.add(j);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::emu::{launch_kernel, LaunchConfig};
+
+    fn cfg(grid: usize, block: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid: [grid.max(1) as u32, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes: 0,
+        }
+    }
+
+    /// Runs the whole plan on the emulator: returns (sorted keys, values in key order).
+    pub(crate) fn sort_pairs(keys: &[u64], values: &[u64], signed: bool) -> (Vec<u64>, Vec<u64>) {
+        let n = keys.len();
+        let passes = 8usize;
+        let tiles = n.div_ceil(SORT_TILE).max(1);
+        let mut bins = vec![0xA5A5_A5A5u32; passes * RADIX];
+        let mut counters = vec![0xA5A5_A5A5u32; passes];
+        let mut lookback = vec![0xA5A5_A5A5u32; passes * tiles * RADIX];
+        let (mut alt_k, mut alt_v) = (vec![u64::MAX; n], vec![u64::MAX; n]);
+        let (mut out_k, mut out_v) = (vec![u64::MAX; n], vec![u64::MAX; n]);
+        let s = signed as u64;
+        unsafe {
+            launch_kernel(
+                &radix_sort_init::EMU,
+                &cfg(1, 256),
+                &[
+                    bins.as_mut_ptr() as u64,
+                    counters.as_mut_ptr() as u64,
+                    passes as u64,
+                ],
+            )
+            .unwrap();
+            launch_kernel(
+                &radix_sort_histogram::EMU,
+                &cfg(tiles, SORT_THREADS),
+                &[
+                    keys.as_ptr() as u64,
+                    n as u64,
+                    s,
+                    passes as u64,
+                    bins.as_mut_ptr() as u64,
+                    lookback.as_mut_ptr() as u64,
+                ],
+            )
+            .unwrap();
+            launch_kernel(
+                &radix_sort_bin_offsets::EMU,
+                &cfg(passes, SORT_THREADS),
+                &[bins.as_mut_ptr() as u64],
+            )
+            .unwrap();
+            for p in 0..passes {
+                let (kin, vin) = match p {
+                    0 => (keys.as_ptr(), values.as_ptr()),
+                    _ if p % 2 == 1 => (alt_k.as_ptr(), alt_v.as_ptr()),
+                    _ => (out_k.as_ptr(), out_v.as_ptr()),
+                };
+                let (kout, vout) = if p % 2 == 0 {
+                    (alt_k.as_mut_ptr(), alt_v.as_mut_ptr())
+                } else {
+                    (out_k.as_mut_ptr(), out_v.as_mut_ptr())
+                };
+                launch_kernel(
+                    &radix_sort_onesweep::EMU,
+                    &cfg(tiles, SORT_THREADS),
+                    &[
+                        kin as u64,
+                        kout as u64,
+                        vin as u64,
+                        vout as u64,
+                        n as u64,
+                        p as u64,
+                        s,
+                        bins.as_ptr() as u64,
+                        lookback.as_mut_ptr() as u64,
+                        counters.as_mut_ptr() as u64,
+                    ],
+                )
+                .unwrap();
+            }
+        }
+        (out_k, out_v)
+    }
+
+    fn check(keys: &[u64], signed: bool) {
+        let values: Vec<u64> = (0..keys.len() as u64).collect();
+        let (got_k, got_v) = sort_pairs(keys, &values, signed);
+        let mut expect: Vec<(u64, u64)> = keys.iter().copied().zip(values).collect();
+        if signed {
+            expect.sort_by_key(|&(k, _)| k as i64); // std's sort is stable
+        } else {
+            expect.sort_by_key(|&(k, _)| k);
+        }
+        let (ek, ev): (Vec<u64>, Vec<u64>) = expect.into_iter().unzip();
+        assert_eq!(got_k, ek, "keys");
+        assert_eq!(got_v, ev, "values (stability)");
+    }
+
+    fn pseudo(i: u64) -> u64 {
+        mix(i)
+    }
+
+    pub(crate) fn mix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    #[test]
+    fn digit_look_back_adds_aggregates_until_an_inclusive_count() {
+        // 3 tiles before tile 3; digit 1: tile 0 inclusive 5, tile 1 aggregate 2, tile 2
+        // aggregate 4 -> 11. Digit 0: tile 2 already inclusive (7) -> 7.
+        let mut states = vec![0u32; 4 * RADIX];
+        states[1] = LB_PREFIX | 5;
+        states[RADIX + 1] = LB_AGGREGATE | 2;
+        states[2 * RADIX + 1] = LB_AGGREGATE | 4;
+        states[2 * RADIX] = LB_PREFIX | 7;
+        states[RADIX] = LB_AGGREGATE | 1000; // not reached
+        unsafe {
+            assert_eq!(look_back_digit(states.as_ptr(), 3, 1), 11);
+            assert_eq!(look_back_digit(states.as_ptr(), 3, 0), 7);
+            assert_eq!(look_back_digit(states.as_ptr(), 0, 0), 0);
+        }
+    }
+
+    #[test]
+    fn sorts_like_std_stable_sort_over_several_tiles() {
+        // Full 64-bit keys with many repeats (stability shows), over 3 tiles and a partial one.
+        let n = 3 * SORT_TILE + 500;
+        let keys: Vec<u64> = (0..n as u64).map(|i| pseudo(i % 977) ^ (i % 3)).collect();
+        check(&keys, false);
+    }
+
+    #[test]
+    fn signed_keys_put_negatives_first() {
+        let keys: Vec<u64> = (0..2000i64)
+            .map(|i| ((pseudo(i as u64) % 2001) as i64 - 1000) as u64)
+            .chain([i64::MIN as u64, i64::MAX as u64, 0, u64::MAX])
+            .collect();
+        check(&keys, true);
+    }
+
+    #[test]
+    fn edge_inputs_all_equal_all_distinct_tiny_and_empty() {
+        check(&vec![42u64; SORT_TILE + 9], true);
+        let distinct: Vec<u64> = (0..SORT_TILE as u64 + 300).map(pseudo).collect();
+        check(&distinct, false);
+        check(&[5, 3], true);
+        check(&[7], true);
+        let (k, v) = sort_pairs(&[], &[], true);
+        assert!(k.is_empty() && v.is_empty());
+    }
+}

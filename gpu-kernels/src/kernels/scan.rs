@@ -1,0 +1,279 @@
+//! Device-wide inclusive prefix sums in one pass, the way CUB's `DeviceScan::InclusiveSum`
+//! (which PyTorch's `cumsum` of a 1-D tensor and `at::cuda::cub::inclusive_sum_truncating`
+//! call) does it: an init kernel clears the tile states, then one scan kernel whose blocks take
+//! tiles in order from an atomic counter, scan their tile, and get the tile's prefix by a
+//! decoupled look-back over the states of the tiles before it (each state holds a flag and a
+//! value in one 64-bit word: "aggregate of this tile" or "inclusive prefix up to this tile").
+//!
+//! Plan (`n` elements, `tiles = ceil_div(n, SCAN_TILE)`, scratch `status` of `tiles + 1` u64):
+//! 1. [`scan_init`]: grid `ceil_div(tiles + 1, 256)`, block 256.
+//! 2. [`inclusive_sum_i64`] or [`inclusive_sum_i32_to_i64`]: grid `max(tiles, 1)`, block
+//!    [`SCAN_THREADS`].
+//!
+//! Sums are kept in 62 bits (|prefix| < 2^61) so that flag and value share one word.
+use crate::dev::*;
+use core::ptr::{read_volatile, write_volatile};
+
+/// Threads per scan block.
+pub const SCAN_THREADS: u32 = 256;
+/// Consecutive elements per thread.
+pub const SCAN_ITEMS: usize = 8;
+/// Elements per tile (one block).
+pub const SCAN_TILE: usize = SCAN_THREADS as usize * SCAN_ITEMS;
+
+/// Look-back state flags (top two bits); 0 means "not published yet".
+pub(crate) const FLAG_AGGREGATE: u64 = 1 << 62;
+pub(crate) const FLAG_PREFIX: u64 = 2 << 62;
+const VALUE_BITS: u64 = (1 << 62) - 1;
+
+#[inline(always)]
+fn pack(flag: u64, value: i64) -> u64 {
+    flag | (value as u64 & VALUE_BITS)
+}
+
+#[inline(always)]
+fn unpack(word: u64) -> i64 {
+    ((word << 2) as i64) >> 2
+}
+
+/// Sum of the tiles before `tile`: walks back over their states, adding aggregates, until a
+/// tile with its inclusive prefix published (spinning on a tile that has published nothing
+/// yet). `states[t]` is tile `t`'s word.
+#[inline(always)]
+pub(crate) unsafe fn look_back_i64(states: *const u64, tile: usize) -> i64 {
+    let mut prefix = 0i64;
+    let mut t = tile;
+    while t > 0 {
+        t -= 1;
+        let word = loop {
+            let w = read_volatile(states.add(t));
+            if w >> 62 != 0 {
+                break w;
+            }
+        };
+        prefix += unpack(word);
+        if word & FLAG_PREFIX != 0 {
+            break;
+        }
+    }
+    prefix
+}
+
+kernel! {
+    /// Clears the tile counter (`status[0]`) and the states of `tiles` tiles
+    /// (`status[1..=tiles]`). Launch: grid `ceil_div(tiles + 1, 256)`, block 256.
+    pub unsafe fn scan_init(status: *mut u64, tiles: i64) {
+        let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as i64;
+        if i <= tiles {
+            *status.add(i as usize) = 0;
+        }
+    }
+}
+
+/// One tile of an inclusive sum; `load(i)` reads element `i` (< n).
+#[inline(always)]
+unsafe fn inclusive_sum_tile(
+    load: impl Fn(usize) -> i64,
+    output: *mut i64,
+    n: i64,
+    status: *mut u64,
+) {
+    let buf = crate::static_shared!(SCAN_BUF: [i64; crate::kernels::scan::SCAN_TILE]);
+    let misc = crate::static_shared!(SCAN_MISC: [i64; 16]);
+    let t = thread_idx_x() as usize;
+    let lane = lane_id();
+    let warp = warp_id() as usize;
+    if t == 0 {
+        *misc = atomic_add_u64(status, 1) as i64;
+    }
+    sync_threads();
+    let tile = *misc as usize;
+    let base = tile * SCAN_TILE;
+    // Coalesced (striped) load into shared memory, then each thread takes SCAN_ITEMS
+    // consecutive elements.
+    for k in 0..SCAN_ITEMS {
+        let j = k * SCAN_THREADS as usize + t;
+        let i = base + j;
+        *buf.add(j) = if (i as i64) < n { load(i) } else { 0 };
+    }
+    sync_threads();
+    let mut vals = [0i64; SCAN_ITEMS];
+    let mut acc = 0i64;
+    for (k, v) in vals.iter_mut().enumerate() {
+        acc += *buf.add(t * SCAN_ITEMS + k);
+        *v = acc;
+    }
+    // Inclusive warp scan of the thread totals (Kogge–Stone by shuffles).
+    let mut inc = acc;
+    let mut off = 1;
+    while off < WARP_SIZE {
+        let src = if lane >= off { lane - off } else { lane };
+        let other = shfl_idx_i64(inc, src);
+        if lane >= off {
+            inc += other;
+        }
+        off *= 2;
+    }
+    if lane == WARP_SIZE - 1 {
+        *misc.add(1 + warp) = inc;
+    }
+    sync_threads();
+    let warps = (SCAN_THREADS / WARP_SIZE) as usize;
+    let mut warp_prefix = 0i64;
+    let mut tile_total = 0i64;
+    for w in 0..warps {
+        let s = *misc.add(1 + w);
+        if w < warp {
+            warp_prefix += s;
+        }
+        tile_total += s;
+    }
+    if t == 0 {
+        let states = status.add(1);
+        let prefix = if tile == 0 {
+            0
+        } else {
+            write_volatile(states.add(tile), pack(FLAG_AGGREGATE, tile_total));
+            look_back_i64(states, tile)
+        };
+        write_volatile(states.add(tile), pack(FLAG_PREFIX, prefix + tile_total));
+        *misc.add(12) = prefix;
+    }
+    sync_threads();
+    let before = *misc.add(12) + warp_prefix + inc - acc;
+    for (k, v) in vals.iter().enumerate() {
+        *buf.add(t * SCAN_ITEMS + k) = before + v;
+    }
+    sync_threads();
+    for k in 0..SCAN_ITEMS {
+        let j = k * SCAN_THREADS as usize + t;
+        let i = base + j;
+        if (i as i64) < n {
+            *output.add(i) = *buf.add(j);
+        }
+    }
+}
+
+kernel! {
+    /// `output[i] = input[0] + … + input[i]` over i64 (`cub::DeviceScan::InclusiveSum`).
+    /// Launch: grid `max(ceil_div(n, SCAN_TILE), 1)`, block `SCAN_THREADS`, after [`scan_init`].
+    pub unsafe fn inclusive_sum_i64(input: *const i64, output: *mut i64, n: i64, status: *mut u64) {
+        inclusive_sum_tile(|i| *input.add(i), output, n, status);
+    }
+}
+
+kernel! {
+    /// As [`inclusive_sum_i64`] over i32 input with an i64 result (PyTorch's
+    /// `inclusive_sum_truncating(int*, int64_t*)`: the sums are done in i64 here, which gives
+    /// the same result whenever the i32 partial sums do not overflow).
+    pub unsafe fn inclusive_sum_i32_to_i64(input: *const i32, output: *mut i64, n: i64, status: *mut u64) {
+        inclusive_sum_tile(|i| *input.add(i) as i64, output, n, status);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::emu::{launch_kernel, LaunchConfig};
+
+    fn cfg(grid: usize, block: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid: [grid.max(1) as u32, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes: 0,
+        }
+    }
+
+    /// Runs the two-kernel plan on the emulator.
+    pub(crate) fn run_inclusive_sum_i64(input: &[i64]) -> Vec<i64> {
+        let n = input.len();
+        let tiles = n.div_ceil(SCAN_TILE);
+        let mut status = vec![u64::MAX; tiles + 1];
+        let mut out = vec![i64::MIN; n];
+        unsafe {
+            launch_kernel(
+                &scan_init::EMU,
+                &cfg((tiles + 1).div_ceil(256), 256),
+                &[status.as_mut_ptr() as u64, tiles as u64],
+            )
+            .unwrap();
+            launch_kernel(
+                &inclusive_sum_i64::EMU,
+                &cfg(tiles, SCAN_THREADS),
+                &[
+                    input.as_ptr() as u64,
+                    out.as_mut_ptr() as u64,
+                    n as u64,
+                    status.as_mut_ptr() as u64,
+                ],
+            )
+            .unwrap();
+        }
+        out
+    }
+
+    fn prefix(input: &[i64]) -> Vec<i64> {
+        input
+            .iter()
+            .scan(0i64, |s, &x| {
+                *s += x;
+                Some(*s)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn inclusive_sum_matches_a_serial_scan_across_tiles() {
+        // Three full tiles and a partial one, negative values included.
+        let n = 3 * SCAN_TILE + 77;
+        let input: Vec<i64> = (0..n as i64).map(|i| (i * 7919 % 101) - 50).collect();
+        assert_eq!(run_inclusive_sum_i64(&input), prefix(&input));
+        assert_eq!(run_inclusive_sum_i64(&input[..5]), prefix(&input[..5]));
+        assert!(run_inclusive_sum_i64(&[]).is_empty());
+    }
+
+    #[test]
+    fn i32_input_sums_in_i64() {
+        let n = SCAN_TILE + 3;
+        let input: Vec<i32> = (0..n as i32).map(|i| i32::MAX / 4 + i % 3).collect();
+        let tiles = n.div_ceil(SCAN_TILE);
+        let mut status = vec![u64::MAX; tiles + 1];
+        let mut out = vec![0i64; n];
+        unsafe {
+            launch_kernel(
+                &scan_init::EMU,
+                &cfg(1, 256),
+                &[status.as_mut_ptr() as u64, tiles as u64],
+            )
+            .unwrap();
+            launch_kernel(
+                &inclusive_sum_i32_to_i64::EMU,
+                &cfg(tiles, SCAN_THREADS),
+                &[
+                    input.as_ptr() as u64,
+                    out.as_mut_ptr() as u64,
+                    n as u64,
+                    status.as_mut_ptr() as u64,
+                ],
+            )
+            .unwrap();
+        }
+        let wide: Vec<i64> = input.iter().map(|&x| x as i64).collect();
+        assert_eq!(out, prefix(&wide));
+        assert!(out[n - 1] > i32::MAX as i64, "no 32-bit overflow");
+    }
+
+    #[test]
+    fn look_back_adds_aggregates_until_a_prefix() {
+        // Tile 3 looks back: tile 2 published only its aggregate, tile 1 its prefix.
+        let states = [
+            pack(FLAG_PREFIX, 10),
+            pack(FLAG_PREFIX, 25),
+            pack(FLAG_AGGREGATE, -4),
+            0,
+        ];
+        assert_eq!(unsafe { look_back_i64(states.as_ptr(), 3) }, 21);
+        assert_eq!(unsafe { look_back_i64(states.as_ptr(), 0) }, 0);
+        assert_eq!(unpack(pack(FLAG_AGGREGATE, -(1 << 60))), -(1 << 60));
+    }
+}

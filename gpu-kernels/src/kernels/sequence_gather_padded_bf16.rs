@@ -1,0 +1,199 @@
+//! Problem 6, `sequence_gather_padded_bf16`: jagged sequences of row ids to a padded
+//! [B, L, D] bf16 tensor of table rows, zeros past each sequence's end.
+//!
+//! The reference is the eager PyTorch `Model` of `06_sequence_gather_padded_bf16.py` launch for
+//! launch:
+//! ```text
+//! starts = torch.cumsum(lengths, 0) - lengths            # scan_init + inclusive_sum_i64, aten_sub_i64
+//! pos = torch.arange(max_len)                            # aten_arange_i64
+//! pad = pos >= lengths.unsqueeze(1)                      # aten_ge_outer_i64
+//! src = (starts.unsqueeze(1) + pos).masked_fill_(pad, 0) # aten_add_outer_i64, aten_masked_fill_i64
+//! rows = indices[src]                                    # aten_index_i64
+//! out = F.embedding(rows, weight)                        # aten_gather_rows16 (vectorized_gather_kernel)
+//! out.masked_fill_(pad.unsqueeze(-1), 0.0)               # aten_masked_fill_rows_u16
+//! ```
+//! The broadcast kernels here are ATen's non-contiguous TensorIterator loop: block 128, four
+//! elements per thread at a stride of 128, the row of element `i` found with ATen's
+//! `IntDivider` (a multiply-high and a shift; ATen builds the magic number on the host, here
+//! thread 0 of each block builds it).
+use super::torch_ops::{ew4, EW_BLOCK_ITEMS};
+use crate::dev::*;
+
+/// ATen's `IntDivider<uint32_t>`: `n / d` for `n < 2^31` as `(mulhi(n, m1) + n) >> shift`.
+#[derive(Clone, Copy)]
+pub struct IntDivider {
+    m1: u32,
+    shift: u32,
+}
+
+impl IntDivider {
+    /// The divider of `d` (1 ≤ d < 2^31).
+    #[inline(always)]
+    pub fn new(d: u32) -> Self {
+        let mut shift = 0;
+        while shift < 32 && (1u64 << shift) < d as u64 {
+            shift += 1;
+        }
+        let magic = ((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1;
+        IntDivider {
+            m1: magic as u32,
+            shift,
+        }
+    }
+
+    /// `n / d` for `n < 2^31`.
+    #[inline(always)]
+    pub fn divide(self, n: u32) -> u32 {
+        let t = ((n as u64 * self.m1 as u64) >> 32) as u32;
+        t.wrapping_add(n) >> self.shift
+    }
+}
+
+/// The divider of `d`, built by thread 0 and shared through the block (ends with a barrier).
+#[inline(always)]
+unsafe fn block_divider(d: u32) -> IntDivider {
+    let shared = crate::static_shared!(SEQPAD_DIVIDER: [u32; 2]);
+    if thread_idx_x() == 0 {
+        let div = IntDivider::new(d);
+        *shared = div.m1;
+        *shared.add(1) = div.shift;
+    }
+    sync_threads();
+    IntDivider {
+        m1: *shared,
+        shift: *shared.add(1),
+    }
+}
+
+kernel! {
+    /// `pad = pos >= lengths.unsqueeze(1)`: `pad[b·L + l] = pos[l] >= lengths[b]` (bool) for
+    /// `rows` = B, `cols` = L. Launch: grid `max(ceil_div(B·L, 512), 1)`, block 128.
+    pub unsafe fn aten_ge_outer_i64(pad: *mut u8, pos: *const i64, lengths: *const i64, rows: i64, cols: i64) {
+        let div = block_divider(cols as u32);
+        ew4(rows * cols, |i| {
+            let r = div.divide(i as u32) as usize;
+            (*pos.add(i - r * cols as usize), *lengths.add(r))
+        }, |_, (p, len): (i64, i64)| (p >= len) as u8, |i, v| *pad.add(i) = v);
+    }
+}
+
+kernel! {
+    /// `starts.unsqueeze(1) + pos`: `out[b·L + l] = starts[b] + pos[l]` for `rows` = B,
+    /// `cols` = L. Launch: grid `max(ceil_div(B·L, 512), 1)`, block 128.
+    pub unsafe fn aten_add_outer_i64(out: *mut i64, starts: *const i64, pos: *const i64, rows: i64, cols: i64) {
+        let div = block_divider(cols as u32);
+        ew4(rows * cols, |i| {
+            let r = div.divide(i as u32) as usize;
+            (*starts.add(r), *pos.add(i - r * cols as usize))
+        }, |_, (s, p): (i64, i64)| s.wrapping_add(p), |i, v| *out.add(i) = v);
+    }
+}
+
+kernel! {
+    /// `out.masked_fill_(pad.unsqueeze(-1), value)` on a [rows, cols] 16-bit tensor (bf16
+    /// bits) with one mask byte per row: `out[r·cols + c] = pad[r] ? value : out[r·cols + c]`.
+    /// Launch: grid `max(ceil_div(rows·cols, 512), 1)`, block 128.
+    pub unsafe fn aten_masked_fill_rows_u16(out: *mut u16, pad: *const u8, value: u32, rows: i64, cols: i64) {
+        let div = block_divider(cols as u32);
+        ew4(rows * cols, |i| (*out.add(i), *pad.add(div.divide(i as u32) as usize)),
+            |_, (x, m): (u16, u8)| if m != 0 { value as u16 } else { x }, |i, v| *out.add(i) = v);
+    }
+}
+
+const _: () = assert!(EW_BLOCK_ITEMS == 512);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::torch_ops::tests::run_ew;
+
+    #[test]
+    fn int_divider_matches_division() {
+        for d in [
+            1u32,
+            2,
+            3,
+            7,
+            16,
+            24,
+            255,
+            256,
+            257,
+            1000,
+            65537,
+            (1 << 30) + 3,
+        ] {
+            let div = IntDivider::new(d);
+            for n in [
+                0u32,
+                1,
+                d - 1,
+                d,
+                d + 1,
+                2 * d + 5,
+                123_456_789,
+                (1 << 31) - 1,
+            ] {
+                if n >= 1 << 31 {
+                    continue; // outside the divider's range, as in ATen
+                }
+                assert_eq!(div.divide(n), n / d, "{n} / {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn broadcast_kernels_match_their_definitions() {
+        let (b, l) = (7usize, 19usize); // B·L = 133: not a multiple of anything
+        let lengths: Vec<i64> = vec![0, 3, 19, 25, 1, 18, 7];
+        let starts: Vec<i64> = vec![100, 200, 300, 400, 500, 600, 700];
+        let pos: Vec<i64> = (0..l as i64).collect();
+        let mut pad = vec![7u8; b * l];
+        run_ew(
+            &aten_ge_outer_i64::EMU,
+            b * l,
+            &[
+                pad.as_mut_ptr() as u64,
+                pos.as_ptr() as u64,
+                lengths.as_ptr() as u64,
+                b as u64,
+                l as u64,
+            ],
+        );
+        let mut sum = vec![0i64; b * l];
+        run_ew(
+            &aten_add_outer_i64::EMU,
+            b * l,
+            &[
+                sum.as_mut_ptr() as u64,
+                starts.as_ptr() as u64,
+                pos.as_ptr() as u64,
+                b as u64,
+                l as u64,
+            ],
+        );
+        for r in 0..b {
+            for c in 0..l {
+                assert_eq!(pad[r * l + c], (c as i64 >= lengths[r]) as u8);
+                assert_eq!(sum[r * l + c], starts[r] + c as i64);
+            }
+        }
+        let d = 24usize;
+        let mut out: Vec<u16> = (0..b * l * d).map(|i| i as u16 | 1).collect();
+        let before = out.clone();
+        run_ew(
+            &aten_masked_fill_rows_u16::EMU,
+            b * l * d,
+            &[
+                out.as_mut_ptr() as u64,
+                pad.as_ptr() as u64,
+                0,
+                (b * l) as u64,
+                d as u64,
+            ],
+        );
+        for (i, (&o, &x)) in out.iter().zip(&before).enumerate() {
+            assert_eq!(o, if pad[i / d] != 0 { 0 } else { x });
+        }
+    }
+}
