@@ -174,6 +174,35 @@ fn check_floats(got: &[f64], reference: &[f64], tol: &Tolerance, report: &mut Ch
     }
 }
 
+/// The oracle's values rounded to `dtype` (round to nearest even): what a correct kernel writes.
+pub fn encode(
+    oracle: &OracleOutput,
+    dtype: DType,
+    shape: Vec<usize>,
+) -> Result<HostTensor, data_gen::DataGenError> {
+    match (oracle, dtype) {
+        (OracleOutput::Float(v), DType::F64) => HostTensor::from_f64(shape, v.clone()),
+        (OracleOutput::Float(v), DType::F32) => {
+            HostTensor::from_f32(shape, v.iter().map(|&x| x as f32).collect())
+        }
+        (OracleOutput::Float(v), DType::BF16) => {
+            HostTensor::from_bf16(shape, v.iter().map(|&x| half::bf16::from_f64(x)).collect())
+        }
+        (OracleOutput::Float(v), DType::F16) => {
+            HostTensor::from_f16(shape, v.iter().map(|&x| half::f16::from_f64(x)).collect())
+        }
+        (OracleOutput::Int(v), DType::I64) => HostTensor::from_i64(shape, v.clone()),
+        (OracleOutput::Int(v), DType::I32) => {
+            HostTensor::from_i32(shape, v.iter().map(|&x| x as i32).collect())
+        }
+        (OracleOutput::Int(v), DType::U8) => {
+            HostTensor::from_u8(shape, v.iter().map(|&x| x as u8).collect())
+        }
+        (OracleOutput::Float(v), _) => HostTensor::from_f64(shape, v.clone()),
+        (OracleOutput::Int(v), _) => HostTensor::from_i64(shape, v.clone()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,34 +292,5 @@ mod tests {
             &Tolerance::for_dtype(DType::I64),
         );
         assert!(!rep.passed && rep.mismatches == 1 && rep.worst_index == Some(2));
-    }
-}
-
-/// The oracle's values rounded to `dtype` (round to nearest even): what a correct kernel writes.
-pub fn encode(
-    oracle: &OracleOutput,
-    dtype: DType,
-    shape: Vec<usize>,
-) -> Result<HostTensor, data_gen::DataGenError> {
-    match (oracle, dtype) {
-        (OracleOutput::Float(v), DType::F64) => HostTensor::from_f64(shape, v.clone()),
-        (OracleOutput::Float(v), DType::F32) => {
-            HostTensor::from_f32(shape, v.iter().map(|&x| x as f32).collect())
-        }
-        (OracleOutput::Float(v), DType::BF16) => {
-            HostTensor::from_bf16(shape, v.iter().map(|&x| half::bf16::from_f64(x)).collect())
-        }
-        (OracleOutput::Float(v), DType::F16) => {
-            HostTensor::from_f16(shape, v.iter().map(|&x| half::f16::from_f64(x)).collect())
-        }
-        (OracleOutput::Int(v), DType::I64) => HostTensor::from_i64(shape, v.clone()),
-        (OracleOutput::Int(v), DType::I32) => {
-            HostTensor::from_i32(shape, v.iter().map(|&x| x as i32).collect())
-        }
-        (OracleOutput::Int(v), DType::U8) => {
-            HostTensor::from_u8(shape, v.iter().map(|&x| x as u8).collect())
-        }
-        (OracleOutput::Float(v), _) => HostTensor::from_f64(shape, v.clone()),
-        (OracleOutput::Int(v), _) => HostTensor::from_i64(shape, v.clone()),
     }
 }

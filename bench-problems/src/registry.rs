@@ -32,7 +32,10 @@ mod tests {
     #[test]
     fn twelve_problems_in_catalog_order_with_unique_names() {
         let all = all_problems();
-        assert_eq!(all.iter().map(|p| p.number()).collect::<Vec<_>>(), (1..=12).collect::<Vec<_>>());
+        assert_eq!(
+            all.iter().map(|p| p.number()).collect::<Vec<_>>(),
+            (1..=12).collect::<Vec<_>>()
+        );
         for p in &all {
             assert_eq!(find_problem(p.name()).map(|q| q.number()), Some(p.number()));
         }

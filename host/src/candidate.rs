@@ -5,6 +5,7 @@
 pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// `candidate.toml`.
@@ -107,7 +108,9 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
         ));
     }
     let tensors = problem.tensors();
-    let sizes = problem.sizes(bench_problems::Preset::Ci);
+    // A small sample input set gives the data-dependent sizes (N, ...) and the float scalars
+    // (lr, eps, ...) the expressions may name.
+    let (sizes, scalars) = sample_symbols(problem);
     for (i, l) in manifest.launches.iter().enumerate() {
         for (field, dims) in [("grid", &l.grid), ("block", &l.block)] {
             for (axis, d) in dims.iter().enumerate() {
@@ -131,12 +134,14 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
             let known = tensors.iter().any(|t| t.name == arg)
                 || manifest.scratch.iter().any(|s| &s.name == arg);
             if !known {
-                let with_n = with_data_sizes(&sizes);
-                bench_problems::expr::eval(arg, &with_n).map_err(|e| {
+                bench_problems::expr::eval_number(arg, &sizes, &scalars).map_err(|e| {
                     CandidateError::new(
                         &file,
                         Some(&format!("launch[{i}].args[{j}]")),
-                        format!("`{arg}` is neither a tensor of {}, a scratch buffer, nor a size expression ({e})", problem.name()),
+                        format!(
+                            "`{arg}` is neither a tensor of {}, a scratch buffer, nor an expression over its sizes and scalars ({e})",
+                            problem.name()
+                        ),
                     )
                 })?;
             }
@@ -186,7 +191,11 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
 /// → `examples`), or the one above that when candidates are filed per problem
 /// (`candidates/exploits/<problem>/<name>` → `exploits`).
 pub fn candidate_group(dir: &Path, problem: &str) -> String {
-    let name = |p: Option<&Path>| p.and_then(|p| p.file_name()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = |p: Option<&Path>| {
+        p.and_then(|p| p.file_name())
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
     let parent = dir.parent();
     if name(parent) == problem {
         name(parent.and_then(Path::parent))
@@ -200,6 +209,18 @@ fn with_data_sizes(sizes: &bench_problems::Sizes) -> bench_problems::Sizes {
     let mut s = sizes.clone();
     s.entry("N".into()).or_insert(1);
     s
+}
+
+/// Size symbols (data-dependent ones included) and float scalars of a `ci` input set of
+/// `problem`; the static sizes alone if generation fails.
+fn sample_symbols(
+    problem: &dyn bench_problems::Problem,
+) -> (bench_problems::Sizes, BTreeMap<String, f64>) {
+    let base = problem.sizes(bench_problems::Preset::Ci);
+    match problem.generate(bench_problems::Preset::Ci, &base, 0) {
+        Ok(set) => (set.sizes, set.scalars),
+        Err(_) => (with_data_sizes(&base), BTreeMap::new()),
+    }
 }
 
 fn check_expr(
@@ -288,7 +309,10 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
         let c = load_candidate(&d).unwrap();
         assert_eq!(c.group, "examples");
         let group = |p: &str| candidate_group(Path::new(p), "embedding_bag_sum");
-        assert_eq!(group("candidates/exploits/embedding_bag_sum/zeros"), "exploits");
+        assert_eq!(
+            group("candidates/exploits/embedding_bag_sum/zeros"),
+            "exploits"
+        );
         assert_eq!(group("candidates/examples/embedding_bag_sum"), "examples");
         assert!(matches!(c.source, ModuleSource::Cuda { .. }));
         assert_eq!(c.launches[0].shared_bytes, bench_problems::Dim::Number(0));
@@ -327,6 +351,34 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
                 "case {i}: expected field {field} in: {text}"
             );
         }
+    }
+
+    #[test]
+    fn float_scalars_and_data_dependent_sizes_are_valid_arguments() {
+        let manifest = r#"
+problem = "embedding_backward_rowwise_adagrad"
+name = "t"
+source = "kernel.cu"
+[[launch]]
+kernel = "k"
+grid = ["ceil_div(N, 256)", 1, 1]
+block = [256, 1, 1]
+args = ["lr", "eps", "N"]
+"#;
+        let d = tmp("scalars");
+        write(&d, manifest, &[("kernel.cu", "")]);
+        load_candidate(&d).unwrap();
+        let d = tmp("scalars-bad");
+        write(
+            &d,
+            &manifest.replace("\"eps\"", "\"epsilon\""),
+            &[("kernel.cu", "")],
+        );
+        let e = load_candidate(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("launch[0].args[1]") && e.contains("epsilon"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -243,13 +243,21 @@ impl<'a> ProblemRun<'a> {
             let scalars = set.input.scalars.clone();
             for (k, s) in cand.scratch.iter().enumerate() {
                 let field = format!("{}: scratch[{k}].bytes (`{}`)", manifest_path(cand), s.name);
-                let bytes = s.bytes.eval(&sizes).map_err(|e| (Status::RuntimeError, format!("{field}: {e}")))?;
+                let bytes = s
+                    .bytes
+                    .eval(&sizes)
+                    .map_err(|e| (Status::RuntimeError, format!("{field}: {e}")))?;
                 if bytes < 0 {
                     return Err((Status::RuntimeError, format!("{field} = {bytes}: negative")));
                 }
                 let free = self.backend.free_memory();
                 if bytes as usize > free {
-                    return Err((Status::RuntimeError, format!("{field} = {bytes}: more than the {free} bytes of device memory free")));
+                    return Err((
+                        Status::RuntimeError,
+                        format!(
+                            "{field} = {bytes}: more than the {free} bytes of device memory free"
+                        ),
+                    ));
                 }
                 let buf = self
                     .backend
@@ -414,8 +422,17 @@ impl<'a> ProblemRun<'a> {
             }
             // Changed: find where, for the message (the rare path, so a full copy is fine).
             let now = self.backend.download(&buf)?;
-            let original = &self.sets[i].input.tensors.get(spec.name).expect("generated").bytes;
-            let first = now.iter().zip(original).position(|(a, b)| a != b).unwrap_or(0);
+            let original = &self.sets[i]
+                .input
+                .tensors
+                .get(spec.name)
+                .expect("generated")
+                .bytes;
+            let first = now
+                .iter()
+                .zip(original)
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
             return Ok(Some(format!(
                 "{}: input `{}` was modified (first changed byte {first})",
                 self.sets[i].label, spec.name
@@ -548,7 +565,11 @@ impl<'a> ProblemRun<'a> {
             return rec;
         }
         match self.time_pairs(ref_module, module, &plans) {
-            Ok(PairTimes { reference: ref_ms, candidate: cand_ms, ratios }) => {
+            Ok(PairTimes {
+                reference: ref_ms,
+                candidate: cand_ms,
+                ratios,
+            }) => {
                 let (lo, hi) = stats::bootstrap_median_ci(&ratios, 2000, self.cfg.seed);
                 rec.speedup = Some(Speedup {
                     median: stats::median(&ratios),
@@ -647,7 +668,11 @@ impl<'a> ProblemRun<'a> {
             }
         }
         self.backend.synchronize()?;
-        Ok(PairTimes { reference: ref_ms, candidate: cand_ms, ratios })
+        Ok(PairTimes {
+            reference: ref_ms,
+            candidate: cand_ms,
+            ratios,
+        })
     }
 
     fn recheck(&mut self, rec: &mut Record) -> Result<Option<String>, BackendError> {

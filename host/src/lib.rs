@@ -11,5 +11,5 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod static_check;
-pub mod worker;
 pub mod stats;
+pub mod worker;

@@ -144,7 +144,9 @@ impl Record {
 
     /// Whether the status differs from the one the manifest expects.
     pub fn unexpected(&self) -> bool {
-        self.expected_status.as_deref().is_some_and(|e| e != self.status.name())
+        self.expected_status
+            .as_deref()
+            .is_some_and(|e| e != self.status.name())
     }
 }
 

@@ -78,7 +78,11 @@ pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
                     format!("{}/{}", r.group, r.candidate)
                 },
                 if r.unexpected() {
-                    format!("{} (EXPECTED {})", r.status.name(), r.expected_status.as_deref().unwrap_or(""))
+                    format!(
+                        "{} (EXPECTED {})",
+                        r.status.name(),
+                        r.expected_status.as_deref().unwrap_or("")
+                    )
                 } else {
                     r.status.name().into()
                 },

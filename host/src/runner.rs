@@ -69,7 +69,10 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     if !on_gpu {
         eprintln!("{EMULATOR_BANNER}\n(backend: {why})");
         if opts.preset.is_some_and(|p| p != Preset::Ci) {
-            eprintln!("warning: --preset {} ignored: the emulator runs `ci` sizes only", opts.preset.unwrap().name());
+            eprintln!(
+                "warning: --preset {} ignored: the emulator runs `ci` sizes only",
+                opts.preset.unwrap().name()
+            );
         }
         opts.preset = Some(Preset::Ci);
         opts.force_cpu = true;
@@ -85,7 +88,12 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         eprintln!("resuming {}", dir.display());
         (dir, secret_seed)
     } else {
-        let run_id = format!("{}-{}-{}", started.format("%Y%m%dT%H%M%SZ"), if on_gpu { "gpu" } else { "cpu" }, preset.name());
+        let run_id = format!(
+            "{}-{}-{}",
+            started.format("%Y%m%dT%H%M%SZ"),
+            if on_gpu { "gpu" } else { "cpu" },
+            preset.name()
+        );
         let dir = opts.out.join(run_id);
         std::fs::create_dir_all(&dir)?;
         let secret = opts.eval.secret_seed;
@@ -93,10 +101,16 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         std::fs::write(dir.join(SECRET_FILE), secret.to_string())?;
         (dir, secret)
     };
-    let run_id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let run_id = dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut log = RecordLog::open(&dir)?;
     let previous = read_records(&dir.join("results.jsonl"));
-    let done: BTreeSet<(String, String)> = previous.iter().map(|r| (r.problem.clone(), r.origin.clone())).collect();
+    let done: BTreeSet<(String, String)> = previous
+        .iter()
+        .map(|r| (r.problem.clone(), r.origin.clone()))
+        .collect();
 
     let exe = std::env::current_exe()?;
     let ceilings = if on_gpu {
@@ -147,11 +161,17 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         fresh.push(r);
     }
     let peers = load_peers(&opts.peer);
-    let total: usize = problems.iter().map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count()).sum();
+    let total: usize = problems
+        .iter()
+        .map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count())
+        .sum();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     for &problem in &problems {
-        let mine: Vec<&Candidate> = candidates.iter().filter(|c| c.problem == problem.name()).collect();
+        let mine: Vec<&Candidate> = candidates
+            .iter()
+            .filter(|c| c.problem == problem.name())
+            .collect();
         let mut pending: Vec<PathBuf> = mine
             .iter()
             .filter(|c| !done.contains(&(problem.name().to_string(), c.origin.clone())))
@@ -193,22 +213,31 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics));
     println!("results: {} ({} new records)", dir.display(), fresh.len());
-    Ok(RunOutcome { dir, records, metrics, on_gpu })
+    Ok(RunOutcome {
+        dir,
+        records,
+        metrics,
+        on_gpu,
+    })
 }
 
 /// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
 fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
     let run_json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("run.json")).map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?,
+        &std::fs::read_to_string(dir.join("run.json"))
+            .map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?,
     )
     .map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?;
     let opts: RunOptions = serde_json::from_value(run_json["options"].clone())
         .map_err(|e| anyhow::anyhow!("{}/run.json: field `options`: {e}", dir.display()))?;
     let secret = match std::fs::read_to_string(dir.join(SECRET_FILE)) {
         Ok(s) => s.trim().parse()?,
-        Err(_) => run_json["secret_seed"]
-            .as_u64()
-            .ok_or_else(|| anyhow::anyhow!("{}: no {SECRET_FILE} and no secret_seed in run.json", dir.display()))?,
+        Err(_) => run_json["secret_seed"].as_u64().ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: no {SECRET_FILE} and no secret_seed in run.json",
+                dir.display()
+            )
+        })?,
     };
     Ok((opts, dir.to_path_buf(), secret))
 }
@@ -216,13 +245,29 @@ fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
 fn probe_device(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(DeviceInfo, bool, String)> {
     if !force_cpu {
         match CudaBackend::new(0) {
-            Ok(b) => return Ok((b.info().clone(), true, format!("CUDA device 0: {}", b.info().name))),
+            Ok(b) => {
+                return Ok((
+                    b.info().clone(),
+                    true,
+                    format!("CUDA device 0: {}", b.info().name),
+                ))
+            }
             Err(e) if require_gpu => anyhow::bail!("no usable CUDA device: {e}"),
-            Err(e) => return Ok((EmuBackend::new().info().clone(), false, format!("no usable CUDA device ({e})"))),
+            Err(e) => {
+                return Ok((
+                    EmuBackend::new().info().clone(),
+                    false,
+                    format!("no usable CUDA device ({e})"),
+                ))
+            }
         }
     }
     let _ = backend::select; // the in-process choice, used by workers
-    Ok((EmuBackend::new().info().clone(), false, "the CPU emulator was asked for".into()))
+    Ok((
+        EmuBackend::new().info().clone(),
+        false,
+        "the CPU emulator was asked for".into(),
+    ))
 }
 
 fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>> {
@@ -231,7 +276,10 @@ fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>
     }
     names
         .iter()
-        .map(|n| bench_problems::find_problem(n).ok_or_else(|| anyhow::anyhow!("unknown problem `{n}` (see `dlrm-bench list`)")))
+        .map(|n| {
+            bench_problems::find_problem(n)
+                .ok_or_else(|| anyhow::anyhow!("unknown problem `{n}` (see `dlrm-bench list`)"))
+        })
         .collect()
 }
 
@@ -250,7 +298,11 @@ fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| anyhow::anyhow!("starting a worker ({}): {e}", exe.display()))?;
-    child.stdin.take().expect("piped").write_all(serde_json::to_string(spec)?.as_bytes())?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(serde_json::to_string(spec)?.as_bytes())?;
     let (tx, events) = mpsc::channel();
     let stdout = child.stdout.take().expect("piped");
     std::thread::spawn(move || {
@@ -279,12 +331,22 @@ fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
             }
         }
     });
-    Ok(Worker { child, events, stderr_tail })
+    Ok(Worker {
+        child,
+        events,
+        stderr_tail,
+    })
 }
 
 impl Worker {
     fn stderr_tail(&self) -> String {
-        self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect::<Vec<_>>().join("\n")
+        self.stderr_tail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     fn kill(&mut self) {
@@ -307,7 +369,10 @@ fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
 }
 
 fn measure_ceilings(exe: &Path, opts: &RunOptions, secret_seed: u64) -> anyhow::Result<Ceilings> {
-    let spec = WorkerSpec { ceilings_only: true, ..base_spec(opts, secret_seed) };
+    let spec = WorkerSpec {
+        ceilings_only: true,
+        ..base_spec(opts, secret_seed)
+    };
     let mut w = spawn_worker(exe, &spec)?;
     loop {
         match w.events.recv_timeout(Duration::from_secs(180)) {
@@ -349,14 +414,27 @@ impl ProblemSession<'_> {
         Ok(())
     }
 
-    fn fail(&mut self, origin: &str, status: Status, message: String, out: &mut Vec<Record>) -> anyhow::Result<()> {
+    fn fail(
+        &mut self,
+        origin: &str,
+        status: Status,
+        message: String,
+        out: &mut Vec<Record>,
+    ) -> anyhow::Result<()> {
         let group = if origin == "reference" {
             "reference".to_string()
         } else {
             crate::candidate::candidate_group(Path::new(origin), self.problem.name())
         };
-        let name = Path::new(origin).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let name = if origin == "reference" { "reference".to_string() } else { name };
+        let name = Path::new(origin)
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = if origin == "reference" {
+            "reference".to_string()
+        } else {
+            name
+        };
         let mut r = Record::new(self.problem.name(), &name, &group, origin);
         r.status = status;
         r.message = message;
@@ -375,7 +453,10 @@ impl ProblemSession<'_> {
             return Ok(out);
         }
         loop {
-            self.bar.set_message(format!("{}: generating inputs and checking the reference", self.problem.name()));
+            self.bar.set_message(format!(
+                "{}: generating inputs and checking the reference",
+                self.problem.name()
+            ));
             let spec = WorkerSpec {
                 problem: self.problem.name().to_string(),
                 candidates: pending.clone(),
@@ -396,7 +477,10 @@ impl ProblemSession<'_> {
                     None => (PREPARE_TIMEOUT_S.max(self.opts.timeout_s), started),
                 };
                 let left = Duration::from_secs_f64(limit).saturating_sub(since.elapsed());
-                match worker.events.recv_timeout(left.max(Duration::from_millis(1))) {
+                match worker
+                    .events
+                    .recv_timeout(left.max(Duration::from_millis(1)))
+                {
                     Ok(Some(Event::Record { record })) => {
                         let record = *record;
                         if record.is_reference() && record.status != Status::Correct {
@@ -407,7 +491,8 @@ impl ProblemSession<'_> {
                         self.record(record, &mut out)?;
                     }
                     Ok(Some(Event::Start { candidate })) => {
-                        self.bar.set_message(format!("{}: {candidate}", self.problem.name()));
+                        self.bar
+                            .set_message(format!("{}: {candidate}", self.problem.name()));
                         current = Some((candidate, Instant::now()));
                     }
                     Ok(Some(Event::Ready)) => ready = true,
@@ -432,7 +517,8 @@ impl ProblemSession<'_> {
                 (None, Some((cand, _))) => {
                     pending.retain(|p| p.display().to_string() != cand);
                     let code = status.map(|s| s.to_string()).unwrap_or_default();
-                    let msg = format!("the worker died while running this candidate ({code}):\n{tail}");
+                    let msg =
+                        format!("the worker died while running this candidate ({code}):\n{tail}");
                     self.fail(&cand, Status::RuntimeError, msg, &mut out)?;
                 }
                 (outcome, None) if !ready => {
@@ -445,7 +531,12 @@ impl ProblemSession<'_> {
                         self.fail("reference", Status::RuntimeError, why.clone(), &mut out)?;
                     }
                     for p in std::mem::take(pending) {
-                        self.fail(&p.display().to_string(), Status::Skipped, format!("not run: {why}"), &mut out)?;
+                        self.fail(
+                            &p.display().to_string(),
+                            Status::Skipped,
+                            format!("not run: {why}"),
+                            &mut out,
+                        )?;
                     }
                     return Ok(out);
                 }
@@ -453,7 +544,8 @@ impl ProblemSession<'_> {
             }
             if reference_failed {
                 for p in std::mem::take(pending) {
-                    let msg = "not run: the reference failed its own check on this device".to_string();
+                    let msg =
+                        "not run: the reference failed its own check on this device".to_string();
                     self.fail(&p.display().to_string(), Status::Skipped, msg, &mut out)?;
                 }
             }
@@ -461,13 +553,21 @@ impl ProblemSession<'_> {
                 return Ok(out);
             }
             if let Some(m) = device_lost {
-                eprintln!("device lost ({m}); starting a fresh worker for the {} candidates left", pending.len());
+                eprintln!(
+                    "device lost ({m}); starting a fresh worker for the {} candidates left",
+                    pending.len()
+                );
             }
             if pending.len() == progress_before {
                 // No progress and no candidate to blame: do not loop forever.
                 for p in std::mem::take(pending) {
                     let msg = format!("not run: the worker stopped without a result:\n{tail}");
-                    self.fail(&p.display().to_string(), Status::RuntimeError, msg, &mut out)?;
+                    self.fail(
+                        &p.display().to_string(),
+                        Status::RuntimeError,
+                        msg,
+                        &mut out,
+                    )?;
                 }
                 return Ok(out);
             }
@@ -497,12 +597,17 @@ fn heading(run_id: &str, info: &DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -
 }
 
 fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
-    std::fs::write(path, serde_json::to_string_pretty(v).map_err(std::io::Error::other)?)
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(v).map_err(std::io::Error::other)?,
+    )
 }
 
 /// Records already in a `results.jsonl` (unreadable lines are reported and skipped).
 pub fn read_records(path: &Path) -> Vec<Record> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -522,7 +627,10 @@ pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::Can
     let mut bad = Vec::new();
     for root in roots {
         if !root.exists() {
-            eprintln!("warning: candidate directory {} does not exist", root.display());
+            eprintln!(
+                "warning: candidate directory {} does not exist",
+                root.display()
+            );
         }
         for dir in discover(root) {
             match load_candidate(&dir) {
@@ -540,11 +648,21 @@ fn load_peers(files: &[PathBuf]) -> Vec<(String, f64, String)> {
     for f in files {
         match std::fs::read_to_string(f) {
             Ok(text) => {
-                for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                for (i, line) in text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| !l.trim().is_empty())
+                {
                     match serde_json::from_str::<serde_json::Value>(line) {
                         Ok(v) => match (v["problem"].as_str(), v["median_ms"].as_f64()) {
-                            (Some(p), Some(ms)) => out.push((p.to_string(), ms, f.display().to_string())),
-                            _ => eprintln!("warning: {}:{}: no `problem` or `median_ms`", f.display(), i + 1),
+                            (Some(p), Some(ms)) => {
+                                out.push((p.to_string(), ms, f.display().to_string()))
+                            }
+                            _ => eprintln!(
+                                "warning: {}:{}: no `problem` or `median_ms`",
+                                f.display(),
+                                i + 1
+                            ),
                         },
                         Err(e) => eprintln!("warning: {}:{}: {e}", f.display(), i + 1),
                     }
@@ -557,7 +675,14 @@ fn load_peers(files: &[PathBuf]) -> Vec<(String, f64, String)> {
 }
 
 fn attach_peer(reference: &mut Record, peers: &[(String, f64, String)]) {
-    if let (Some((_, ms, src)), Some(t)) = (peers.iter().rev().find(|(p, _, _)| p == &reference.problem), &reference.timing) {
-        reference.pytorch = Some(PeerTime { median_ms: *ms, reference_over_pytorch: t.median_ms / ms, source: src.clone() });
+    if let (Some((_, ms, src)), Some(t)) = (
+        peers.iter().rev().find(|(p, _, _)| p == &reference.problem),
+        &reference.timing,
+    ) {
+        reference.pytorch = Some(PeerTime {
+            median_ms: *ms,
+            reference_over_pytorch: t.median_ms / ms,
+            source: src.clone(),
+        });
     }
 }

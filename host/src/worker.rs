@@ -36,16 +36,28 @@ pub enum Event {
     /// Inputs generated and the reference checked; candidates follow.
     Ready,
     /// Evaluation of a candidate (its directory) begins.
-    Start { candidate: String },
-    Record { record: Box<Record> },
-    Ceilings { ceilings: Ceilings },
+    Start {
+        candidate: String,
+    },
+    Record {
+        record: Box<Record>,
+    },
+    Ceilings {
+        ceilings: Ceilings,
+    },
     /// The device is no longer usable (a sticky CUDA error): the worker stops here.
-    DeviceLost { message: String },
+    DeviceLost {
+        message: String,
+    },
 }
 
 fn emit(event: &Event) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", serde_json::to_string(event).expect("events serialise"));
+    let _ = writeln!(
+        out,
+        "{}",
+        serde_json::to_string(event).expect("events serialise")
+    );
     let _ = out.flush();
 }
 
@@ -56,18 +68,22 @@ pub fn main() -> anyhow::Result<()> {
     let spec: WorkerSpec = serde_json::from_str(&text)?;
     let (mut backend, _) = backend::select(spec.force_cpu, false)?;
     if spec.ceilings_only {
-        let ceilings = crate::ceilings::measure(&mut *backend).map_err(|e| anyhow::anyhow!("measuring the ceilings: {e}"))?;
+        let ceilings = crate::ceilings::measure(&mut *backend)
+            .map_err(|e| anyhow::anyhow!("measuring the ceilings: {e}"))?;
         emit(&Event::Ceilings { ceilings });
         return Ok(());
     }
-    let problem = bench_problems::find_problem(&spec.problem).ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
+    let problem = bench_problems::find_problem(&spec.problem)
+        .ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
     let mut eval = spec.eval.clone();
     eval.secret_seed = spec.secret_seed;
     let mut run = ProblemRun::prepare(&mut *backend, problem, eval, spec.ceilings)?;
     let reference = run.reference_record();
     let reference_ok = reference.status == Status::Correct;
     if spec.report_reference {
-        emit(&Event::Record { record: Box::new(reference) });
+        emit(&Event::Record {
+            record: Box::new(reference),
+        });
     }
     emit(&Event::Ready);
     if !reference_ok {
@@ -75,7 +91,9 @@ pub fn main() -> anyhow::Result<()> {
     }
     for dir in &spec.candidates {
         let origin = dir.display().to_string();
-        emit(&Event::Start { candidate: origin.clone() });
+        emit(&Event::Start {
+            candidate: origin.clone(),
+        });
         let record = match load_candidate(dir) {
             Ok(cand) => run.evaluate(&cand),
             Err(e) => {
@@ -86,10 +104,14 @@ pub fn main() -> anyhow::Result<()> {
             }
         };
         let failed_at_runtime = record.status == Status::RuntimeError;
-        emit(&Event::Record { record: Box::new(record) });
+        emit(&Event::Record {
+            record: Box::new(record),
+        });
         if failed_at_runtime {
             if let Err(e) = run.device_health() {
-                emit(&Event::DeviceLost { message: e.to_string() });
+                emit(&Event::DeviceLost {
+                    message: e.to_string(),
+                });
                 std::process::exit(3);
             }
         }

@@ -19,13 +19,27 @@ fn plan(name: &str, kernel: &str, args: &str) -> String {
 }
 
 fn setup(tag: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("dlrm-bench-isolation-{tag}-{}", std::process::id()));
+    let root =
+        std::env::temp_dir().join(format!("dlrm-bench-isolation-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    candidate(&root, "a_hang", &plan("hang", "fault_spin_forever", "[\"out\"]"));
-    candidate(&root, "b_crash", &plan("crash", "fault_write_address", "[\"0\", \"16\"]"));
-    candidate(&root, "c_bad_manifest", "problem = \"embedding_bag_sum\"\nname = 3\n");
+    candidate(
+        &root,
+        "a_hang",
+        &plan("hang", "fault_spin_forever", "[\"out\"]"),
+    );
+    candidate(
+        &root,
+        "b_crash",
+        &plan("crash", "fault_write_address", "[\"0\", \"16\"]"),
+    );
+    candidate(
+        &root,
+        "c_bad_manifest",
+        "problem = \"embedding_bag_sum\"\nname = 3\n",
+    );
     let tuned = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../candidates/tuned/embedding_bag_sum/candidate.toml"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../candidates/tuned/embedding_bag_sum/candidate.toml"),
     )
     .unwrap();
     candidate(&root, "d_good", &tuned);
@@ -34,7 +48,18 @@ fn setup(tag: &str) -> PathBuf {
 
 fn run(root: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args(["run", "--cpu", "--problem", "embedding_bag_sum", "--timeout-s", "8", "--public-sets", "2", "--secret-sets", "1"])
+        .args([
+            "run",
+            "--cpu",
+            "--problem",
+            "embedding_bag_sum",
+            "--timeout-s",
+            "8",
+            "--public-sets",
+            "2",
+            "--secret-sets",
+            "1",
+        ])
         .args(["--min-pairs", "3", "--max-pairs", "3"])
         .arg("--candidates")
         .arg(root.join("corpus"))
@@ -62,14 +87,23 @@ fn status_of<'a>(recs: &'a [serde_json::Value], origin_suffix: &str) -> &'a str 
 }
 
 fn run_dir(root: &Path) -> PathBuf {
-    std::fs::read_dir(root.join("results")).unwrap().next().unwrap().unwrap().path()
+    std::fs::read_dir(root.join("results"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
 }
 
 #[test]
 fn hangs_crashes_and_bad_manifests_do_not_stop_the_run_and_runs_resume() {
     let root = setup("main");
     let out = run(&root, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dir = run_dir(&root);
     let recs = records(&dir);
     assert_eq!(status_of(&recs, "reference"), "correct");
@@ -78,20 +112,43 @@ fn hangs_crashes_and_bad_manifests_do_not_stop_the_run_and_runs_resume() {
     assert_eq!(status_of(&recs, "c_bad_manifest"), "invalid_manifest");
     assert_eq!(status_of(&recs, "d_good"), "correct");
     assert_eq!(recs.len(), 5);
-    let run_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
-    assert!(run_json["secret_seed"].is_u64(), "the secret seed is published when the run ends");
+    let run_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert!(
+        run_json["secret_seed"].is_u64(),
+        "the secret seed is published when the run ends"
+    );
 
     // Interrupt: keep only the first three records, as if the run had stopped there.
-    let kept: Vec<String> = std::fs::read_to_string(dir.join("results.jsonl")).unwrap().lines().take(3).map(String::from).collect();
+    let kept: Vec<String> = std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .take(3)
+        .map(String::from)
+        .collect();
     std::fs::write(dir.join("results.jsonl"), kept.join("\n") + "\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench")).args(["run", "--resume"]).arg(&dir).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args(["run", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let again = records(&dir);
     assert_eq!(again.len(), 5, "resume adds exactly the missing records");
     for (i, r) in again.iter().take(3).enumerate() {
-        assert_eq!(r, &recs[i], "records already measured are kept as they were");
+        assert_eq!(
+            r, &recs[i],
+            "records already measured are kept as they were"
+        );
     }
-    let mut origins: Vec<&str> = again.iter().map(|r| r["origin"].as_str().unwrap()).collect();
+    let mut origins: Vec<&str> = again
+        .iter()
+        .map(|r| r["origin"].as_str().unwrap())
+        .collect();
     origins.sort();
     origins.dedup();
     assert_eq!(origins.len(), 5, "nothing is measured twice");

@@ -202,12 +202,16 @@ impl Problem for EmbeddingBagSum {
     }
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        let (Ok(idx), Ok(off)) = (inputs.tensors.get("indices"), inputs.tensors.get("offsets")) else {
+        let (Ok(idx), Ok(off)) = (inputs.tensors.get("indices"), inputs.tensors.get("offsets"))
+        else {
             return serde_json::Value::Null;
         };
-        let (Ok(idx), Ok(off)) = (idx.to_i64_vec(), off.to_i64_vec()) else { return serde_json::Value::Null };
+        let (Ok(idx), Ok(off)) = (idx.to_i64_vec(), off.to_i64_vec()) else {
+            return serde_json::Value::Null;
+        };
         let rows = inputs.sizes.get("E").copied().unwrap_or(0) as u64;
-        serde_json::to_value(data_gen::bag_stats(&idx, &off, rows)).unwrap_or(serde_json::Value::Null)
+        serde_json::to_value(data_gen::bag_stats(&idx, &off, rows))
+            .unwrap_or(serde_json::Value::Null)
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
@@ -321,7 +325,10 @@ mod tests {
         let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
         let stats = p.input_stats(&set);
         let top1 = stats["top1pct_share"].as_f64().expect("top-1% share");
-        assert!(top1 > 0.1, "Zipf 1.15 puts well over 1% of lookups on the top 1% of rows: {stats}");
+        assert!(
+            top1 > 0.1,
+            "Zipf 1.15 puts well over 1% of lookups on the top 1% of rows: {stats}"
+        );
         assert_eq!(stats["lookups"].as_u64(), Some(set.sizes["N"] as u64));
     }
 

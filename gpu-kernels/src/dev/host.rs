@@ -155,7 +155,10 @@ pub fn sqrt_f32(x: f32) -> f32 {
 
 fn check_aligned_16(p: *const f32) {
     // A misaligned vector access is a fault on the GPU; make it one here too.
-    assert!((p as usize).is_multiple_of(16), "misaligned 16-byte access at {p:p}");
+    assert!(
+        (p as usize).is_multiple_of(16),
+        "misaligned 16-byte access at {p:p}"
+    );
 }
 
 /// 16-byte load of four f32 through the read-only path.
@@ -186,7 +189,10 @@ pub unsafe fn ld_shared_f32x4(a: SharedAddr) -> [f32; 4] {
 
 /// 4-byte store of an f32 to shared memory (`st.shared.f32` on the GPU).
 pub unsafe fn st_shared_f32(a: SharedAddr, v: f32) {
-    assert!(a.is_multiple_of(4), "misaligned 4-byte shared store at {a:#x}");
+    assert!(
+        a.is_multiple_of(4),
+        "misaligned 4-byte shared store at {a:#x}"
+    );
     *(a as *mut f32) = v;
 }
 

@@ -40,8 +40,16 @@ mod tests {
 
     fn fingerprint(data: &[u32]) -> u64 {
         let mut out = 0u64;
-        let cfg = LaunchConfig { grid: [3, 1, 1], block: [64, 1, 1], shared_bytes: 0 };
-        let args = [data.as_ptr() as u64, data.len() as u64, &mut out as *mut u64 as u64];
+        let cfg = LaunchConfig {
+            grid: [3, 1, 1],
+            block: [64, 1, 1],
+            shared_bytes: 0,
+        };
+        let args = [
+            data.as_ptr() as u64,
+            data.len() as u64,
+            &mut out as *mut u64 as u64,
+        ];
         unsafe { launch_kernel(&super::fingerprint_words::EMU, &cfg, &args).unwrap() };
         out
     }
@@ -49,7 +57,10 @@ mod tests {
     #[test]
     fn matches_the_host_formula_and_sees_any_change() {
         let data: Vec<u32> = (0..1000u32).map(|i| i.wrapping_mul(2654435761)).collect();
-        let host = data.iter().enumerate().fold(0u64, |a, (i, &w)| a.wrapping_add(word_hash(i as u64, w)));
+        let host = data
+            .iter()
+            .enumerate()
+            .fold(0u64, |a, (i, &w)| a.wrapping_add(word_hash(i as u64, w)));
         assert_eq!(fingerprint(&data), host);
         let mut changed = data.clone();
         changed[517] ^= 1;

@@ -12,15 +12,15 @@ pub mod embedding_backward_rowwise_adagrad;
 pub mod embedding_bag_int8_rowwise;
 pub mod embedding_bag_sum;
 pub mod embedding_bag_weighted_sum_bf16;
-pub mod tbe_forward_fp16;
 pub mod faults;
 pub mod fingerprint;
-pub mod kjt_permute;
 pub mod fm_interaction;
+pub mod kjt_permute;
 pub mod radix_sort;
 pub mod scan;
 pub mod selftest;
 pub mod sequence_gather_padded_bf16;
+pub mod tbe_forward_fp16;
 pub mod torch_ops;
 pub mod unique_indices;
 

@@ -253,7 +253,9 @@ impl Backend for CudaBackend {
             shared_bytes: 0,
             args: vec![self.ptr(buffer)?, words, self.ptr(&out)?],
         };
-        let r = self.launch(module, &launch).and_then(|_| self.download(&out));
+        let r = self
+            .launch(module, &launch)
+            .and_then(|_| self.download(&out));
         self.free(out);
         let bytes = r?;
         Ok(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")))

@@ -100,12 +100,15 @@ impl Backend for EmuBackend {
 
     fn fingerprint(&mut self, buffer: &Buffer) -> BackendResult<u64> {
         let words = buffer.bytes.div_ceil(4);
-        let storage = self.buffers.get(buffer.id).and_then(|s| s.as_ref()).ok_or_else(|| BackendError::Device("freed".into()))?;
+        let storage = self
+            .buffers
+            .get(buffer.id)
+            .and_then(|s| s.as_ref())
+            .ok_or_else(|| BackendError::Device("freed".into()))?;
         let data: &[u32] = &bytemuck::cast_slice::<u128, u32>(storage)[..words];
-        Ok(data
-            .iter()
-            .enumerate()
-            .fold(0u64, |a, (i, &w)| a.wrapping_add(gpu_kernels::kernels::fingerprint::word_hash(i as u64, w))))
+        Ok(data.iter().enumerate().fold(0u64, |a, (i, &w)| {
+            a.wrapping_add(gpu_kernels::kernels::fingerprint::word_hash(i as u64, w))
+        }))
     }
 
     fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()> {
