@@ -104,7 +104,7 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
     match oracle {
         OracleOutput::Float(reference) => {
             let got = out.to_f64_vec();
-            check_floats(&got, reference, tol, &mut report);
+            check_floats(&got, reference, &mut report);
         }
         OracleOutput::Int(reference) => match out.to_i64_vec() {
             Ok(got) => {
@@ -142,8 +142,7 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
     report
 }
 
-fn check_floats(got: &[f64], reference: &[f64], tol: &Tolerance, report: &mut CheckReport) {
-    let _ = tol;
+fn check_floats(got: &[f64], reference: &[f64], report: &mut CheckReport) {
     let (err2, ref2, ref_inf, worst, worst_i, non_finite) = got
         .par_iter()
         .zip(reference.par_iter())

@@ -6,10 +6,9 @@ use evalexpr::{
     HashMapContext, Value,
 };
 
-fn int_args(args: &Value, name: &str) -> Result<(i64, i64), EvalexprError> {
+fn int_args(args: &Value) -> Result<(i64, i64), EvalexprError> {
     let t = args.as_fixed_len_tuple(2)?;
     let (a, b) = (t[0].as_int()?, t[1].as_int()?);
-    let _ = name;
     Ok((a, b))
 }
 
@@ -21,7 +20,7 @@ fn context(sizes: &Sizes) -> Result<HashMapContext, EvalexprError> {
     ctx.set_function(
         "ceil_div".into(),
         Function::new(|a| {
-            let (x, y) = int_args(a, "ceil_div")?;
+            let (x, y) = int_args(a)?;
             if y <= 0 {
                 return Err(EvalexprError::CustomMessage(format!("ceil_div by {y}")));
             }
@@ -30,11 +29,11 @@ fn context(sizes: &Sizes) -> Result<HashMapContext, EvalexprError> {
     )?;
     ctx.set_function(
         "min".into(),
-        Function::new(|a| int_args(a, "min").map(|(x, y)| Value::Int(x.min(y)))),
+        Function::new(|a| int_args(a).map(|(x, y)| Value::Int(x.min(y)))),
     )?;
     ctx.set_function(
         "max".into(),
-        Function::new(|a| int_args(a, "max").map(|(x, y)| Value::Int(x.max(y)))),
+        Function::new(|a| int_args(a).map(|(x, y)| Value::Int(x.max(y)))),
     )?;
     Ok(ctx)
 }

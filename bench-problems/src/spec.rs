@@ -177,6 +177,17 @@ pub trait Problem: Send + Sync {
     }
 }
 
+/// The value of size symbol `name`, or an error naming `problem`.
+pub fn size(sizes: &Sizes, problem: &str, name: &str) -> Result<i64, ProblemError> {
+    sizes
+        .get(name)
+        .copied()
+        .ok_or_else(|| ProblemError::Invalid {
+            problem: problem.into(),
+            message: format!("size {name} is not set"),
+        })
+}
+
 /// Shape of a tensor spec under `sizes`.
 pub fn shape_of(spec: &TensorSpec, sizes: &Sizes) -> Result<Vec<usize>, ProblemError> {
     spec.shape

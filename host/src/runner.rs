@@ -4,7 +4,7 @@
 //! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there.
-use crate::backend::{self, cuda::CudaBackend, emu::EmuBackend, Backend, DeviceInfo};
+use crate::backend::{cuda::CudaBackend, emu::EmuBackend, Backend, DeviceInfo};
 use crate::candidate::{discover, load_candidate, Candidate};
 use crate::evaluate::EvalConfig;
 use crate::metrics::{self, GroupMetrics};
@@ -262,7 +262,6 @@ fn probe_device(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(DeviceInf
             }
         }
     }
-    let _ = backend::select; // the in-process choice, used by workers
     Ok((
         EmuBackend::new().info().clone(),
         false,

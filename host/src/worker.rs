@@ -4,7 +4,7 @@
 //! enforces the time limit, and starts a fresh worker for the candidates left.
 //!
 //! Protocol: the spec arrives as one JSON document on stdin; stdout carries [`Event`] lines.
-use crate::backend::{self};
+use crate::backend;
 use crate::candidate::load_candidate;
 use crate::evaluate::{EvalConfig, ProblemRun};
 use crate::record::{Ceilings, Record, Status};

@@ -1,19 +1,10 @@
-//! Helpers shared by the embedding-bag problems 2–5: size lookup, bag lengths with empty bags
+//! Helpers shared by the embedding-bag problems 1–5: size lookup, bag lengths with empty bags
 //! and the edge bags, the rows a set of lookups touches, and input statistics.
-use crate::spec::{ProblemError, Sizes};
+use crate::spec::ProblemError;
 use data_gen::{seed::derive_str, uniform_f32_at, Pooling};
 use serde_json::json;
 
-/// The value of size symbol `name`, or an error naming `problem`.
-pub fn size(sizes: &Sizes, problem: &str, name: &str) -> Result<i64, ProblemError> {
-    sizes
-        .get(name)
-        .copied()
-        .ok_or_else(|| ProblemError::Invalid {
-            problem: problem.into(),
-            message: format!("size {name} is not set"),
-        })
-}
+pub use crate::spec::size;
 
 /// `bags` lengths drawn from `pooling`; then each bag is emptied with probability
 /// `empty_fraction` (a counter-based draw per bag, deterministic in `seed`); then, when there are
@@ -52,12 +43,23 @@ pub fn touched_rows(indices: &[i64], rows: usize) -> Vec<bool> {
     touched
 }
 
+/// Number of distinct values of `indices` in `0..rows`.
+pub fn distinct_rows(indices: &[i64], rows: usize) -> usize {
+    let mut seen = vec![0u64; rows.div_ceil(64)];
+    for &i in indices {
+        if (i as usize) < rows {
+            seen[i as usize / 64] |= 1 << (i % 64);
+        }
+    }
+    seen.iter().map(|w| w.count_ones() as usize).sum()
+}
+
 /// Pooling statistics of CSR bags for run records: bags, empty bags, mean and longest length,
 /// lookups, and the distinct rows among `indices` (rows below `rows`).
 pub fn bag_stats(offsets: &[i64], indices: &[i64], rows: usize) -> serde_json::Value {
     let lengths: Vec<i64> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
     let bags = lengths.len();
-    let distinct = touched_rows(indices, rows).iter().filter(|&&t| t).count();
+    let distinct = distinct_rows(indices, rows);
     json!({
         "bags": bags,
         "empty_bags": lengths.iter().filter(|&&l| l == 0).count(),

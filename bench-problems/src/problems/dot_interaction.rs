@@ -36,15 +36,11 @@ pub fn pairs(features: usize) -> Vec<(usize, usize)> {
 }
 
 pub(crate) fn size(problem: &str, sizes: &Sizes, name: &str) -> Result<usize, ProblemError> {
-    sizes
-        .get(name)
-        .copied()
-        .filter(|&v| v >= 0)
-        .map(|v| v as usize)
-        .ok_or_else(|| ProblemError::Invalid {
-            problem: problem.into(),
-            message: format!("size {name} is not set"),
-        })
+    let v = crate::spec::size(sizes, problem, name)?;
+    usize::try_from(v).map_err(|_| ProblemError::Invalid {
+        problem: problem.into(),
+        message: format!("size {name} is not set"),
+    })
 }
 
 /// (B, F, D) of a size set.

@@ -375,7 +375,7 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             .get("indices")
             .ok()
             .and_then(|t| t.to_i64_vec().ok())
-            .map(|idx| super::embedding_bag_sum::distinct_rows(&idx, e as usize))
+            .map(|idx| super::bags::distinct_rows(&idx, e as usize))
             .unwrap_or(0) as f64;
         let index_bytes = n * 8.0 + (b + 1.0) * 8.0;
         // Each distinct row: W row and momentum read and written once.

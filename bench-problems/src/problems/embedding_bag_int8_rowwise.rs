@@ -16,8 +16,8 @@
 //! lengths (mean 30, σ = 1), bag 0 empty and bag B/2 of the longest length; quantized bytes
 //! uniform in 0..=255; per row a scale uniform in [1/255, 2/255) and a bias of
 //! −128·scale + uniform[−0.05, 0.05), so dequantized values lie in about [−1, 1].
+use super::bags::distinct_rows;
 use super::bags::{bag_lengths, bag_stats, size};
-use super::embedding_bag_sum::distinct_rows;
 use crate::launch::LaunchSpec;
 use crate::spec::{
     InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,

@@ -5,6 +5,7 @@
 //! Inputs: Zipf(α = 1.15) row indices with hot rows scattered over the table, heavy-tailed
 //! (log-normal) bag lengths with mean 20, weights uniform in [-1, 1). Every input set holds an
 //! empty bag (bag 0) and a bag of the longest length (bag B/2).
+use super::bags::distinct_rows;
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
     InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
@@ -41,13 +42,7 @@ fn pooling(preset: Preset) -> Pooling {
 }
 
 fn size(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
-    sizes
-        .get(name)
-        .copied()
-        .ok_or_else(|| ProblemError::Invalid {
-            problem: "embedding_bag_sum".into(),
-            message: format!("size {name} is not set"),
-        })
+    crate::spec::size(sizes, "embedding_bag_sum", name)
 }
 
 impl Problem for EmbeddingBagSum {
@@ -256,17 +251,6 @@ impl Problem for EmbeddingBagSum {
             },
         ]
     }
-}
-
-/// Number of distinct values of `indices` in `0..rows`.
-pub fn distinct_rows(indices: &[i64], rows: usize) -> usize {
-    let mut seen = vec![0u64; rows.div_ceil(64)];
-    for &i in indices {
-        if (i as usize) < rows {
-            seen[i as usize / 64] |= 1 << (i % 64);
-        }
-    }
-    seen.iter().map(|w| w.count_ones() as usize).sum()
 }
 
 #[cfg(test)]

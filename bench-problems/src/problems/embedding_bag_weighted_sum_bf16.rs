@@ -17,8 +17,8 @@
 //! 1.6–2.2e-2 and 6–9e-2 with the `small`/`full` pooling (mean 20, tail to 1000), so the default
 //! rejects it where it is timed; with the `ci` pooling (mean 8) bags are too short for that
 //! (≈ 7e-3), which the tests record.
+use super::bags::distinct_rows;
 use super::bags::{bag_lengths, bag_stats, size};
-use super::embedding_bag_sum::distinct_rows;
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
     InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,

@@ -2,23 +2,14 @@
 //! (the plans mirror eager PyTorch op by op, so the same ATen-kernel ports recur), the keyed
 //! jagged tensor inputs of problems 7 and 8, and the CUB-style radix sort and scan sub-plans.
 use crate::launch::{Dim, LaunchSpec, ScratchSpec};
-use crate::spec::{ProblemError, Sizes};
+use crate::spec::ProblemError;
 use data_gen::{
     seed::{derive, derive_str},
     IndexSampler, Pooling, RowPermutation,
 };
 use rayon::prelude::*;
 
-/// The value of size symbol `name`, or an error naming `problem`.
-pub fn size(sizes: &Sizes, problem: &str, name: &str) -> Result<i64, ProblemError> {
-    sizes
-        .get(name)
-        .copied()
-        .ok_or_else(|| ProblemError::Invalid {
-            problem: problem.into(),
-            message: format!("size {name} is not set"),
-        })
-}
+pub use crate::spec::size;
 
 /// An invalid-input error of `problem`.
 pub fn invalid(problem: &str, message: impl Into<String>) -> ProblemError {

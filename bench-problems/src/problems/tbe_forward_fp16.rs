@@ -301,7 +301,7 @@ impl Problem for TbeForwardFp16 {
                 .to_i64_vec()
                 .ok()?;
             let global = global_rows(&indices, &offsets, &rows, b as usize);
-            Some(super::embedding_bag_sum::distinct_rows(&global, e as usize))
+            Some(super::bags::distinct_rows(&global, e as usize))
         })()
         .unwrap_or(0) as f64;
         let index_bytes = n * 8.0 + (t * b + 1.0) * 8.0 + (t + 1.0) * 8.0;
@@ -330,7 +330,7 @@ impl Problem for TbeForwardFp16 {
             .map(|t| {
                 let slice = &indices[offsets[t * b] as usize..offsets[(t + 1) * b] as usize];
                 let n_rows = (rows[t + 1] - rows[t]) as usize;
-                let distinct = super::embedding_bag_sum::distinct_rows(slice, n_rows);
+                let distinct = super::bags::distinct_rows(slice, n_rows);
                 json!({"rows": n_rows, "lookups": slice.len(), "distinct_rows": distinct})
             })
             .collect();
