@@ -6,10 +6,14 @@
 //! one would deadlock on its lock). It needs the rustup components `rust-src`,
 //! `llvm-bitcode-linker` and `llvm-tools`; when they are missing it installs them with rustup,
 //! and if that fails it stops with the exact command to run. `DLRM_BENCH_PTX=/path/file.ptx`
-//! skips the nested build and embeds that file instead.
+//! skips the nested build and embeds that file instead. The kernels' `launch_bounds!` markers
+//! become `.maxntid`/`.minnctapersm` directives here ([`launch_bounds`]).
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "src/launch_bounds.rs"]
+mod launch_bounds;
 
 const COMPONENTS: [&str; 3] = ["rust-src", "llvm-bitcode-linker", "llvm-tools"];
 
@@ -20,8 +24,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=DLRM_BENCH_PTX");
     if let Ok(prebuilt) = env::var("DLRM_BENCH_PTX") {
         println!("cargo:rerun-if-changed={prebuilt}");
-        std::fs::copy(&prebuilt, &dest)
-            .unwrap_or_else(|e| fail(&format!("DLRM_BENCH_PTX={prebuilt}: {e}")));
+        write_ptx(Path::new(&prebuilt), &dest);
         return;
     }
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -92,8 +95,17 @@ fn main() {
     } else {
         target_dir.join("nvptx64-nvidia-cuda/release/deps/gpu_kernels.ptx")
     };
-    std::fs::copy(&ptx, &dest)
-        .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())));
+    write_ptx(&ptx, &dest);
+}
+
+/// Copies the PTX at `src` to `dest` with the kernels' launch bounds applied.
+fn write_ptx(src: &Path, dest: &Path) {
+    let text = std::fs::read_to_string(src)
+        .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", src.display())));
+    let text = launch_bounds::apply_launch_bounds(&text)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", src.display())));
+    std::fs::write(dest, text)
+        .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", dest.display())));
 }
 
 /// Exposes the source commit as `DLRM_BENCH_GIT_COMMIT` (`unknown` outside a git checkout;

@@ -47,3 +47,22 @@ macro_rules! kernel {
         }
     };
 }
+
+/// `__launch_bounds__(threads, min_blocks)` for a kernel: at most `threads` threads per block,
+/// and ptxas keeps registers low enough for `min_blocks` resident blocks per SM (`.maxntid` and
+/// `.minnctapersm` on the PTX entry). Rust cannot attach these to an entry, so this emits a
+/// marker comment into the PTX that the host's build script turns into the two directives
+/// (`host/src/launch_bounds.rs`).
+macro_rules! launch_bounds {
+    ($name:ident, $threads:literal, $min_blocks:literal) => {
+        #[cfg(target_arch = "nvptx64")]
+        ::core::arch::global_asm!(concat!(
+            "// dlrm-bench launch_bounds ",
+            stringify!($name),
+            " ",
+            $threads,
+            " ",
+            $min_blocks
+        ));
+    };
+}

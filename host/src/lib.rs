@@ -4,6 +4,7 @@ pub mod backend;
 pub mod candidate;
 pub mod ceilings;
 pub mod evaluate;
+pub mod launch_bounds;
 pub mod metrics;
 pub mod plan;
 pub mod ptx;

@@ -146,6 +146,20 @@ mod tests {
     use crate::candidate::reference_candidate;
     use bench_problems::{find_problem, Preset};
 
+    #[test]
+    fn plan_constants_match_the_kernels() {
+        // bench-problems writes launch plans without depending on gpu-kernels; the tile sizes
+        // it assumes must be the kernels' own.
+        use bench_problems::problems::sparse;
+        use gpu_kernels::kernels::{radix_sort, scan};
+        assert_eq!(sparse::SORT_TILE as usize, radix_sort::SORT_TILE);
+        assert_eq!(
+            sparse::HIST_MAX_BLOCKS as usize,
+            radix_sort::HIST_MAX_BLOCKS
+        );
+        assert_eq!(sparse::SCAN_TILE as usize, scan::SCAN_TILE);
+    }
+
     fn setup() -> (EmuBackend, Candidate, Sizes, Buffers) {
         let mut be = EmuBackend::new();
         let p = find_problem("embedding_bag_sum").unwrap();

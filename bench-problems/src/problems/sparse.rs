@@ -67,6 +67,8 @@ pub fn scratch(name: &str, bytes: &str) -> ScratchSpec {
 pub const SCAN_TILE: i64 = 2048;
 /// Tile size of `gpu_kernels::kernels::radix_sort` (256 threads × 12).
 pub const SORT_TILE: i64 = 3072;
+/// Most blocks of `radix_sort_histogram` (`gpu_kernels::kernels::radix_sort::HIST_MAX_BLOCKS`).
+pub const HIST_MAX_BLOCKS: i64 = 1056;
 
 /// `cumsum` of a 1-D tensor of `n` elements as ATen runs it (`cub::DeviceScan::InclusiveSum`:
 /// tile-state init, then the single-pass scan), `kernel` being the scan kernel for the input
@@ -160,7 +162,7 @@ pub fn radix_sort_pairs(
         ),
         launch(
             "radix_sort_histogram",
-            [&tiles, "1", "1"],
+            [&format!("min({tiles}, {HIST_MAX_BLOCKS})"), "1", "1"],
             block,
             &[keys_in, n, "1", "8", &s.bins, &s.lookback],
         ),

@@ -80,6 +80,23 @@ pub fn match_any_u32(v: u32) -> u32 {
         .fold(0, |mask, l| mask | 1 << l)
 }
 
+/// `__ballot_sync(0xffffffff, pred)`: bit `l` set when lane `l`'s `pred` holds (built on
+/// [`match_any_u32`]: the lanes that agree with this one, complemented where `pred` is false).
+pub fn ballot(pred: bool) -> u32 {
+    let agree = match_any_u32(pred as u32);
+    if pred {
+        return agree;
+    }
+    let warp = super::warp_id();
+    let lanes = (super::block_threads() - warp * emu::WARP).min(emu::WARP);
+    let present = if lanes == 32 {
+        u32::MAX
+    } else {
+        (1u32 << lanes) - 1
+    };
+    present & !agree
+}
+
 /// Atomic `*p += v` on f32; returns the old value.
 pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
     let a = AtomicU32::from_ptr(p as *mut u32);
@@ -194,6 +211,46 @@ pub unsafe fn st_shared_f32(a: SharedAddr, v: f32) {
         "misaligned 4-byte shared store at {a:#x}"
     );
     *(a as *mut f32) = v;
+}
+
+/// 4-byte load from shared memory (`ld.shared.u32` on the GPU).
+pub unsafe fn ld_shared_u32(a: SharedAddr) -> u32 {
+    *aligned::<u32>(a)
+}
+
+/// 8-byte load from shared memory (`ld.shared.u64` on the GPU).
+pub unsafe fn ld_shared_u64(a: SharedAddr) -> u64 {
+    *aligned::<u64>(a)
+}
+
+/// 4-byte store to shared memory (`st.shared.u32` on the GPU).
+pub unsafe fn st_shared_u32(a: SharedAddr, v: u32) {
+    *aligned::<u32>(a) = v;
+}
+
+/// 8-byte store to shared memory (`st.shared.u64` on the GPU).
+pub unsafe fn st_shared_u64(a: SharedAddr, v: u64) {
+    *aligned::<u64>(a) = v;
+}
+
+/// Atomic `+= v` on a shared-memory u32 (`atom.shared.add.u32` on the GPU); the old value.
+pub unsafe fn atomic_add_shared_u32(a: SharedAddr, v: u32) -> u32 {
+    atomic_add_u32(aligned::<u32>(a), v)
+}
+
+/// Atomic `+= v` on a shared-memory u32, no result (`red.shared.add.u32` on the GPU).
+pub unsafe fn red_add_shared_u32(a: SharedAddr, v: u32) {
+    atomic_add_u32(aligned::<u32>(a), v);
+}
+
+/// `a` as a pointer to `T`, which it must be aligned for (as the GPU requires).
+fn aligned<T>(a: SharedAddr) -> *mut T {
+    assert!(
+        a.is_multiple_of(std::mem::align_of::<T>()),
+        "misaligned {}-byte shared access at {a:#x}",
+        std::mem::size_of::<T>()
+    );
+    a as *mut T
 }
 
 /// 16-byte store of four f32.

@@ -104,6 +104,19 @@ pub fn shfl_idx_i64(v: i64, src_lane: u32) -> i64 {
     ((hi as u64) << 32 | lo as u64) as i64
 }
 
+/// Sum of i64 over the 32 lanes of a warp (butterfly shuffles); every lane gets the total.
+#[inline(always)]
+pub fn warp_sum_i64(mut v: i64) -> i64 {
+    let mut mask = WARP_SIZE / 2;
+    while mask > 0 {
+        let lo = shfl_xor_u32(v as u64 as u32, mask);
+        let hi = shfl_xor_u32((v as u64 >> 32) as u32, mask);
+        v = v.wrapping_add(((hi as u64) << 32 | lo as u64) as i64);
+        mask /= 2;
+    }
+    v
+}
+
 /// Sum over the 32 lanes of a warp by butterfly shuffles; every lane gets the total.
 #[inline(always)]
 pub fn warp_sum_f32(mut v: f32) -> f32 {

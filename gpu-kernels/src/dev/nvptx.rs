@@ -89,6 +89,18 @@ pub fn match_any_u32(v: u32) -> u32 {
     r
 }
 
+/// `__ballot_sync(0xffffffff, pred)`: bit `l` set when lane `l`'s `pred` holds. Every lane of
+/// the warp must take part.
+#[inline(always)]
+pub fn ballot(pred: bool) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {1}, 0; vote.sync.ballot.b32 {0}, p, 0xffffffff; }}",
+             out(reg32) r, in(reg32) pred as u32, options(nostack))
+    };
+    r
+}
+
 /// Atomic `*p += v` on f32 (global or shared, generic address); returns the old value.
 #[inline(always)]
 pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
@@ -213,6 +225,50 @@ pub unsafe fn ld_shared_f32x4(a: SharedAddr) -> [f32; 4] {
 #[inline(always)]
 pub unsafe fn st_shared_f32(a: SharedAddr, v: f32) {
     asm!("st.shared.f32 [{0}], {1};", in(reg32) a, in(reg32) v, options(nostack));
+}
+
+/// A 4-byte load from shared memory (`ld.shared.u32`, an LDS).
+#[inline(always)]
+pub unsafe fn ld_shared_u32(a: SharedAddr) -> u32 {
+    let r: u32;
+    asm!("ld.shared.u32 {0}, [{1}];", out(reg32) r, in(reg32) a, options(readonly, nostack));
+    r
+}
+
+/// An 8-byte load from shared memory (`ld.shared.u64`).
+#[inline(always)]
+pub unsafe fn ld_shared_u64(a: SharedAddr) -> u64 {
+    let r: u64;
+    asm!("ld.shared.u64 {0}, [{1}];", out(reg64) r, in(reg32) a, options(readonly, nostack));
+    r
+}
+
+/// A 4-byte store to shared memory (`st.shared.u32`, an STS).
+#[inline(always)]
+pub unsafe fn st_shared_u32(a: SharedAddr, v: u32) {
+    asm!("st.shared.u32 [{0}], {1};", in(reg32) a, in(reg32) v, options(nostack));
+}
+
+/// An 8-byte store to shared memory (`st.shared.u64`).
+#[inline(always)]
+pub unsafe fn st_shared_u64(a: SharedAddr, v: u64) {
+    asm!("st.shared.u64 [{0}], {1};", in(reg32) a, in(reg64) v, options(nostack));
+}
+
+/// Atomic `+= v` on a shared-memory u32 (`atom.shared.add.u32`, an ATOMS); returns the old
+/// value. (A generic-address atomic on shared memory is a much slower ATOM.)
+#[inline(always)]
+pub unsafe fn atomic_add_shared_u32(a: SharedAddr, v: u32) -> u32 {
+    let r: u32;
+    asm!("atom.shared.add.u32 {0}, [{1}], {2};", out(reg32) r, in(reg32) a, in(reg32) v,
+         options(nostack));
+    r
+}
+
+/// Atomic `+= v` on a shared-memory u32 without the old value (`red.shared.add.u32`).
+#[inline(always)]
+pub unsafe fn red_add_shared_u32(a: SharedAddr, v: u32) {
+    asm!("red.shared.add.u32 [{0}], {1};", in(reg32) a, in(reg32) v, options(nostack));
 }
 
 /// One 16-byte store of four f32. `p` must be 16-byte aligned.

@@ -2,7 +2,7 @@
 //! (which PyTorch's `cumsum` of a 1-D tensor and `at::cuda::cub::inclusive_sum_truncating`
 //! call) does it: an init kernel clears the tile states, then one scan kernel whose blocks take
 //! tiles in order from an atomic counter, scan their tile, and get the tile's prefix by a
-//! decoupled look-back over the states of the tiles before it (each state holds a flag and a
+//! decoupled look-back (one warp, 32 tiles at a time) over the states of the tiles before it (each state holds a flag and a
 //! value in one 64-bit word: "aggregate of this tile" or "inclusive prefix up to this tile").
 //!
 //! Plan (`n` elements, `tiles = ceil_div(n, SCAN_TILE)`, scratch `status` of `tiles + 1` u64):
@@ -38,23 +38,63 @@ fn unpack(word: u64) -> i64 {
 
 /// Sum of the tiles before `tile`: walks back over their states, adding aggregates, until a
 /// tile with its inclusive prefix published (spinning on a tile that has published nothing
-/// yet). `states[t]` is tile `t`'s word.
-#[inline(always)]
+/// yet). `states[t]` is tile `t`'s word. One thread's version: the tests' model of
+/// [`warp_look_back_i64`].
+#[cfg(test)]
 pub(crate) unsafe fn look_back_i64(states: *const u64, tile: usize) -> i64 {
     let mut prefix = 0i64;
     let mut t = tile;
     while t > 0 {
         t -= 1;
-        let word = loop {
-            let w = read_volatile(states.add(t));
-            if w >> 62 != 0 {
-                break w;
-            }
-        };
+        let word = wait_for_state(states, t);
         prefix += unpack(word);
         if word & FLAG_PREFIX != 0 {
             break;
         }
+    }
+    prefix
+}
+
+/// Tile `t`'s state once it has published one (spins until then).
+#[inline(always)]
+unsafe fn wait_for_state(states: *const u64, t: usize) -> u64 {
+    loop {
+        let w = read_volatile(states.add(t));
+        if w >> 62 != 0 {
+            return w;
+        }
+    }
+}
+
+/// [`look_back_i64`] done by a whole warp, as CUB does: lane `l` reads tile `end - 1 - l` of a
+/// 32-tile window, a ballot finds the nearest tile with its prefix published, and the warp adds
+/// the words up to it; with no prefix in the window it moves 32 tiles back. 32 tiles per round
+/// trip instead of one, which is what keeps hundreds of tiles in flight from queueing behind
+/// each other. Every lane returns the sum.
+#[inline(always)]
+pub(crate) unsafe fn warp_look_back_i64(states: *const u64, tile: usize) -> i64 {
+    let lane = lane_id() as usize;
+    let mut prefix = 0i64;
+    let mut end = tile;
+    while end > 0 {
+        // Past tile 0 counts as a published prefix of 0.
+        let word = if lane < end {
+            wait_for_state(states, end - 1 - lane)
+        } else {
+            FLAG_PREFIX
+        };
+        let prefixes = ballot(word & FLAG_PREFIX != 0);
+        // Lanes up to the nearest prefix (all of them when there is none).
+        let last = if prefixes != 0 {
+            prefixes.trailing_zeros() as usize
+        } else {
+            31
+        };
+        prefix += warp_sum_i64(if lane <= last { unpack(word) } else { 0 });
+        if prefixes != 0 {
+            break;
+        }
+        end -= 32;
     }
     prefix
 }
@@ -78,29 +118,31 @@ unsafe fn inclusive_sum_tile(
     n: i64,
     status: *mut u64,
 ) {
-    let buf = crate::static_shared!(SCAN_BUF: [i64; crate::kernels::scan::SCAN_TILE]);
-    let misc = crate::static_shared!(SCAN_MISC: [i64; 16]);
+    let buf = shared_addr(crate::static_shared!(SCAN_BUF: [i64; crate::kernels::scan::SCAN_TILE]));
+    let misc = shared_addr(crate::static_shared!(SCAN_MISC: [i64; 16]));
+    let at = |base: SharedAddr, i: usize| base + (i * 8) as SharedAddr;
     let t = thread_idx_x() as usize;
     let lane = lane_id();
     let warp = warp_id() as usize;
     if t == 0 {
-        *misc = atomic_add_u64(status, 1) as i64;
+        st_shared_u64(misc, atomic_add_u64(status, 1));
     }
     sync_threads();
-    let tile = *misc as usize;
+    let tile = ld_shared_u64(misc) as usize;
     let base = tile * SCAN_TILE;
     // Coalesced (striped) load into shared memory, then each thread takes SCAN_ITEMS
     // consecutive elements.
     for k in 0..SCAN_ITEMS {
         let j = k * SCAN_THREADS as usize + t;
         let i = base + j;
-        *buf.add(j) = if (i as i64) < n { load(i) } else { 0 };
+        let v = if (i as i64) < n { load(i) } else { 0 };
+        st_shared_u64(at(buf, j), v as u64);
     }
     sync_threads();
     let mut vals = [0i64; SCAN_ITEMS];
     let mut acc = 0i64;
     for (k, v) in vals.iter_mut().enumerate() {
-        acc += *buf.add(t * SCAN_ITEMS + k);
+        acc += ld_shared_u64(at(buf, t * SCAN_ITEMS + k)) as i64;
         *v = acc;
     }
     // Inclusive warp scan of the thread totals (Kogge–Stone by shuffles).
@@ -115,41 +157,45 @@ unsafe fn inclusive_sum_tile(
         off *= 2;
     }
     if lane == WARP_SIZE - 1 {
-        *misc.add(1 + warp) = inc;
+        st_shared_u64(at(misc, 1 + warp), inc as u64);
     }
     sync_threads();
     let warps = (SCAN_THREADS / WARP_SIZE) as usize;
     let mut warp_prefix = 0i64;
     let mut tile_total = 0i64;
     for w in 0..warps {
-        let s = *misc.add(1 + w);
+        let s = ld_shared_u64(at(misc, 1 + w)) as i64;
         if w < warp {
             warp_prefix += s;
         }
         tile_total += s;
     }
-    if t == 0 {
+    if warp == 0 {
         let states = status.add(1);
         let prefix = if tile == 0 {
             0
         } else {
-            write_volatile(states.add(tile), pack(FLAG_AGGREGATE, tile_total));
-            look_back_i64(states, tile)
+            if lane == 0 {
+                write_volatile(states.add(tile), pack(FLAG_AGGREGATE, tile_total));
+            }
+            warp_look_back_i64(states, tile)
         };
-        write_volatile(states.add(tile), pack(FLAG_PREFIX, prefix + tile_total));
-        *misc.add(12) = prefix;
+        if lane == 0 {
+            write_volatile(states.add(tile), pack(FLAG_PREFIX, prefix + tile_total));
+            st_shared_u64(at(misc, 12), prefix as u64);
+        }
     }
     sync_threads();
-    let before = *misc.add(12) + warp_prefix + inc - acc;
+    let before = ld_shared_u64(at(misc, 12)) as i64 + warp_prefix + inc - acc;
     for (k, v) in vals.iter().enumerate() {
-        *buf.add(t * SCAN_ITEMS + k) = before + v;
+        st_shared_u64(at(buf, t * SCAN_ITEMS + k), (before + v) as u64);
     }
     sync_threads();
     for k in 0..SCAN_ITEMS {
         let j = k * SCAN_THREADS as usize + t;
         let i = base + j;
         if (i as i64) < n {
-            *output.add(i) = *buf.add(j);
+            *output.add(i) = ld_shared_u64(at(buf, j)) as i64;
         }
     }
 }
@@ -229,6 +275,9 @@ pub(crate) mod tests {
         let input: Vec<i64> = (0..n as i64).map(|i| (i * 7919 % 101) - 50).collect();
         assert_eq!(run_inclusive_sum_i64(&input), prefix(&input));
         assert_eq!(run_inclusive_sum_i64(&input[..5]), prefix(&input[..5]));
+        // More tiles than one look-back window.
+        let many: Vec<i64> = (0..40 * SCAN_TILE as i64).map(|i| i % 13 - 6).collect();
+        assert_eq!(run_inclusive_sum_i64(&many), prefix(&many));
         assert!(run_inclusive_sum_i64(&[]).is_empty());
     }
 
@@ -261,6 +310,45 @@ pub(crate) mod tests {
         let wide: Vec<i64> = input.iter().map(|&x| x as i64).collect();
         assert_eq!(out, prefix(&wide));
         assert!(out[n - 1] > i32::MAX as i64, "no 32-bit overflow");
+    }
+
+    /// [`warp_look_back_i64`] run by one emulated warp.
+    fn warp_look_back(states: &[u64], tile: usize) -> i64 {
+        let result = std::sync::Mutex::new(Vec::new());
+        let states = states.as_ptr() as usize;
+        unsafe {
+            crate::emu::launch(&cfg(1, 32), &|| {
+                let v = warp_look_back_i64(states as *const u64, tile);
+                result.lock().unwrap().push(v);
+            })
+            .unwrap();
+        }
+        let all = result.into_inner().unwrap();
+        assert_eq!(all.len(), 32);
+        assert!(
+            all.iter().all(|&v| v == all[0]),
+            "every lane gets the sum: {all:?}"
+        );
+        all[0]
+    }
+
+    #[test]
+    fn warp_look_back_matches_the_serial_one_across_windows() {
+        // 100 tiles: a prefix at tile 3, aggregates after it, so tile 100's look-back crosses
+        // three 32-tile windows; tile 40's stops inside its second window; a prefix right
+        // before the tile and tiles near 0 (lanes past tile 0) too.
+        let mut states: Vec<u64> = (0..100i64)
+            .map(|t| pack(FLAG_AGGREGATE, t * 37 - 900))
+            .collect();
+        states[3] = pack(FLAG_PREFIX, 12_345);
+        states[0] = pack(FLAG_PREFIX, 5);
+        for tile in [100, 99, 40, 36, 35, 5, 4, 3, 1, 0] {
+            let serial = unsafe { look_back_i64(states.as_ptr(), tile) };
+            assert_eq!(warp_look_back(&states, tile), serial, "tile {tile}");
+        }
+        states[98] = pack(FLAG_PREFIX, -7);
+        assert_eq!(warp_look_back(&states, 99), -7);
+        assert_eq!(warp_look_back(&states, 100), -7 + unpack(states[99]));
     }
 
     #[test]

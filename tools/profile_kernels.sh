@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Per-kernel times of a problem's Rust reference and of its PyTorch eager `Model`, on the same
+# inputs, with Nsight Compute (each kernel once, caches flushed, clocks left alone):
+#   tools/profile_kernels.sh OUT_DIR PROBLEM [PRESET]
+# Writes OUT_DIR/PROBLEM.{torch,reference}.csv (ncu's raw output) and prints both lists side by
+# side in launch order (tools/ncu_summary.py). Needs a prebuilt dlrm-bench (DLRM_BENCH_BIN).
+set -euo pipefail
+out=${1:?usage: tools/profile_kernels.sh OUT_DIR PROBLEM [PRESET]}
+problem=${2:?problem name}
+preset=${3:-full}
+bin=${DLRM_BENCH_BIN:-target/release/dlrm-bench}
+mkdir -p "$out"
+inputs=$(mktemp -d /dev/shm/dlrm-profile.XXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$inputs"' EXIT
+"$bin" gen "$problem" --preset "$preset" --sets 1 --out "$inputs" >/dev/null
+file=$(ls "$inputs"/*.safetensors | head -1)
+model=$(ls bench-problems/kernelbench/*_"$problem".py)
+ncu_args=(--clock-control none --metrics gpu__time_duration.sum --csv --print-units base)
+
+# PyTorch: one warm-up call, then the profiled call (the last launches in the CSV). SKIP_TORCH=1
+# profiles only the reference.
+[[ -n "${SKIP_TORCH:-}" ]] || DLRM_BENCH_INPUTS="$file" ncu "${ncu_args[@]}" python3 - "$model" > "$out/$problem.torch.csv" <<'PY'
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+inputs = m.get_inputs(); model = m.Model()
+for _ in range(2):
+    model(*inputs); torch.cuda.synchronize()
+PY
+
+# The reference: its first (checking) execution, the only kernels the regex admits before timing.
+empty=$(mktemp -d)
+LAUNCHES=${LAUNCHES:-80}
+ncu "${ncu_args[@]}" -k 'regex:^(aten_|radix_|inclusive_|scan_|unique_|kjt_|seq_|bucket)' \
+    --launch-count "$LAUNCHES" \
+    "$bin" run --problem "$problem" --preset "$preset" --candidates "$empty" --public-sets 1 \
+    --secret-sets 0 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
+    > "$out/$problem.reference.csv" || echo "ncu on dlrm-bench exited $?"
+summaries=("$out/$problem.reference.csv")
+[[ -n "${SKIP_TORCH:-}" ]] || summaries=("$out/$problem.torch.csv" "${summaries[@]}")
+python3 tools/ncu_summary.py "${summaries[@]}"
