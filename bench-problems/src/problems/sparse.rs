@@ -68,7 +68,7 @@ pub const SCAN_TILE: i64 = 2048;
 /// Tile size of `gpu_kernels::kernels::radix_sort` (256 threads × 12).
 pub const SORT_TILE: i64 = 3072;
 /// Most blocks of `radix_sort_histogram` (`gpu_kernels::kernels::radix_sort::HIST_MAX_BLOCKS`).
-pub const HIST_MAX_BLOCKS: i64 = 1056;
+pub const HIST_MAX_BLOCKS: i64 = 924;
 
 /// `cumsum` of a 1-D tensor of `n` elements as ATen runs it (`cub::DeviceScan::InclusiveSum`:
 /// tile-state init, then the single-pass scan), `kernel` being the scan kernel for the input

@@ -200,6 +200,11 @@ unsafe fn inclusive_sum_tile(
     }
 }
 
+// 4 blocks per SM (64 registers instead of 66, so 3 fit): 84 µs instead of 91 for 10M i32 on
+// an H200; 5 blocks (48 registers) gave no more.
+launch_bounds!(inclusive_sum_i64, 256, 4);
+launch_bounds!(inclusive_sum_i32_to_i64, 256, 4);
+
 kernel! {
     /// `output[i] = input[0] + … + input[i]` over i64 (`cub::DeviceScan::InclusiveSum`).
     /// Launch: grid `max(ceil_div(n, SCAN_TILE), 1)`, block `SCAN_THREADS`, after [`scan_init`].
