@@ -319,7 +319,9 @@ impl Backend for CudaBackend {
             .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
         let f = unsafe { result::module::get_function(m.handle, name) }
             .map_err(|e| BackendError::BadLaunch(format!("no kernel `{}`: {e}", launch.kernel)))?;
-        if launch.shared_bytes > 48 * 1024 {
+        // Static plus dynamic shared memory past 48 KB needs the opt-in attribute (a kernel
+        // with 35 KB of static arrays fails a 36 KB dynamic launch without it).
+        if launch.shared_bytes > 0 {
             unsafe {
                 check(
                     sys::cuFuncSetAttribute(
