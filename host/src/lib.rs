@@ -7,6 +7,7 @@ pub mod evaluate;
 pub mod launch_bounds;
 pub mod metrics;
 pub mod plan;
+pub mod projection;
 pub mod ptx;
 pub mod record;
 pub mod report;

@@ -1,5 +1,5 @@
-//! `dlrm-bench`: the command line. Subcommands `list`, `gen` and `run`; all work lives in the
-//! library.
+//! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `check` and
+//! `project`; all work lives in the library.
 use anyhow::Context;
 use bench_problems::{all_problems, find_problem, Preset};
 use clap::{Parser, Subcommand};
@@ -64,6 +64,20 @@ enum Command {
     /// (internal) One worker process of `run`: reads its spec from stdin.
     #[command(hide = true)]
     Worker,
+    /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
+    /// the step and the projected step speedup.
+    Project {
+        /// Results directories of `run` (or their results.jsonl files); their records are
+        /// pooled, so problems measured in different runs project together.
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// The workload profile (see workloads/README.md).
+        #[arg(long)]
+        workload: PathBuf,
+        /// Use only this candidate group's wins (default: the fastest win of any group).
+        #[arg(long)]
+        group: Option<String>,
+    },
     /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
     /// each launch's arguments against the kernel's parameters.
     Check {
@@ -160,7 +174,65 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => run(args),
         Command::Worker => dlrm_bench::worker::main(),
         Command::Check { dirs, arch } => check(&dirs, &arch),
+        Command::Project {
+            results,
+            workload,
+            group,
+        } => project(&results, &workload, group.as_deref()),
     }
+}
+
+fn project(
+    results: &[PathBuf],
+    workload: &std::path::Path,
+    group: Option<&str>,
+) -> anyhow::Result<()> {
+    use dlrm_bench::projection::{project, Workload};
+    let w = Workload::load(workload)?;
+    let mut records = Vec::new();
+    for path in results {
+        let file = if path.is_dir() {
+            path.join("results.jsonl")
+        } else {
+            path.clone()
+        };
+        anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
+        let found = runner::read_records(&file);
+        anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
+        records.extend(found);
+    }
+    let p = project(&w, &records, group);
+    println!("workload {}: {}", w.name, w.description);
+    println!("source: {}", w.source);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "problem",
+        "share of step",
+        "candidate",
+        "speedup",
+        "over",
+        "share after",
+    ]);
+    for row in &p.problems {
+        t.add_row(vec![
+            row.problem.clone(),
+            format!("{:.1}%", 100.0 * row.fraction),
+            row.candidate.clone().unwrap_or_else(|| "-".into()),
+            format!("{:.3}", row.speedup),
+            row.basis.clone(),
+            format!("{:.1}%", 100.0 * row.fraction / row.speedup),
+        ]);
+    }
+    println!("{t}");
+    println!(
+        "addressable fraction {:.1}% (no kernel of these problems can give more than {:.3}x); \
+         projected step speedup {:.3}x, step time -{:.1}%",
+        100.0 * p.addressable,
+        p.ceiling(),
+        p.step_speedup(),
+        100.0 * p.time_saved()
+    );
+    Ok(())
 }
 
 fn list(names_only: bool) -> anyhow::Result<()> {

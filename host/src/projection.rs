@@ -1,0 +1,319 @@
+//! End-to-end projection (DESIGN §8): what a run's kernels would do to a whole step.
+//!
+//! A workload profile (`workloads/*.toml`) gives the share `f` of a step's GPU time that each
+//! problem's operation takes in that workload, measured with PyTorch eager. With each problem's
+//! speedup `s` over that same eager operation, Amdahl's law gives the step's new time
+//! `(1 − Σf) + Σ f/s` (as a share of the old one) and its speedup `1 / that`. `Σf` is the
+//! addressable fraction: no kernel on this list can make the step faster than `1 / (1 − Σf)`.
+//!
+//! Per problem the projection takes the fastest winning candidate of the run (optionally of one
+//! group). Its speedup is taken over PyTorch eager (eager's time / the candidate's) when the run
+//! had PyTorch timings, since the profile's shares were measured with eager; otherwise over the
+//! reference. A problem with no win keeps `s = 1`: a slower or unproven kernel would not be
+//! deployed.
+use crate::record::{Record, Status};
+use bench_problems::find_problem;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A workload profile as written in `workloads/NAME.toml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: String,
+    /// What ran: model, sizes, batch, training or inference, device.
+    pub description: String,
+    /// How the shares were obtained (command, tool, date) or where they were published.
+    pub source: String,
+    /// Share of the step's GPU time per problem name (each in [0, 1], together at most 1).
+    pub fractions: BTreeMap<String, f64>,
+}
+
+impl Workload {
+    /// Reads and validates a profile; errors name the file and the field.
+    pub fn load(path: &Path) -> anyhow::Result<Workload> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+        let w: Workload = toml::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+        w.validate()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok(w)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for (field, value) in [("name", &self.name), ("source", &self.source)] {
+            if value.trim().is_empty() {
+                return Err(format!("field `{field}` is empty"));
+            }
+        }
+        if self.fractions.is_empty() {
+            return Err("`fractions` lists no problem".into());
+        }
+        for (problem, &f) in &self.fractions {
+            if find_problem(problem).is_none() {
+                return Err(format!(
+                    "`fractions.{problem}`: no such problem (see `dlrm-bench list`)"
+                ));
+            }
+            if !(0.0..=1.0).contains(&f) {
+                return Err(format!("`fractions.{problem}` = {f} is not in [0, 1]"));
+            }
+        }
+        let total: f64 = self.fractions.values().sum();
+        if total > 1.0 + 1e-9 {
+            return Err(format!(
+                "`fractions` add up to {total:.4}, more than the whole step"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the projection used for one problem of the profile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProblemProjection {
+    pub problem: String,
+    pub fraction: f64,
+    /// The winning candidate used, if any.
+    pub candidate: Option<String>,
+    /// Its speedup (1 when there is none).
+    pub speedup: f64,
+    /// What the speedup is over: "PyTorch eager", "reference", or why it is 1.
+    pub basis: String,
+}
+
+/// A whole step's projection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Projection {
+    pub workload: String,
+    pub problems: Vec<ProblemProjection>,
+    /// Σf.
+    pub addressable: f64,
+    /// The step's new time as a share of the old: (1 − Σf) + Σ f/s.
+    pub new_time_share: f64,
+}
+
+impl Projection {
+    /// Projected step speedup, 1 / new time share.
+    pub fn step_speedup(&self) -> f64 {
+        1.0 / self.new_time_share
+    }
+
+    /// Share of the step's time saved, 1 − new time share.
+    pub fn time_saved(&self) -> f64 {
+        1.0 - self.new_time_share
+    }
+
+    /// The most any kernel of these problems could give: 1 / (1 − Σf).
+    pub fn ceiling(&self) -> f64 {
+        1.0 / (1.0 - self.addressable).max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Projects `records` (one run's results) onto `workload`; `group` keeps only that candidate
+/// group's wins.
+pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> Projection {
+    let mut problems = Vec::new();
+    for (problem, &fraction) in &workload.fractions {
+        let eager_ms = records
+            .iter()
+            .find(|r| &r.problem == problem && r.candidate == "reference")
+            .and_then(|r| r.pytorch.as_ref())
+            .map(|p| p.median_ms);
+        let best = records
+            .iter()
+            .filter(|r| &r.problem == problem && r.candidate != "reference")
+            .filter(|r| r.win && r.status == Status::Correct)
+            .filter(|r| group.is_none_or(|g| r.group == g))
+            .filter_map(|r| {
+                let cand_ms = r.timing.as_ref()?.median_ms;
+                let (s, basis) = match eager_ms {
+                    Some(e) if cand_ms > 0.0 => (e / cand_ms, "PyTorch eager"),
+                    _ => (r.speedup.as_ref()?.median, "reference"),
+                };
+                Some((r, s, basis))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let ran = records.iter().any(|r| &r.problem == problem);
+        problems.push(match best {
+            Some((r, s, basis)) => ProblemProjection {
+                problem: problem.clone(),
+                fraction,
+                candidate: Some(format!("{}/{}", r.group, r.candidate)),
+                speedup: s,
+                basis: basis.into(),
+            },
+            None => ProblemProjection {
+                problem: problem.clone(),
+                fraction,
+                candidate: None,
+                speedup: 1.0,
+                basis: if ran { "no win" } else { "not in this run" }.into(),
+            },
+        });
+    }
+    let addressable: f64 = problems.iter().map(|p| p.fraction).sum();
+    let new_time_share =
+        (1.0 - addressable) + problems.iter().map(|p| p.fraction / p.speedup).sum::<f64>();
+    Projection {
+        workload: workload.name.clone(),
+        problems,
+        addressable,
+        new_time_share,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{PeerTime, Speedup, Timing};
+
+    fn workload(fractions: &[(&str, f64)]) -> Workload {
+        Workload {
+            name: "w".into(),
+            description: "d".into(),
+            source: "test".into(),
+            fractions: fractions.iter().map(|&(k, v)| (k.into(), v)).collect(),
+        }
+    }
+
+    fn record(problem: &str, candidate: &str, group: &str, ms: f64, speedup: f64) -> Record {
+        let mut r = Record::new(problem, candidate, group, "test");
+        r.status = Status::Correct;
+        r.timing = Some(Timing {
+            median_ms: ms,
+            ..Default::default()
+        });
+        if candidate != "reference" {
+            r.speedup = Some(Speedup {
+                median: speedup,
+                ..Default::default()
+            });
+            r.win = speedup > 1.0;
+        }
+        r
+    }
+
+    #[test]
+    fn amdahl_with_eager_basis_reference_basis_and_no_win() {
+        // embedding_bag_sum: f = 0.3, eager 1.0 ms, best win 0.25 ms -> s = 4 (over eager, not
+        // the 3.5 over the reference). dot_interaction: f = 0.1, no PyTorch time -> s = 2 over
+        // the reference. fm_interaction: f = 0.1, only a loss -> s = 1.
+        let mut reference = record("embedding_bag_sum", "reference", "reference", 0.9, 0.0);
+        reference.pytorch = Some(PeerTime {
+            median_ms: 1.0,
+            reference_over_pytorch: 0.9,
+            source: "t".into(),
+        });
+        let records = vec![
+            reference,
+            record("embedding_bag_sum", "slow", "a", 0.5, 1.8),
+            record("embedding_bag_sum", "fast", "b", 0.25, 3.5),
+            record("dot_interaction", "reference", "reference", 1.0, 0.0),
+            record("dot_interaction", "x", "a", 0.5, 2.0),
+            record("fm_interaction", "reference", "reference", 1.0, 0.0),
+            record("fm_interaction", "y", "a", 2.0, 0.5),
+        ];
+        let w = workload(&[
+            ("embedding_bag_sum", 0.3),
+            ("dot_interaction", 0.1),
+            ("fm_interaction", 0.1),
+            ("unique_indices", 0.05),
+        ]);
+        let p = project(&w, &records, None);
+        let by = |name: &str| p.problems.iter().find(|x| x.problem == name).unwrap();
+        assert_eq!(by("embedding_bag_sum").speedup, 4.0);
+        assert_eq!(by("embedding_bag_sum").basis, "PyTorch eager");
+        assert_eq!(by("embedding_bag_sum").candidate.as_deref(), Some("b/fast"));
+        assert_eq!(by("dot_interaction").speedup, 2.0);
+        assert_eq!(by("dot_interaction").basis, "reference");
+        assert_eq!(by("fm_interaction").speedup, 1.0);
+        assert_eq!(by("fm_interaction").basis, "no win");
+        assert_eq!(by("unique_indices").basis, "not in this run");
+        // (1 - 0.55) + 0.3/4 + 0.1/2 + 0.1 + 0.05 = 0.725
+        assert!((p.addressable - 0.55).abs() < 1e-12);
+        assert!((p.new_time_share - 0.725).abs() < 1e-12);
+        assert!((p.step_speedup() - 1.0 / 0.725).abs() < 1e-12);
+        assert!((p.time_saved() - 0.275).abs() < 1e-12);
+        assert!((p.ceiling() - 1.0 / 0.45).abs() < 1e-12);
+        // Group a only: embedding_bag_sum falls back to its 0.5 ms candidate (s = 2).
+        let a = project(&w, &records, Some("a"));
+        assert_eq!(
+            a.problems
+                .iter()
+                .find(|x| x.problem == "embedding_bag_sum")
+                .unwrap()
+                .speedup,
+            2.0
+        );
+    }
+
+    #[test]
+    fn committed_profiles_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let w = Workload::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert!(w.source.contains("measured") || w.source.contains("http"));
+                seen += 1;
+            }
+        }
+        assert!(seen > 0, "no profile in {}", dir.display());
+    }
+
+    #[test]
+    fn profiles_are_validated_with_the_file_and_field_named() {
+        let dir = std::env::temp_dir().join(format!("dlrm-workload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, body: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, body).unwrap();
+            p
+        };
+        let head = "name = \"w\"\ndescription = \"d\"\nsource = \"s\"\n";
+        let ok = write(
+            "ok.toml",
+            &format!("{head}[fractions]\nembedding_bag_sum = 0.25\ndot_interaction = 0.05\n"),
+        );
+        let w = Workload::load(&ok).unwrap();
+        assert_eq!(w.fractions.len(), 2);
+        let cases = [
+            (
+                "unknown.toml",
+                format!("{head}[fractions]\nembedding_bag_summ = 0.2\n"),
+                "`fractions.embedding_bag_summ`: no such problem",
+            ),
+            (
+                "range.toml",
+                format!("{head}[fractions]\nembedding_bag_sum = 1.5\n"),
+                "is not in [0, 1]",
+            ),
+            (
+                "sum.toml",
+                format!("{head}[fractions]\nembedding_bag_sum = 0.7\ndot_interaction = 0.4\n"),
+                "add up to 1.1000",
+            ),
+            (
+                "source.toml",
+                "name = \"w\"\ndescription = \"d\"\nsource = \" \"\n[fractions]\nfm_interaction = 0.1\n"
+                    .to_string(),
+                "field `source` is empty",
+            ),
+            (
+                "extra.toml",
+                format!("{head}step_ms = 3\n[fractions]\nfm_interaction = 0.1\n"),
+                "unknown field `step_ms`",
+            ),
+        ];
+        for (file, body, want) in cases {
+            let err = Workload::load(&write(file, &body)).unwrap_err().to_string();
+            assert!(err.contains(file), "{err}");
+            assert!(err.contains(want), "{file}: {err}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
