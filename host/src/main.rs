@@ -64,6 +64,19 @@ enum Command {
     /// (internal) One worker process of `run`: reads its spec from stdin.
     #[command(hide = true)]
     Worker,
+    /// Tables and metrics of one or more result sets, pooled (a later set's record replaces an
+    /// earlier one of the same problem and candidate), optionally with a projection.
+    Report {
+        /// Results directories of `run` (or their results.jsonl files).
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// Also project the pooled wins onto this workload profile.
+        #[arg(long)]
+        workload: Option<PathBuf>,
+        /// Also write summary.md, summary.csv and the pooled results.jsonl here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
     /// the step and the projected step speedup.
     Project {
@@ -174,6 +187,11 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => run(args),
         Command::Worker => dlrm_bench::worker::main(),
         Command::Check { dirs, arch } => check(&dirs, &arch),
+        Command::Report {
+            results,
+            workload,
+            out,
+        } => report(&results, workload.as_deref(), out.as_deref()),
         Command::Project {
             results,
             workload,
@@ -182,26 +200,52 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+fn report(
+    results: &[PathBuf],
+    workload: Option<&std::path::Path>,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use dlrm_bench::{metrics, report};
+    let records = report::pool_runs(results)?;
+    let mut problems: Vec<&str> = records.iter().map(|r| r.problem.as_str()).collect();
+    problems.dedup();
+    let metrics = metrics::summarize(&records, problems.len());
+    println!("{}", report::terminal_tables(&records, &metrics));
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let sources: Vec<String> = results.iter().map(|p| p.display().to_string()).collect();
+        let heading = format!("# DLRM-Bench report\n\nPooled from: {}", sources.join(", "));
+        report::write_markdown(dir, &heading, &records, &metrics)?;
+        report::write_csv(dir, &records)?;
+        let mut log = report::RecordLog::open(dir)?;
+        for r in &records {
+            log.append(r)?;
+        }
+        println!("wrote {}", dir.display());
+    }
+    if let Some(w) = workload {
+        print_projection(&records, w, None)?;
+    }
+    Ok(())
+}
+
 fn project(
     results: &[PathBuf],
     workload: &std::path::Path,
     group: Option<&str>,
 ) -> anyhow::Result<()> {
+    let records = dlrm_bench::report::pool_runs(results)?;
+    print_projection(&records, workload, group)
+}
+
+fn print_projection(
+    records: &[dlrm_bench::record::Record],
+    workload: &std::path::Path,
+    group: Option<&str>,
+) -> anyhow::Result<()> {
     use dlrm_bench::projection::{project, Workload};
     let w = Workload::load(workload)?;
-    let mut records = Vec::new();
-    for path in results {
-        let file = if path.is_dir() {
-            path.join("results.jsonl")
-        } else {
-            path.clone()
-        };
-        anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
-        let found = runner::read_records(&file);
-        anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
-        records.extend(found);
-    }
-    let p = project(&w, &records, group);
+    let p = project(&w, records, group);
     println!("workload {}: {}", w.name, w.description);
     println!("source: {}", w.source);
     let mut t = Table::new();

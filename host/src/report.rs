@@ -1,11 +1,42 @@
 //! A run's outputs (DESIGN §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
-//! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout.
+//! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout; and
+//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report`.
 use crate::metrics::GroupMetrics;
 use crate::record::{Record, Status};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// The records of several result sets (directories or `results.jsonl` files), pooled: a
+/// (problem, group, candidate) measured in more than one keeps its record from the last path
+/// given. Ordered by problem number, then as first seen.
+pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
+    let mut pooled: Vec<Record> = Vec::new();
+    for path in paths {
+        let file = if path.is_dir() {
+            path.join("results.jsonl")
+        } else {
+            path.clone()
+        };
+        anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
+        let found = crate::runner::read_records(&file);
+        anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
+        for r in found {
+            let same = |p: &Record| {
+                p.problem == r.problem && p.group == r.group && p.candidate == r.candidate
+            };
+            match pooled.iter_mut().find(|p| same(p)) {
+                Some(slot) => *slot = r,
+                None => pooled.push(r),
+            }
+        }
+    }
+    let number =
+        |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
+    pooled.sort_by_key(number); // stable: first-seen order inside a problem
+    Ok(pooled)
+}
 
 /// The commit the binary was built from.
 pub const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
@@ -225,4 +256,63 @@ pub fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
         s += &(r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",") + "\n");
     }
     std::fs::write(dir.join("summary.csv"), s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(problem: &str, candidate: &str, ms: f64) -> Record {
+        let mut r = Record::new(problem, candidate, "g", "test");
+        r.status = Status::Correct;
+        r.timing = Some(crate::record::Timing {
+            median_ms: ms,
+            ..Default::default()
+        });
+        r
+    }
+
+    #[test]
+    fn pooled_runs_keep_the_last_record_and_catalog_order() {
+        let dir = std::env::temp_dir().join(format!("dlrm-pool-{}", std::process::id()));
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        for (d, recs) in [
+            (
+                &a,
+                vec![
+                    rec("unique_indices", "x", 2.0),
+                    rec("embedding_bag_sum", "x", 1.0),
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    rec("unique_indices", "x", 1.5),
+                    rec("dot_interaction", "y", 3.0),
+                ],
+            ),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
+            let mut log = RecordLog::open(d).unwrap();
+            for r in &recs {
+                log.append(r).unwrap();
+            }
+        }
+        let pooled = pool_runs(&[a.clone(), b.join("results.jsonl")]).unwrap();
+        let got: Vec<(&str, f64)> = pooled
+            .iter()
+            .map(|r| (r.problem.as_str(), r.timing.as_ref().unwrap().median_ms))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("embedding_bag_sum", 1.0),
+                ("unique_indices", 1.5),
+                ("dot_interaction", 3.0)
+            ]
+        );
+        let missing = pool_runs(&[dir.join("nope")]).unwrap_err().to_string();
+        assert!(missing.contains("nope") && missing.contains("no such results file"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
