@@ -2,8 +2,9 @@
 # Per-kernel times of a problem's Rust reference and of its PyTorch eager `Model`, on the same
 # inputs, with Nsight Compute (each kernel once, caches flushed, clocks left alone):
 #   tools/profile_kernels.sh OUT_DIR PROBLEM [PRESET]
-# Writes OUT_DIR/PROBLEM.{torch,reference}.csv (ncu's raw output) and prints both lists side by
-# side in launch order (tools/ncu_summary.py). Needs a prebuilt dlrm-bench (DLRM_BENCH_BIN).
+# Writes OUT_DIR/PROBLEM.{torch,reference}.csv (ncu's raw output) and prints both kernel lists in
+# launch order, one call each, with totals (tools/ncu_summary.py). Needs a prebuilt dlrm-bench
+# (DLRM_BENCH_BIN).
 set -euo pipefail
 out=${1:?usage: tools/profile_kernels.sh OUT_DIR PROBLEM [PRESET]}
 problem=${2:?problem name}
@@ -11,13 +12,14 @@ preset=${3:-full}
 bin=${DLRM_BENCH_BIN:-target/release/dlrm-bench}
 mkdir -p "$out"
 inputs=$(mktemp -d /dev/shm/dlrm-profile.XXXX 2>/dev/null || mktemp -d)
-trap 'rm -rf "$inputs"' EXIT
+empty=$(mktemp -d)
+trap 'rm -rf "$inputs" "$empty"' EXIT
 "$bin" gen "$problem" --preset "$preset" --sets 1 --out "$inputs" >/dev/null
 file=$(ls "$inputs"/*.safetensors | head -1)
 model=$(ls bench-problems/kernelbench/*_"$problem".py)
 ncu_args=(--clock-control none --metrics gpu__time_duration.sum --csv --print-units base)
 
-# PyTorch: one warm-up call, then the profiled call (the last launches in the CSV). SKIP_TORCH=1
+# PyTorch: one warm-up call, then the profiled call (the summary shows one). SKIP_TORCH=1
 # profiles only the reference.
 [[ -n "${SKIP_TORCH:-}" ]] || DLRM_BENCH_INPUTS="$file" ncu "${ncu_args[@]}" python3 - "$model" > "$out/$problem.torch.csv" <<'PY'
 import importlib.util, sys, torch
@@ -28,8 +30,8 @@ for _ in range(2):
     model(*inputs); torch.cuda.synchronize()
 PY
 
-# The reference: its first (checking) execution, the only kernels the regex admits before timing.
-empty=$(mktemp -d)
+# The reference: its first (checking) execution; the regex admits only plan kernels (no
+# ceiling probes), and the summary cuts the list where the next execution starts.
 LAUNCHES=${LAUNCHES:-80}
 ncu "${ncu_args[@]}" -k 'regex:^(aten_|radix_|inclusive_|scan_|unique_|kjt_|seq_|bucket)' \
     --launch-count "$LAUNCHES" \

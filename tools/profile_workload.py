@@ -24,6 +24,7 @@ Model, averaged over --steps steps after --warmup.
 import argparse
 import datetime
 import importlib.util
+import json
 import pathlib
 import sys
 
@@ -119,10 +120,10 @@ def main():
             marks[names[2]] = (a, event())
         x.backward(dx)
         with torch.no_grad():
+            grads = [demb[:, t].contiguous() for t in range(nt)]  # problem 5's input layout
             a = event()
             for t in range(nt):
-                adagrad(demb[:, t].contiguous(), indices[t], offsets[t], weights[t], momenta[t],
-                        lr, eps)
+                adagrad(grads[t], indices[t], offsets[t], weights[t], momenta[t], lr, eps)
             marks[names[3]] = (a, event())
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -145,16 +146,32 @@ def main():
     gpu = torch.cuda.get_device_name()
     date = datetime.date.today().isoformat()
     lookups = B * sum(MULTI_HOT)
-    text = (
-        f'name = "{args.name}"\n'
-        f'description = "One DLRM training step on one GPU, PyTorch eager fp32: batch {B}, '
+    description = (
+        f"One DLRM training step on one GPU, PyTorch eager fp32: batch {B}, "
         f'26 tables of the MLPerf DLRMv2 set capped at {args.cap} rows (D = {D}, its multi-hot '
         f'sizes: {lookups} lookups), ids skewed as floor(u^{args.skew:g} * rows), bottom MLP '
         f'13-512-256-{D}, dot interaction, top MLP 1024-1024-512-256-1, BCE loss, row-wise '
-        f'Adagrad on the tables (problem 5), SGD on the MLPs; mean step {step_ms:.3f} ms"\n'
-        f'source = "measured by tools/profile_workload.py {" ".join(sys.argv[1:])} on {gpu}, '
-        f'torch {torch.__version__}, {date}: CUDA events around each problem\'s KernelBench '
-        f'Model in the step, {args.steps} steps after {args.warmup} warm-up"\n'
+        f"Adagrad on the tables (problem 5), SGD on the MLPs; mean step {step_ms:.3f} ms"
+    )
+    # The command's options, less where the file went (a path on the measuring machine).
+    argv, options = sys.argv[1:], []
+    while argv:
+        a = argv.pop(0)
+        if a == "--out":
+            argv = argv[1:]
+        elif not a.startswith("--out="):
+            options.append(a)
+    options = " ".join(options) or "(defaults)"
+    source = (
+        f"measured by tools/profile_workload.py {options} on {gpu}, torch {torch.__version__}, "
+        f"{date}: CUDA events around each problem's KernelBench Model in the step, "
+        f"{args.steps} steps after {args.warmup} warm-up"
+    )
+    # JSON string escapes are valid TOML basic-string escapes.
+    text = (
+        f"name = {json.dumps(args.name)}\n"
+        f"description = {json.dumps(description)}\n"
+        f"source = {json.dumps(source)}\n"
         f"\n[fractions]\n"
         + "".join(f"{n} = {fractions[n]:.4f}\n" for n in names)
     )

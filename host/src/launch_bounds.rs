@@ -30,13 +30,15 @@ pub fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
             .find("\n{")
             .map(|i| at + i)
             .ok_or_else(|| format!("no body after the entry of {name}"))?;
+        let directives = format!("\n.maxntid {threads}, 1, 1\n.minnctapersm {blocks}");
         if out[at..body].contains(".maxntid") {
-            continue; // applied already (a PTX file this function wrote)
+            // Applied already (a PTX file this function wrote), but only with these values.
+            if !out[at..body].ends_with(&directives) {
+                return Err(format!("{name} has two different launch bounds"));
+            }
+            continue;
         }
-        out.insert_str(
-            body,
-            &format!("\n.maxntid {threads}, 1, 1\n.minnctapersm {blocks}"),
-        );
+        out.insert_str(body, &directives);
     }
     Ok(out)
 }
@@ -87,6 +89,10 @@ mod tests {
             .contains("`c_kernel`, which has no PTX entry"));
         let zero = PTX.replace("256 3", "256 0");
         assert!(apply_launch_bounds(&zero).unwrap_err().contains("`0`"));
+        let other = format!("{PTX}// dlrm-bench launch_bounds b_kernel 128 3\n");
+        assert!(apply_launch_bounds(&other)
+            .unwrap_err()
+            .contains("b_kernel has two different launch bounds"));
         let short = PTX.replace("256 3", "256");
         assert!(apply_launch_bounds(&short)
             .unwrap_err()

@@ -1,5 +1,5 @@
-//! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `check` and
-//! `project`; all work lives in the library.
+//! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `check`,
+//! `report` and `project`; all work lives in the library.
 use anyhow::Context;
 use bench_problems::{all_problems, find_problem, Preset};
 use clap::{Parser, Subcommand};
@@ -64,8 +64,8 @@ enum Command {
     /// (internal) One worker process of `run`: reads its spec from stdin.
     #[command(hide = true)]
     Worker,
-    /// Tables and metrics of one or more result sets, pooled (a later set's record replaces an
-    /// earlier one of the same problem and candidate), optionally with a projection.
+    /// Tables and metrics of one or more result sets, pooled (each problem from the last set
+    /// that measured it), optionally with a projection.
     Report {
         /// Results directories of `run` (or their results.jsonl files).
         #[arg(required = true)]
@@ -212,7 +212,22 @@ fn report(
     let metrics = metrics::summarize(&records, problems.len());
     println!("{}", report::terminal_tables(&records, &metrics));
     if let Some(dir) = out {
+        let same = |p: &PathBuf| {
+            let input = if p.is_dir() {
+                p.clone()
+            } else {
+                p.parent().unwrap_or(p).to_path_buf()
+            };
+            input.canonicalize().ok() == dir.canonicalize().ok()
+        };
+        anyhow::ensure!(
+            !results.iter().any(same),
+            "--out {} is one of the result sets read; give a new directory",
+            dir.display()
+        );
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        // A fresh pooled results.jsonl (RecordLog appends).
+        let _ = std::fs::remove_file(dir.join("results.jsonl"));
         let sources: Vec<String> = results.iter().map(|p| p.display().to_string()).collect();
         let heading = format!("# DLRM-Bench report\n\nPooled from: {}", sources.join(", "));
         report::write_markdown(dir, &heading, &records, &metrics)?;

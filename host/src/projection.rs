@@ -9,8 +9,10 @@
 //! Per problem the projection takes the fastest winning candidate of the run (optionally of one
 //! group). Its speedup is taken over PyTorch eager (eager's time / the candidate's) when the run
 //! had PyTorch timings, since the profile's shares were measured with eager; otherwise over the
-//! reference. A problem with no win keeps `s = 1`: a slower or unproven kernel would not be
-//! deployed.
+//! reference. A problem with no win, or whose wins are still slower than eager, keeps `s = 1`:
+//! such a kernel would not be deployed. The records should come from [`pool_runs`]
+//! (crate::report::pool_runs), which keeps each problem's records from one run, so that eager's
+//! time and the candidate's are measured together.
 use crate::record::{Record, Status};
 use bench_problems::find_problem;
 use serde::Deserialize;
@@ -35,8 +37,8 @@ impl Workload {
     pub fn load(path: &Path) -> anyhow::Result<Workload> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
-        let w: Workload = toml::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+        let w: Workload =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         w.validate()
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         Ok(w)
@@ -133,10 +135,15 @@ pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> 
                     Some(e) if cand_ms > 0.0 => (e / cand_ms, "PyTorch eager"),
                     _ => (r.speedup.as_ref()?.median, "reference"),
                 };
-                Some((r, s, basis))
+                // A win over a reference slower than eager can still lose to eager, which is
+                // what the step runs: that would not be deployed either.
+                (s > 1.0).then_some((r, s, basis))
             })
             .max_by(|a, b| a.1.total_cmp(&b.1));
         let ran = records.iter().any(|r| &r.problem == problem);
+        let won = records
+            .iter()
+            .any(|r| &r.problem == problem && r.win && group.is_none_or(|g| r.group == g));
         problems.push(match best {
             Some((r, s, basis)) => ProblemProjection {
                 problem: problem.clone(),
@@ -150,7 +157,12 @@ pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> 
                 fraction,
                 candidate: None,
                 speedup: 1.0,
-                basis: if ran { "no win" } else { "not in this run" }.into(),
+                basis: match (ran, won) {
+                    (false, _) => "not in this run",
+                    (true, false) => "no win",
+                    (true, true) => "no win over eager",
+                }
+                .into(),
             },
         });
     }
@@ -207,6 +219,15 @@ mod tests {
             reference_over_pytorch: 0.9,
             source: "t".into(),
         });
+        // unique_indices: the reference is slower than eager (2.0 vs 1.5 ms); a 1.1x win over
+        // it (1.8 ms) still loses to eager -> s = 1.
+        let mut slower_than_eager_reference =
+            record("unique_indices", "reference", "reference", 2.0, 0.0);
+        slower_than_eager_reference.pytorch = Some(PeerTime {
+            median_ms: 1.5,
+            reference_over_pytorch: 2.0 / 1.5,
+            source: "t".into(),
+        });
         let records = vec![
             reference,
             record("embedding_bag_sum", "slow", "a", 0.5, 1.8),
@@ -215,12 +236,15 @@ mod tests {
             record("dot_interaction", "x", "a", 0.5, 2.0),
             record("fm_interaction", "reference", "reference", 1.0, 0.0),
             record("fm_interaction", "y", "a", 2.0, 0.5),
+            slower_than_eager_reference,
+            record("unique_indices", "z", "a", 1.8, 1.1),
         ];
         let w = workload(&[
             ("embedding_bag_sum", 0.3),
             ("dot_interaction", 0.1),
             ("fm_interaction", 0.1),
             ("unique_indices", 0.05),
+            ("kjt_permute", 0.02),
         ]);
         let p = project(&w, &records, None);
         let by = |name: &str| p.problems.iter().find(|x| x.problem == name).unwrap();
@@ -231,13 +255,15 @@ mod tests {
         assert_eq!(by("dot_interaction").basis, "reference");
         assert_eq!(by("fm_interaction").speedup, 1.0);
         assert_eq!(by("fm_interaction").basis, "no win");
-        assert_eq!(by("unique_indices").basis, "not in this run");
-        // (1 - 0.55) + 0.3/4 + 0.1/2 + 0.1 + 0.05 = 0.725
-        assert!((p.addressable - 0.55).abs() < 1e-12);
+        assert_eq!(by("unique_indices").speedup, 1.0);
+        assert_eq!(by("unique_indices").basis, "no win over eager");
+        assert_eq!(by("kjt_permute").basis, "not in this run");
+        // (1 - 0.57) + 0.3/4 + 0.1/2 + 0.1 + 0.05 + 0.02 = 0.725
+        assert!((p.addressable - 0.57).abs() < 1e-12);
         assert!((p.new_time_share - 0.725).abs() < 1e-12);
         assert!((p.step_speedup() - 1.0 / 0.725).abs() < 1e-12);
         assert!((p.time_saved() - 0.275).abs() < 1e-12);
-        assert!((p.ceiling() - 1.0 / 0.45).abs() < 1e-12);
+        assert!((p.ceiling() - 1.0 / 0.43).abs() < 1e-12);
         // Group a only: embedding_bag_sum falls back to its 0.5 ms candidate (s = 2).
         let a = project(&w, &records, Some("a"));
         assert_eq!(
@@ -302,6 +328,11 @@ mod tests {
                 "name = \"w\"\ndescription = \"d\"\nsource = \" \"\n[fractions]\nfm_interaction = 0.1\n"
                     .to_string(),
                 "field `source` is empty",
+            ),
+            (
+                "type.toml",
+                format!("{head}[fractions]\nembedding_bag_sum = \"0.1\"\n"),
+                "line 5, column 21",
             ),
             (
                 "extra.toml",

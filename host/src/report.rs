@@ -1,6 +1,7 @@
 //! A run's outputs (DESIGN §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
 //! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout; and
-//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report`.
+//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` and
+//! `project`.
 use crate::metrics::GroupMetrics;
 use crate::record::{Record, Status};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -8,9 +9,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The records of several result sets (directories or `results.jsonl` files), pooled: a
-/// (problem, group, candidate) measured in more than one keeps its record from the last path
-/// given. Ordered by problem number, then as first seen.
+/// The records of several result sets (directories or `results.jsonl` files), pooled by
+/// problem: each problem's records all come from the last path given that measured it, so a
+/// candidate's time and the reference's and PyTorch's it is compared with are from one run.
+/// Ordered by problem number, then as recorded.
 pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
     let mut pooled: Vec<Record> = Vec::new();
     for path in paths {
@@ -22,19 +24,12 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
         let found = crate::runner::read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
-        for r in found {
-            let same = |p: &Record| {
-                p.problem == r.problem && p.group == r.group && p.candidate == r.candidate
-            };
-            match pooled.iter_mut().find(|p| same(p)) {
-                Some(slot) => *slot = r,
-                None => pooled.push(r),
-            }
-        }
+        pooled.retain(|p| !found.iter().any(|r| r.problem == p.problem));
+        pooled.extend(found);
     }
     let number =
         |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
-    pooled.sort_by_key(number); // stable: first-seen order inside a problem
+    pooled.sort_by_key(number); // stable: recorded order inside a problem
     Ok(pooled)
 }
 
@@ -273,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn pooled_runs_keep_the_last_record_and_catalog_order() {
+    fn pooled_runs_take_each_problem_from_its_last_run_in_catalog_order() {
         let dir = std::env::temp_dir().join(format!("dlrm-pool-{}", std::process::id()));
         let (a, b) = (dir.join("a"), dir.join("b"));
         for (d, recs) in [
@@ -282,6 +277,7 @@ mod tests {
                 vec![
                     rec("unique_indices", "x", 2.0),
                     rec("embedding_bag_sum", "x", 1.0),
+                    rec("unique_indices", "w", 9.0),
                 ],
             ),
             (
@@ -299,16 +295,20 @@ mod tests {
             }
         }
         let pooled = pool_runs(&[a.clone(), b.join("results.jsonl")]).unwrap();
-        let got: Vec<(&str, f64)> = pooled
+        let got: Vec<(&str, &str, f64)> = pooled
             .iter()
-            .map(|r| (r.problem.as_str(), r.timing.as_ref().unwrap().median_ms))
+            .map(|r| {
+                let ms = r.timing.as_ref().unwrap().median_ms;
+                (r.problem.as_str(), r.candidate.as_str(), ms)
+            })
             .collect();
+        // unique_indices comes wholly from run b: its `w` record from run a is gone.
         assert_eq!(
             got,
             [
-                ("embedding_bag_sum", 1.0),
-                ("unique_indices", 1.5),
-                ("dot_interaction", 3.0)
+                ("embedding_bag_sum", "x", 1.0),
+                ("unique_indices", "x", 1.5),
+                ("dot_interaction", "y", 3.0)
             ]
         );
         let missing = pool_runs(&[dir.join("nope")]).unwrap_err().to_string();

@@ -80,9 +80,11 @@ pub fn inclusive_scan(
     n: &str,
     status: &str,
 ) -> Vec<LaunchSpec> {
-    let tiles = format!("ceil_div({n}, {SCAN_TILE})");
+    // At least one tile: with n = 0 the scan still runs one (empty) block, which publishes
+    // its state.
+    let tiles = format!("max(ceil_div({n}, {SCAN_TILE}), 1)");
     let init_grid = format!("ceil_div({tiles} + 1, 256)");
-    let scan_grid = format!("max({tiles}, 1)");
+    let scan_grid = tiles.clone();
     vec![
         launch(
             "scan_init",
@@ -101,7 +103,7 @@ pub fn inclusive_scan(
 
 /// Bytes of a scan's tile-state scratch for `n` elements.
 pub fn scan_status_bytes(n: &str) -> String {
-    format!("(ceil_div({n}, {SCAN_TILE}) + 1) * 8")
+    format!("(max(ceil_div({n}, {SCAN_TILE}), 1) + 1) * 8")
 }
 
 /// Names of the scratch buffers of one radix sort (prefixed, so two sorts could coexist).

@@ -5,9 +5,10 @@
 //! decoupled look-back (one warp, 32 tiles at a time) over the states of the tiles before it (each state holds a flag and a
 //! value in one 64-bit word: "aggregate of this tile" or "inclusive prefix up to this tile").
 //!
-//! Plan (`n` elements, `tiles = ceil_div(n, SCAN_TILE)`, scratch `status` of `tiles + 1` u64):
+//! Plan (`n` elements, `tiles = max(ceil_div(n, SCAN_TILE), 1)`, scratch `status` of
+//! `tiles + 1` u64):
 //! 1. [`scan_init`]: grid `ceil_div(tiles + 1, 256)`, block 256.
-//! 2. [`inclusive_sum_i64`] or [`inclusive_sum_i32_to_i64`]: grid `max(tiles, 1)`, block
+//! 2. [`inclusive_sum_i64`] or [`inclusive_sum_i32_to_i64`]: grid `tiles`, block
 //!    [`SCAN_THREADS`].
 //!
 //! Sums are kept in 62 bits (|prefix| < 2^61) so that flag and value share one word.
@@ -238,7 +239,8 @@ pub(crate) mod tests {
     /// Runs the two-kernel plan on the emulator.
     pub(crate) fn run_inclusive_sum_i64(input: &[i64]) -> Vec<i64> {
         let n = input.len();
-        let tiles = n.div_ceil(SCAN_TILE);
+        // As the plans size it: one tile even for n = 0 (its block still publishes a state).
+        let tiles = n.div_ceil(SCAN_TILE).max(1);
         let mut status = vec![u64::MAX; tiles + 1];
         let mut out = vec![i64::MIN; n];
         unsafe {
@@ -280,7 +282,9 @@ pub(crate) mod tests {
         let input: Vec<i64> = (0..n as i64).map(|i| (i * 7919 % 101) - 50).collect();
         assert_eq!(run_inclusive_sum_i64(&input), prefix(&input));
         assert_eq!(run_inclusive_sum_i64(&input[..5]), prefix(&input[..5]));
-        // More tiles than one look-back window.
+        // 40 tiles (the emulator runs blocks in order, so every look-back finds its
+        // predecessor's prefix at once; `warp_look_back_matches_the_serial_one_across_windows`
+        // covers the walk over aggregates and several windows).
         let many: Vec<i64> = (0..40 * SCAN_TILE as i64).map(|i| i % 13 - 6).collect();
         assert_eq!(run_inclusive_sum_i64(&many), prefix(&many));
         assert!(run_inclusive_sum_i64(&[]).is_empty());

@@ -34,6 +34,9 @@ pub struct CudaBackend {
     modules: Vec<Module>,
     flush: Option<(sys::CUdeviceptr, usize)>,
     events: (sys::CUevent, sys::CUevent),
+    /// (module, kernel) whose dynamic shared memory limit is already raised, and to what: the
+    /// attribute is set once, not inside every timed launch.
+    shared_opt_in: std::collections::HashMap<(usize, String), u32>,
 }
 
 impl CudaBackend {
@@ -79,6 +82,7 @@ impl CudaBackend {
             modules: Vec::new(),
             flush: None,
             events,
+            shared_opt_in: std::collections::HashMap::new(),
         })
     }
 
@@ -321,7 +325,8 @@ impl Backend for CudaBackend {
             .map_err(|e| BackendError::BadLaunch(format!("no kernel `{}`: {e}", launch.kernel)))?;
         // Static plus dynamic shared memory past 48 KB needs the opt-in attribute (a kernel
         // with 35 KB of static arrays fails a 36 KB dynamic launch without it).
-        if launch.shared_bytes > 0 {
+        let key = (module.0, launch.kernel.clone());
+        if launch.shared_bytes > 0 && self.shared_opt_in.get(&key) < Some(&launch.shared_bytes) {
             unsafe {
                 check(
                     sys::cuFuncSetAttribute(
@@ -329,9 +334,13 @@ impl Backend for CudaBackend {
                         sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         launch.shared_bytes as i32,
                     ),
-                    "set dynamic shared memory",
+                    &format!(
+                        "allow {} bytes of dynamic shared memory for `{}`",
+                        launch.shared_bytes, launch.kernel
+                    ),
                 )?
             };
+            self.shared_opt_in.insert(key, launch.shared_bytes);
         }
         // One 8-byte slot per parameter; a 4-byte parameter reads the low half (little endian).
         let mut slots = launch.args.clone();
