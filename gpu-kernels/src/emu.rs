@@ -139,56 +139,97 @@ pub unsafe fn launch_kernel(
 /// # Safety
 /// `body` is a kernel: whatever memory it touches must be valid for the whole launch.
 pub unsafe fn launch(config: &LaunchConfig, body: &(dyn Fn() + Sync)) -> Result<(), EmuError> {
+    launch_resident(config, body, 1)
+}
+
+/// As [`launch_kernel`], with `resident` blocks running at once (see [`launch_resident`]).
+///
+/// # Safety
+/// As [`launch_kernel`].
+pub unsafe fn launch_kernel_resident(
+    kernel: &EmuKernel,
+    config: &LaunchConfig,
+    args: &[u64],
+    resident: usize,
+) -> Result<(), EmuError> {
+    if args.len() != kernel.param_sizes.len() {
+        return Err(EmuError::WrongArguments {
+            kernel: kernel.name.to_string(),
+            expected: kernel.param_sizes.len(),
+            got: args.len(),
+        });
+    }
+    launch_resident(config, &|| (kernel.call)(args), resident)
+}
+
+/// Runs `body` with `resident` blocks in flight at once, as on a GPU: slot `s` runs blocks
+/// `s, s + resident, …`, each slot with its own threads, barriers and shared memory. With one
+/// slot (what [`launch`] does) every block sees all earlier blocks finished, so a decoupled
+/// look-back never waits or meets a tile that has published only its aggregate; with several,
+/// it does. Kernels that hand out work by an atomic tile counter cannot deadlock here (every
+/// tile a block waits for belongs to a block already running); a kernel that waits for a block
+/// not yet started would, as it can on a GPU.
+///
+/// # Safety
+/// As [`launch`]. A fault in one block while another spins on it in plain memory reads hangs.
+pub unsafe fn launch_resident(
+    config: &LaunchConfig,
+    body: &(dyn Fn() + Sync),
+    resident: usize,
+) -> Result<(), EmuError> {
     validate(config)?;
     let threads = config.block.iter().product::<u32>();
     let blocks = config.grid.iter().map(|&g| g as u64).product::<u64>();
-    let block = BlockState::new(*config);
+    let slots = (resident.max(1) as u64).min(blocks) as usize;
+    let states: Vec<BlockState> = (0..slots).map(|_| BlockState::new(*config)).collect();
     let fault: Mutex<Option<String>> = Mutex::new(None);
 
     std::thread::scope(|scope| {
-        for linear in 0..threads {
-            let block = &block;
-            let fault = &fault;
-            let thread_idx = [
-                linear % config.block[0],
-                linear / config.block[0] % config.block[1],
-                linear / (config.block[0] * config.block[1]),
-            ];
-            std::thread::Builder::new()
-                .stack_size(512 * 1024)
-                .spawn_scoped(scope, move || {
-                    let ctx = ThreadCtx {
-                        thread_idx,
-                        lane: linear % WARP,
-                        warp: linear / WARP,
-                        block,
-                    };
-                    CURRENT.with(|c| c.set(&ctx as *const ThreadCtx as *const ()));
-                    let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                        for b in 0..blocks {
-                            if linear == 0 {
-                                block.begin_block(b);
+        for (slot, block) in states.iter().enumerate() {
+            for linear in 0..threads {
+                let states = &states;
+                let fault = &fault;
+                let thread_idx = [
+                    linear % config.block[0],
+                    linear / config.block[0] % config.block[1],
+                    linear / (config.block[0] * config.block[1]),
+                ];
+                std::thread::Builder::new()
+                    .stack_size(512 * 1024)
+                    .spawn_scoped(scope, move || {
+                        let ctx = ThreadCtx {
+                            thread_idx,
+                            lane: linear % WARP,
+                            warp: linear / WARP,
+                            block,
+                        };
+                        CURRENT.with(|c| c.set(&ctx as *const ThreadCtx as *const ()));
+                        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+                            for b in (slot as u64..blocks).step_by(slots) {
+                                if linear == 0 {
+                                    block.begin_block(b);
+                                }
+                                block.block_start.wait_or_unwind();
+                                body();
+                                block.barrier.exit();
+                                block.warps[ctx.warp as usize].barrier.exit();
+                                block.block_start.wait_or_unwind();
                             }
-                            block.block_start.wait_or_unwind();
-                            body();
-                            block.barrier.exit();
-                            block.warps[ctx.warp as usize].barrier.exit();
-                            block.block_start.wait_or_unwind();
+                        }));
+                        CURRENT.with(|c| c.set(std::ptr::null()));
+                        if let Err(payload) = result {
+                            if payload.downcast_ref::<Aborted>().is_none() {
+                                let msg = panic_message(&payload);
+                                fault
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .get_or_insert(msg);
+                                states.iter().for_each(BlockState::abort);
+                            }
                         }
-                    }));
-                    CURRENT.with(|c| c.set(std::ptr::null()));
-                    if let Err(payload) = result {
-                        if payload.downcast_ref::<Aborted>().is_none() {
-                            let msg = panic_message(&payload);
-                            fault
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get_or_insert(msg);
-                            block.abort();
-                        }
-                    }
-                })
-                .expect("spawn an emulated GPU thread");
+                    })
+                    .expect("spawn an emulated GPU thread");
+            }
         }
     });
     match fault.into_inner().unwrap_or_else(|e| e.into_inner()) {

@@ -80,6 +80,13 @@ pub fn match_any_u32(v: u32) -> u32 {
         .fold(0, |mask, l| mask | 1 << l)
 }
 
+/// Called in each round of a spin-wait on another block (a look-back): yields the OS thread,
+/// so that the emulated block being waited for gets the CPU (hundreds of emulated threads share
+/// a few cores).
+pub fn spin_pause() {
+    std::thread::yield_now();
+}
+
 /// `__ballot_sync(0xffffffff, pred)`: bit `l` set when lane `l`'s `pred` holds (built on
 /// [`match_any_u32`]: the lanes that agree with this one, complemented where `pred` is false).
 pub fn ballot(pred: bool) -> u32 {

@@ -89,6 +89,10 @@ pub fn match_any_u32(v: u32) -> u32 {
     r
 }
 
+/// Called in each round of a spin-wait on another block (a look-back): nothing on the GPU.
+#[inline(always)]
+pub fn spin_pause() {}
+
 /// `__ballot_sync(0xffffffff, pred)`: bit `l` set when lane `l`'s `pred` holds. Every lane of
 /// the warp must take part.
 #[inline(always)]

@@ -131,6 +131,7 @@ unsafe fn look_back_digit(states: *const u32, tile: usize, d: usize) -> u32 {
             if w >> 30 != 0 {
                 break w;
             }
+            spin_pause();
         };
         before += word & LB_VALUE;
         if word & LB_PREFIX != 0 {
@@ -397,7 +398,7 @@ kernel! {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::{launch_kernel, launch_kernel_resident, LaunchConfig};
 
     fn cfg(grid: usize, block: u32) -> LaunchConfig {
         LaunchConfig {
@@ -409,15 +410,17 @@ pub(crate) mod tests {
 
     /// Runs the whole plan on the emulator: returns (sorted keys, values in key order).
     pub(crate) fn sort_pairs(keys: &[u64], values: &[u64], signed: bool) -> (Vec<u64>, Vec<u64>) {
-        sort_pairs_with(keys, values, signed, HIST_MAX_BLOCKS)
+        sort_pairs_with(keys, values, signed, HIST_MAX_BLOCKS, 3)
     }
 
-    /// As [`sort_pairs`], the histogram launched with at most `hist_blocks` blocks.
+    /// As [`sort_pairs`], the histogram launched with at most `hist_blocks` blocks and
+    /// `resident` onesweep blocks in flight at once.
     fn sort_pairs_with(
         keys: &[u64],
         values: &[u64],
         signed: bool,
         hist_blocks: usize,
+        resident: usize,
     ) -> (Vec<u64>, Vec<u64>) {
         let n = keys.len();
         let passes = 8usize;
@@ -469,7 +472,8 @@ pub(crate) mod tests {
                 } else {
                     (out_k.as_mut_ptr(), out_v.as_mut_ptr())
                 };
-                launch_kernel(
+                // Blocks in flight at once, as on a GPU: look-backs wait on running tiles.
+                launch_kernel_resident(
                     &radix_sort_onesweep::EMU,
                     &cfg(tiles, SORT_THREADS),
                     &[
@@ -484,6 +488,7 @@ pub(crate) mod tests {
                         lookback.as_mut_ptr() as u64,
                         counters.as_mut_ptr() as u64,
                     ],
+                    resident,
                 )
                 .unwrap();
             }
@@ -547,7 +552,22 @@ pub(crate) mod tests {
         let n = 4 * SORT_TILE + 1;
         let keys: Vec<u64> = (0..n as u64).map(|i| pseudo(i % 5003)).collect();
         let values: Vec<u64> = (0..n as u64).collect();
-        let (got_k, got_v) = sort_pairs_with(&keys, &values, false, 2);
+        let (got_k, got_v) = sort_pairs_with(&keys, &values, false, 2, 3);
+        let mut expect: Vec<(u64, u64)> = keys.iter().copied().zip(values).collect();
+        expect.sort_by_key(|&(k, _)| k);
+        let (ek, ev): (Vec<u64>, Vec<u64>) = expect.into_iter().unzip();
+        assert_eq!(got_k, ek);
+        assert_eq!(got_v, ev);
+    }
+
+    #[test]
+    fn look_backs_over_tiles_still_in_flight() {
+        // 16 tiles, 8 in flight: tiles look back over neighbours that have published only
+        // their counts (a look-back that stops at those gives wrong positions).
+        let n = 16 * SORT_TILE;
+        let keys: Vec<u64> = (0..n as u64).map(|i| pseudo(i) % 1000).collect();
+        let values: Vec<u64> = (0..n as u64).collect();
+        let (got_k, got_v) = sort_pairs_with(&keys, &values, false, HIST_MAX_BLOCKS, 8);
         let mut expect: Vec<(u64, u64)> = keys.iter().copied().zip(values).collect();
         expect.sort_by_key(|&(k, _)| k);
         let (ek, ev): (Vec<u64>, Vec<u64>) = expect.into_iter().unzip();

@@ -64,6 +64,7 @@ unsafe fn wait_for_state(states: *const u64, t: usize) -> u64 {
         if w >> 62 != 0 {
             return w;
         }
+        spin_pause();
     }
 }
 
@@ -226,7 +227,7 @@ kernel! {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::{launch_kernel, launch_kernel_resident, LaunchConfig};
 
     fn cfg(grid: usize, block: u32) -> LaunchConfig {
         LaunchConfig {
@@ -250,7 +251,9 @@ pub(crate) mod tests {
                 &[status.as_mut_ptr() as u64, tiles as u64],
             )
             .unwrap();
-            launch_kernel(
+            // Four blocks in flight, as on an H200: look-backs wait on running tiles and walk
+            // over tiles that have published only their aggregate.
+            launch_kernel_resident(
                 &inclusive_sum_i64::EMU,
                 &cfg(tiles, SCAN_THREADS),
                 &[
@@ -259,6 +262,7 @@ pub(crate) mod tests {
                     n as u64,
                     status.as_mut_ptr() as u64,
                 ],
+                4,
             )
             .unwrap();
         }
@@ -282,9 +286,8 @@ pub(crate) mod tests {
         let input: Vec<i64> = (0..n as i64).map(|i| (i * 7919 % 101) - 50).collect();
         assert_eq!(run_inclusive_sum_i64(&input), prefix(&input));
         assert_eq!(run_inclusive_sum_i64(&input[..5]), prefix(&input[..5]));
-        // 40 tiles (the emulator runs blocks in order, so every look-back finds its
-        // predecessor's prefix at once; `warp_look_back_matches_the_serial_one_across_windows`
-        // covers the walk over aggregates and several windows).
+        // 40 tiles, four in flight (`warp_look_back_matches_the_serial_one_across_windows`
+        // covers walks over several windows, which four resident blocks cannot reach).
         let many: Vec<i64> = (0..40 * SCAN_TILE as i64).map(|i| i % 13 - 6).collect();
         assert_eq!(run_inclusive_sum_i64(&many), prefix(&many));
         assert!(run_inclusive_sum_i64(&[]).is_empty());
