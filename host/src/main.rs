@@ -149,6 +149,10 @@ struct RunArgs {
     /// Seconds one candidate may take before its worker is killed (`timeout`).
     #[arg(long, default_value_t = 180.0)]
     timeout_s: f64,
+    /// Project the run's wins onto this workload profile (workloads/README.md): the
+    /// addressable fraction and the projected step speedup, in the summary and run.json.
+    #[arg(long)]
+    workload: Option<PathBuf>,
     /// Finish the interrupted run in this results directory (its options are reused).
     #[arg(long)]
     resume: Option<PathBuf>,
@@ -261,36 +265,7 @@ fn print_projection(
     use dlrm_bench::projection::{project, Workload};
     let w = Workload::load(workload)?;
     let p = project(&w, records, group);
-    println!("workload {}: {}", w.name, w.description);
-    println!("source: {}", w.source);
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "problem",
-        "share of step",
-        "candidate",
-        "speedup",
-        "over",
-        "share after",
-    ]);
-    for row in &p.problems {
-        t.add_row(vec![
-            row.problem.clone(),
-            format!("{:.1}%", 100.0 * row.fraction),
-            row.candidate.clone().unwrap_or_else(|| "-".into()),
-            format!("{:.3}", row.speedup),
-            row.basis.clone(),
-            format!("{:.1}%", 100.0 * row.fraction / row.speedup),
-        ]);
-    }
-    println!("{t}");
-    println!(
-        "addressable fraction {:.1}% (no kernel of these problems can give more than {:.3}x); \
-         projected step speedup {:.3}x, step time -{:.1}%",
-        100.0 * p.addressable,
-        p.ceiling(),
-        p.step_speedup(),
-        100.0 * p.time_saved()
-    );
+    println!("{}", p.markdown(&w));
     Ok(())
 }
 
@@ -642,6 +617,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         eval,
         timeout_s: a.timeout_s,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        workload: a.workload,
     };
     runner::run(opts, a.resume.as_deref())?;
     Ok(())

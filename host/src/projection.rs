@@ -112,6 +112,54 @@ impl Projection {
     pub fn ceiling(&self) -> f64 {
         1.0 / (1.0 - self.addressable).max(f64::MIN_POSITIVE)
     }
+
+    /// The projection as a markdown section (the profile, a row per problem, the totals).
+    pub fn markdown(&self, w: &Workload) -> String {
+        let mut s = format!(
+            "## End-to-end projection: {}\n\n{}\n\nSource: {}\n\n\
+             | problem | share of step | candidate | speedup | over | share after |\n\
+             | --- | --- | --- | --- | --- | --- |\n",
+            w.name, w.description, w.source
+        );
+        for p in &self.problems {
+            s += &format!(
+                "| {} | {:.1}% | {} | {:.3} | {} | {:.1}% |\n",
+                p.problem,
+                100.0 * p.fraction,
+                p.candidate.as_deref().unwrap_or("-"),
+                p.speedup,
+                p.basis,
+                100.0 * p.fraction / p.speedup
+            );
+        }
+        s += &format!(
+            "\nAddressable fraction {:.1}% (no kernel of these problems can give more than \
+             {:.3}x); projected step speedup {:.3}x, step time -{:.1}%.\n",
+            100.0 * self.addressable,
+            self.ceiling(),
+            self.step_speedup(),
+            100.0 * self.time_saved()
+        );
+        s
+    }
+
+    /// The projection for `run.json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "workload": self.workload,
+            "addressable_fraction": self.addressable,
+            "new_time_share": self.new_time_share,
+            "step_speedup": self.step_speedup(),
+            "ceiling": self.ceiling(),
+            "problems": self.problems.iter().map(|p| serde_json::json!({
+                "problem": p.problem,
+                "fraction": p.fraction,
+                "candidate": p.candidate,
+                "speedup": p.speedup,
+                "basis": p.basis,
+            })).collect::<Vec<_>>(),
+        })
+    }
 }
 
 /// Projects `records` (one run's results) onto `workload`; `group` keeps only that candidate
@@ -264,6 +312,15 @@ mod tests {
         assert!((p.step_speedup() - 1.0 / 0.725).abs() < 1e-12);
         assert!((p.time_saved() - 0.275).abs() < 1e-12);
         assert!((p.ceiling() - 1.0 / 0.43).abs() < 1e-12);
+        let md = p.markdown(&w);
+        assert!(
+            md.contains("| embedding_bag_sum | 30.0% | b/fast | 4.000 | PyTorch eager | 7.5% |")
+        );
+        assert!(md.contains("Addressable fraction 57.0%"));
+        assert!(md.contains("projected step speedup 1.379x, step time -27.5%"));
+        let json = p.to_json();
+        assert!((json["addressable_fraction"].as_f64().unwrap() - 0.57).abs() < 1e-12);
+        assert_eq!(json["problems"].as_array().unwrap().len(), 5);
         // Group a only: embedding_bag_sum falls back to its 0.5 ms candidate (s = 2).
         let a = project(&w, &records, Some("a"));
         assert_eq!(

@@ -8,6 +8,7 @@ use crate::backend::{cuda::CudaBackend, emu::EmuBackend, Backend, DeviceInfo};
 use crate::candidate::{discover, load_candidate, Candidate};
 use crate::evaluate::EvalConfig;
 use crate::metrics::{self, GroupMetrics};
+use crate::projection::{self, Workload};
 use crate::record::{Ceilings, PeerTime, Record, Status};
 use crate::report::{self, RecordLog, GIT_COMMIT};
 use crate::worker::{Event, WorkerSpec};
@@ -37,6 +38,9 @@ pub struct RunOptions {
     /// Seconds one candidate may take (checks and timing) before its worker is killed.
     pub timeout_s: f64,
     pub command_line: String,
+    /// A workload profile to project the run's wins onto (summary and run.json).
+    #[serde(default)]
+    pub workload: Option<PathBuf>,
 }
 
 /// What a finished run produced.
@@ -82,6 +86,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     let preset = opts.preset.unwrap_or(Preset::Full);
     opts.eval.preset = preset;
     let problems = select_problems(&opts.problems)?;
+    // A bad profile is an error before anything is measured.
+    let workload = opts.workload.as_deref().map(Workload::load).transpose()?;
 
     let started = chrono::Utc::now();
     let (dir, secret_seed) = if resume.is_some() {
@@ -207,11 +213,31 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         .into();
     write_json(&dir.join("run.json"), &run_json)?;
     let _ = std::fs::remove_file(dir.join(SECRET_FILE));
+    // Emulator timings say nothing about a GPU step: no projection from them.
+    let projection = workload
+        .as_ref()
+        .filter(|_| on_gpu)
+        .map(|w| projection::project(w, &records, None));
+    if workload.is_some() && !on_gpu {
+        eprintln!("no end-to-end projection: the emulator's timings are not GPU timings");
+    }
+    if let Some(p) = &projection {
+        run_json["projection"] = p.to_json();
+    }
+    write_json(&dir.join("run.json"), &run_json)?;
     let heading = heading(&run_id, &info, on_gpu, ceilings);
     report::write_markdown(&dir, &heading, &records, &metrics)?;
     report::write_csv(&dir, &records)?;
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics));
+    if let (Some(w), Some(p)) = (&workload, &projection) {
+        let text = p.markdown(w);
+        println!("\n{text}");
+        let summary = dir.join("summary.md");
+        let mut md = std::fs::read_to_string(&summary)?;
+        md += &format!("\n{text}");
+        std::fs::write(&summary, md)?;
+    }
     println!("results: {} ({} new records)", dir.display(), fresh.len());
     Ok(RunOutcome {
         dir,
