@@ -21,7 +21,7 @@
 //! between two buffers: with 8 passes, pass 0 reads the input and writes the alternate buffer,
 //! and pass 7 writes the output. Up to 2^30 elements (look-back counts are 30-bit).
 //!
-//! Scratch for `n` elements (`tiles = ceil_div(n, SORT_TILE)`, `passes = 8`):
+//! Scratch for `n` elements (`tiles = max(ceil_div(n, SORT_TILE), 1)`, `passes = 8`):
 //! `bins` passes·256 u32, `tile_counters` passes u32, `lookback` passes·tiles·256 u32, and the
 //! alternate key and value buffers of n u64 each.
 use crate::dev::*;
