@@ -2,7 +2,6 @@
 //! and the edge bags, the rows a set of lookups touches, and input statistics.
 use crate::spec::ProblemError;
 use data_gen::{seed::derive_str, uniform_f32_at, Pooling};
-use serde_json::json;
 
 pub use crate::spec::size;
 
@@ -54,21 +53,11 @@ pub fn distinct_rows(indices: &[i64], rows: usize) -> usize {
     seen.iter().map(|w| w.count_ones() as usize).sum()
 }
 
-/// Pooling statistics of CSR bags for run records: bags, empty bags, mean and longest length,
-/// lookups, and the distinct rows among `indices` (rows below `rows`).
+/// Input statistics of CSR bags for run records: the same [`data_gen::InputStats`] every
+/// embedding problem reports (pooling, distinct rows, reuse, hot-row shares over `rows` rows).
 pub fn bag_stats(offsets: &[i64], indices: &[i64], rows: usize) -> serde_json::Value {
-    let lengths: Vec<i64> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
-    let bags = lengths.len();
-    let distinct = distinct_rows(indices, rows);
-    json!({
-        "bags": bags,
-        "empty_bags": lengths.iter().filter(|&&l| l == 0).count(),
-        "mean_length": indices.len() as f64 / bags.max(1) as f64,
-        "max_length": lengths.iter().copied().max().unwrap_or(0),
-        "lookups": indices.len(),
-        "distinct_rows": distinct,
-        "reuse": indices.len() as f64 / distinct.max(1) as f64,
-    })
+    serde_json::to_value(data_gen::bag_stats(indices, offsets, rows as u64))
+        .unwrap_or(serde_json::Value::Null)
 }
 
 #[cfg(test)]
@@ -103,8 +92,8 @@ mod tests {
         let s = bag_stats(&[0, 0, 3, 4], &[1, 1, 2, 1], 4);
         assert_eq!(s["bags"], 3);
         assert_eq!(s["empty_bags"], 1);
-        assert_eq!(s["max_length"], 3);
+        assert_eq!(s["max_pooling"], 3);
         assert_eq!(s["distinct_rows"], 2);
-        assert_eq!(s["reuse"], 2.0);
+        assert_eq!(s["mean_reuse"], 2.0);
     }
 }
