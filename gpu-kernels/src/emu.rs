@@ -124,14 +124,7 @@ pub unsafe fn launch_kernel(
     config: &LaunchConfig,
     args: &[u64],
 ) -> Result<(), EmuError> {
-    if args.len() != kernel.param_sizes.len() {
-        return Err(EmuError::WrongArguments {
-            kernel: kernel.name.to_string(),
-            expected: kernel.param_sizes.len(),
-            got: args.len(),
-        });
-    }
-    launch(config, &|| (kernel.call)(args))
+    launch_kernel_resident(kernel, config, args, 1)
 }
 
 /// Runs `body` once per GPU thread of the launch, block by block.

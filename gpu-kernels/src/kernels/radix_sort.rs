@@ -497,8 +497,14 @@ pub(crate) mod tests {
     }
 
     fn check(keys: &[u64], signed: bool) {
+        check_with(keys, signed, HIST_MAX_BLOCKS, 3);
+    }
+
+    /// Sorts `keys` with their positions as values ([`sort_pairs_with`]) and compares with
+    /// std's stable sort.
+    fn check_with(keys: &[u64], signed: bool, hist_blocks: usize, resident: usize) {
         let values: Vec<u64> = (0..keys.len() as u64).collect();
-        let (got_k, got_v) = sort_pairs(keys, &values, signed);
+        let (got_k, got_v) = sort_pairs_with(keys, &values, signed, hist_blocks, resident);
         let mut expect: Vec<(u64, u64)> = keys.iter().copied().zip(values).collect();
         if signed {
             expect.sort_by_key(|&(k, _)| k as i64); // std's sort is stable
@@ -551,13 +557,7 @@ pub(crate) mod tests {
         // Two histogram blocks over five tiles: each counts and clears several tiles.
         let n = 4 * SORT_TILE + 1;
         let keys: Vec<u64> = (0..n as u64).map(|i| pseudo(i % 5003)).collect();
-        let values: Vec<u64> = (0..n as u64).collect();
-        let (got_k, got_v) = sort_pairs_with(&keys, &values, false, 2, 3);
-        let mut expect: Vec<(u64, u64)> = keys.iter().copied().zip(values).collect();
-        expect.sort_by_key(|&(k, _)| k);
-        let (ek, ev): (Vec<u64>, Vec<u64>) = expect.into_iter().unzip();
-        assert_eq!(got_k, ek);
-        assert_eq!(got_v, ev);
+        check_with(&keys, false, 2, 3);
     }
 
     #[test]
@@ -566,13 +566,7 @@ pub(crate) mod tests {
         // their counts (a look-back that stops at those gives wrong positions).
         let n = 16 * SORT_TILE;
         let keys: Vec<u64> = (0..n as u64).map(|i| pseudo(i) % 1000).collect();
-        let values: Vec<u64> = (0..n as u64).collect();
-        let (got_k, got_v) = sort_pairs_with(&keys, &values, false, HIST_MAX_BLOCKS, 8);
-        let mut expect: Vec<(u64, u64)> = keys.iter().copied().zip(values).collect();
-        expect.sort_by_key(|&(k, _)| k);
-        let (ek, ev): (Vec<u64>, Vec<u64>) = expect.into_iter().unzip();
-        assert_eq!(got_k, ek);
-        assert_eq!(got_v, ev);
+        check_with(&keys, false, HIST_MAX_BLOCKS, 8);
     }
 
     #[test]
