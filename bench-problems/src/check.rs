@@ -4,12 +4,15 @@
 //! largest error scaled by ‖ref‖∞, each against a bound per output dtype, so neither an all-zeros
 //! tensor nor a constant can pass because the reference is small. Any poison left (an element
 //! the kernel never wrote), NaN or infinity fails. Integers must match exactly.
-use crate::spec::OracleOutput;
+use crate::oracle::OracleOutput;
+pub use crate::poison::poison_pattern;
 use data_gen::{DType, HostTensor};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// Bounds of the scale-invariant float test; `exact` for integers.
+/// Bounds of the scale-invariant float test; `exact`: every element must equal the oracle
+/// (integers), or for a float output, the oracle rounded to the output's dtype bit for bit
+/// (−0 is not +0; any NaN matches a NaN).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
     /// Bound on ‖out − ref‖₂ / ‖ref‖₂.
@@ -20,6 +23,13 @@ pub struct Tolerance {
 }
 
 impl Tolerance {
+    /// Bit-exact: for outputs that copy values rather than compute them (gathers, permutes).
+    pub const EXACT: Tolerance = Tolerance {
+        rel_l2: 0.0,
+        max_scaled: 0.0,
+        exact: true,
+    };
+
     /// Defaults per output dtype. fp32 outputs of fp32-accumulated sums land near 1e-7; an fp16
     /// accumulator lands near 1e-3 and fails. bf16 outputs carry 8 bits of mantissa (2^-9 ≈ 2e-3
     /// per element after rounding).
@@ -34,26 +44,8 @@ impl Tolerance {
             DType::F32 => float(1e-5, 1e-4),
             DType::F16 => float(2e-3, 1e-2),
             DType::BF16 => float(1e-2, 2e-2),
-            DType::I64 | DType::I32 | DType::U8 => Tolerance {
-                rel_l2: 0.0,
-                max_scaled: 0.0,
-                exact: true,
-            },
+            DType::I64 | DType::I32 | DType::U8 => Tolerance::EXACT,
         }
-    }
-}
-
-/// The byte pattern every element of an output is filled with before a kernel runs: a NaN for
-/// floats, a sentinel for integers.
-pub fn poison_pattern(dtype: DType) -> Vec<u8> {
-    match dtype {
-        DType::F64 => 0x7FF4_BAD0_BAD0_BAD0u64.to_le_bytes().to_vec(),
-        DType::F32 => 0x7FBA_DBADu32.to_le_bytes().to_vec(),
-        DType::F16 => 0x7DBAu16.to_le_bytes().to_vec(),
-        DType::BF16 => 0x7FBAu16.to_le_bytes().to_vec(),
-        DType::I64 => 0x7A7A_7A7A_7A7A_7A7Au64.to_le_bytes().to_vec(),
-        DType::I32 => 0x7A7A_7A7Au32.to_le_bytes().to_vec(),
-        DType::U8 => vec![0xA5],
     }
 }
 
@@ -102,6 +94,9 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
         .collect();
     report.unwritten = unwritten.len();
     match oracle {
+        OracleOutput::Float(reference) if tol.exact => {
+            check_float_bits(out, reference, &mut report);
+        }
         OracleOutput::Float(reference) => {
             let got = out.to_f64_vec();
             check_floats(&got, reference, &mut report);
@@ -125,10 +120,19 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
             report.unwritten, unwritten[0]
         );
     } else if report.non_finite > 0 {
-        report.reason = format!("{} of {n} elements are NaN or infinite", report.non_finite);
-    } else if report.mismatches > 0 {
         report.reason = format!(
-            "{} of {n} integer elements differ (first at {})",
+            "{} of {n} elements are NaN or infinite where the oracle's are not, or finite where \
+             the oracle's are not",
+            report.non_finite
+        );
+    } else if report.mismatches > 0 {
+        let kind = if matches!(oracle, OracleOutput::Float(_)) {
+            "float elements differ bit for bit from the oracle rounded to the output's dtype"
+        } else {
+            "integer elements differ"
+        };
+        report.reason = format!(
+            "{} of {n} {kind} (first at {})",
             report.mismatches,
             report.worst_index.unwrap_or(0)
         );
@@ -142,13 +146,44 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
     report
 }
 
+/// Bit-exact float comparison against the oracle rounded to the output's dtype.
+fn check_float_bits(out: &HostTensor, reference: &[f64], report: &mut CheckReport) {
+    let want = match encode(
+        &OracleOutput::Float(reference.to_vec()),
+        out.dtype,
+        out.shape.clone(),
+    ) {
+        Ok(t) => t.to_f64_vec(),
+        Err(e) => {
+            report.reason = format!("float output expected: {e}");
+            return;
+        }
+    };
+    let got = out.to_f64_vec();
+    let bad: Vec<usize> = (0..got.len())
+        .into_par_iter()
+        .filter(|&i| {
+            let (g, w) = (got[i], want[i]);
+            !(g.is_nan() && w.is_nan()) && g.to_bits() != w.to_bits()
+        })
+        .collect();
+    report.mismatches = bad.len();
+    report.worst_index = bad.first().copied();
+}
+
+/// The scale-invariant test. Elements where the oracle is NaN or infinite (special-value input
+/// sets) must be the same NaN or infinity and stay out of the norms; any other non-finite
+/// element fails.
 fn check_floats(got: &[f64], reference: &[f64], report: &mut CheckReport) {
     let (err2, ref2, ref_inf, worst, worst_i, non_finite) = got
         .par_iter()
         .zip(reference.par_iter())
         .enumerate()
         .map(|(i, (&g, &r))| {
-            if !g.is_finite() {
+            if !r.is_finite() {
+                let same = (g.is_nan() && r.is_nan()) || g == r;
+                (0.0, 0.0, 0.0, 0.0, i, (!same) as usize)
+            } else if !g.is_finite() {
                 (0.0, r * r, r.abs(), 0.0, i, 1usize)
             } else {
                 let d = (g - r).abs();
@@ -272,6 +307,55 @@ mod tests {
             &Tolerance::for_dtype(DType::F32),
         );
         assert!(!rep.passed, "{rep:?}");
+    }
+
+    #[test]
+    fn exact_floats_compare_bits_not_errors() {
+        let r = vec![1.5, -0.0, 2.0, f64::NAN];
+        let t = |v: Vec<f32>| HostTensor::from_f32(vec![v.len()], v).unwrap();
+        let ok = check_output(
+            &t(vec![1.5, -0.0, 2.0, f32::NAN]),
+            &OracleOutput::Float(r.clone()),
+            &Tolerance::EXACT,
+        );
+        assert!(ok.passed, "{ok:?}");
+        // +0 for -0 is off by nothing in value but not bit-exact; so is the next float.
+        let signed_zero = check_output(
+            &t(vec![1.5, 0.0, 2.0, f32::NAN]),
+            &OracleOutput::Float(r.clone()),
+            &Tolerance::EXACT,
+        );
+        assert!(!signed_zero.passed && signed_zero.worst_index == Some(1));
+        let next = check_output(
+            &t(vec![
+                1.5,
+                -0.0,
+                f32::from_bits(2.0f32.to_bits() + 1),
+                f32::NAN,
+            ]),
+            &OracleOutput::Float(r),
+            &Tolerance::EXACT,
+        );
+        assert!(!next.passed && next.mismatches == 1, "{next:?}");
+        assert!(next.reason.contains("bit for bit"), "{}", next.reason);
+    }
+
+    #[test]
+    fn non_finite_oracle_values_must_be_matched_and_stay_out_of_the_norms() {
+        let mut r = reference();
+        r[3] = f64::INFINITY;
+        r[4] = f64::NAN;
+        r[5] = f64::NEG_INFINITY;
+        let mut out: Vec<f32> = r.iter().map(|&x| x as f32).collect();
+        let tol = Tolerance::for_dtype(DType::F32);
+        let rep = check_output(&tensor(&out), &OracleOutput::Float(r.clone()), &tol);
+        assert!(rep.passed && rep.rel_l2 < 1e-7, "{rep:?}");
+        out[4] = 0.0; // a NaN the kernel lost
+        let rep = check_output(&tensor(&out), &OracleOutput::Float(r.clone()), &tol);
+        assert!(!rep.passed && rep.non_finite == 1, "{rep:?}");
+        out[4] = f32::NAN;
+        out[5] = f32::INFINITY; // the wrong infinity
+        assert!(!check_output(&tensor(&out), &OracleOutput::Float(r), &tol).passed);
     }
 
     #[test]

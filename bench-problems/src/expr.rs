@@ -1,6 +1,7 @@
 //! Integer expressions over size symbols (`ceil_div(B * 32, 256)`, `B + 1`), for tensor shapes
 //! and launch plans, evaluated with `evalexpr` plus `ceil_div`, `min`, `max`.
-use crate::spec::{ProblemError, Sizes};
+use crate::error::ProblemError;
+use crate::sizes::Sizes;
 use evalexpr::{
     ContextWithMutableFunctions, ContextWithMutableVariables, EvalexprError, Function,
     HashMapContext, Value,

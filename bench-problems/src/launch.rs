@@ -1,5 +1,7 @@
 //! Launch plans: one or more kernel launches with grid, block, shared memory and arguments as
 //! expressions over size symbols. References and candidates use the same form.
+use crate::error::ProblemError;
+use crate::sizes::Sizes;
 use serde::{Deserialize, Serialize};
 
 /// A dimension: a number or an expression over size symbols.
@@ -11,7 +13,7 @@ pub enum Dim {
 }
 
 impl Dim {
-    pub fn eval(&self, sizes: &crate::Sizes) -> Result<i64, crate::ProblemError> {
+    pub fn eval(&self, sizes: &Sizes) -> Result<i64, ProblemError> {
         match self {
             Dim::Number(n) => Ok(*n),
             Dim::Expr(e) => crate::expr::eval(e, sizes),
@@ -50,6 +52,37 @@ pub struct LaunchSpec {
     pub args: Vec<String>,
 }
 
+impl LaunchSpec {
+    /// A launch of `kernel` with no dynamic shared memory: `LaunchSpec::new("k",
+    /// ["ceil_div(N, 256)".into(), 1.into(), 1.into()], [256.into(), 1.into(), 1.into()],
+    /// &["x", "out", "N"])`.
+    pub fn new(kernel: &str, grid: [Dim; 3], block: [Dim; 3], args: &[&str]) -> Self {
+        LaunchSpec {
+            kernel: kernel.into(),
+            grid,
+            block,
+            shared_bytes: zero(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// A one-dimensional launch: `grid` blocks of `block` threads.
+    pub fn linear(kernel: &str, grid: impl Into<Dim>, block: i64, args: &[&str]) -> Self {
+        Self::new(
+            kernel,
+            [grid.into(), 1.into(), 1.into()],
+            [block.into(), 1.into(), 1.into()],
+            args,
+        )
+    }
+
+    /// The same launch with `bytes` of dynamic shared memory.
+    pub fn with_shared(mut self, bytes: impl Into<Dim>) -> Self {
+        self.shared_bytes = bytes.into();
+        self
+    }
+}
+
 /// A scratch device buffer of a plan (poisoned, not zeroed, before every checked run).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,4 +90,14 @@ pub struct ScratchSpec {
     pub name: String,
     /// Bytes, an expression over size symbols.
     pub bytes: Dim,
+}
+
+impl ScratchSpec {
+    /// Scratch buffer `name` of `bytes` (an expression over size symbols).
+    pub fn new(name: &str, bytes: impl Into<Dim>) -> Self {
+        ScratchSpec {
+            name: name.into(),
+            bytes: bytes.into(),
+        }
+    }
 }

@@ -3,20 +3,33 @@
 //! A problem ([`Problem`]) declares its named tensors (dtype, shape in size symbols, role), its
 //! sizes per preset, how its inputs are generated (from `data-gen`), an oracle in f64 (exact for
 //! integers), the tolerance of each output, its compulsory and logical bytes and flops, and its
-//! reference launch plan. The runner knows problems only through this trait: adding a problem is
-//! one module in [`problems`] and one line in [`registry`].
+//! reference launch plan. The runner knows problems only through this trait.
+//!
+//! Layers, each importing only those above it: [`error`], [`sizes`], [`poison`] (leaves);
+//! [`expr`]; [`signature`], [`input_set`], [`oracle`], [`launch`]; [`check`]; [`problem`] (the
+//! trait); [`families`] (what problems of one kind share: CSR bags, sparse sub-plans,
+//! interactions); [`problems`] (one module each); [`registry`]. [`spec`] re-exports the
+//! vocabulary. Adding a problem: `docs/adding-a-problem.md`.
 
 pub mod check;
+pub mod error;
 pub mod expr;
+pub mod families;
+pub mod input_set;
 pub mod launch;
+pub mod oracle;
+pub mod poison;
+pub mod problem;
 pub mod problems;
 pub mod registry;
 pub mod selftest;
+pub mod signature;
+pub mod sizes;
 pub mod spec;
 
 pub use check::{check_output, CheckReport, Tolerance};
 pub use launch::{Dim, LaunchSpec, ScratchSpec};
 pub use registry::{all_problems, find_problem};
 pub use spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
 };

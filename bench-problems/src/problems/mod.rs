@@ -1,5 +1,5 @@
-//! One module per problem.
-pub mod bags;
+//! One module per problem. (`bags` and `sparse` are re-exported from [`crate::families`].)
+pub use crate::families::{bags, sparse};
 pub mod block_bucketize_sparse_features;
 pub mod dot_interaction;
 pub mod dot_interaction_backward;
@@ -10,6 +10,5 @@ pub mod embedding_bag_weighted_sum_bf16;
 pub mod fm_interaction;
 pub mod kjt_permute;
 pub mod sequence_gather_padded_bf16;
-pub mod sparse;
 pub mod tbe_forward_fp16;
 pub mod unique_indices;

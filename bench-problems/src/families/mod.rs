@@ -1,0 +1,7 @@
+//! Problem families: what problems of one kind share, so each problem module keeps to its
+//! specifics. [`bags`]: CSR embedding bags (problems 1–5). [`sparse`]: the scan, sort and
+//! keyed-jagged sub-plans of the sparse problems (6–9). [`interaction`]: feature interactions
+//! (10–12).
+pub mod bags;
+pub mod interaction;
+pub mod sparse;

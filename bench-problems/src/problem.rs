@@ -1,0 +1,81 @@
+//! The [`Problem`] trait: everything the runner knows about a problem.
+use crate::check::Tolerance;
+use crate::error::ProblemError;
+use crate::input_set::InputSet;
+use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::oracle::{Oracle, Work};
+use crate::signature::TensorSpec;
+use crate::sizes::{Preset, Sizes};
+use data_gen::HostTensor;
+
+/// One benchmark problem.
+pub trait Problem: Send + Sync {
+    /// Catalog number (1–12).
+    fn number(&self) -> u32;
+    /// Stable name, e.g. `embedding_bag_sum`.
+    fn name(&self) -> &'static str;
+    /// One line on what it computes.
+    fn summary(&self) -> &'static str;
+    /// The signature: named tensors in kernel-argument order.
+    fn tensors(&self) -> Vec<TensorSpec>;
+    /// Size symbols of a preset (before data-dependent ones).
+    fn sizes(&self, preset: Preset) -> Sizes;
+    /// The input recipe (distribution parameters) of a preset, for run records.
+    fn recipe(&self, preset: Preset) -> serde_json::Value;
+    /// Generates an input set for `sizes` with the recipe of `preset`, from `seed`
+    /// (deterministic whatever the thread count).
+    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError>;
+    /// Extra size sets worth checking once (edge cases such as a single bag).
+    fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
+        let _ = preset;
+        Vec::new()
+    }
+    /// Input sets with special values (±inf, NaN, −0, ties, all-equal), each a label and a set,
+    /// made from `seed`: the runner checks them like edge sets (`special-<label>`), never
+    /// times them. The oracle must say what each output is on them (NaN where eager gives NaN).
+    fn special_sets(
+        &self,
+        preset: Preset,
+        seed: u64,
+    ) -> Result<Vec<(String, InputSet)>, ProblemError> {
+        let _ = (preset, seed);
+        Ok(Vec::new())
+    }
+    /// The oracle: every output (and in-out tensor after the update), by name.
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError>;
+    /// Tolerance of an output; by default from its dtype.
+    fn tolerance(&self, output: &TensorSpec) -> Tolerance {
+        Tolerance::for_dtype(output.dtype)
+    }
+    /// Bytes and flops of an input set.
+    fn work(&self, inputs: &InputSet) -> Work;
+    /// Outputs whose valid length depends on the data (a unique count, bucketized lengths):
+    /// only the first `oracle.len()` elements are checked (and must not hold poison); the rest
+    /// of the buffer is free. The valid length itself should be a scalar output, checked exactly.
+    fn checked_prefix(&self, output: &str) -> bool {
+        let _ = output;
+        false
+    }
+    /// An extra check of one output beyond the tolerance test (e.g. rows an update must leave
+    /// bit-identical); `Some(reason)` fails it.
+    fn custom_check(
+        &self,
+        output: &TensorSpec,
+        got: &HostTensor,
+        inputs: &InputSet,
+    ) -> Option<String> {
+        let _ = (output, got, inputs);
+        None
+    }
+    /// Statistics of an input set for run records (skew, pooling, ...).
+    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
+        let _ = inputs;
+        serde_json::Value::Null
+    }
+    /// The reference launch plan (kernels from `gpu-kernels`).
+    fn reference(&self) -> Vec<LaunchSpec>;
+    /// Scratch buffers the reference plan needs (side outputs eager PyTorch also writes).
+    fn reference_scratch(&self) -> Vec<ScratchSpec> {
+        Vec::new()
+    }
+}
