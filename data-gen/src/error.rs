@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::tensor::DType;
+use crate::dtype::DType;
 
 /// Everything that can go wrong while generating inputs or reading/writing tensors.
 #[derive(Debug, thiserror::Error)]

@@ -5,6 +5,7 @@
 //! random streams are split into fixed-size chunks, each with its own RNG seeded from
 //! (seed, stream name, chunk index) through [`seed::derive`].
 
+pub mod dtype;
 pub mod error;
 pub mod fbgemm;
 pub mod indices;
