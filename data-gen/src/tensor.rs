@@ -304,8 +304,8 @@ pub fn scratch_path(tag: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use safetensors::Dtype;
     use crate::values::{uniform_bf16, uniform_f32};
+    use safetensors::Dtype;
 
     #[test]
     fn dtype_table() {

@@ -29,11 +29,35 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 /// Every kernel the emulator can run, by its PTX entry name.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn emu_kernels() -> &'static [emu::EmuKernel] {
-    kernels::EMU_KERNELS
+    &kernels::EMU_KERNELS
 }
 
 /// Looks up one emulated kernel by its PTX entry name.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn emu_kernel(name: &str) -> Option<&'static emu::EmuKernel> {
     emu_kernels().iter().find(|k| k.name == name)
+}
+
+#[cfg(all(test, not(target_arch = "nvptx64")))]
+mod tests {
+    #[test]
+    fn every_kernel_registers_once_under_its_entry_name() {
+        let names: Vec<&str> = super::emu_kernels().iter().map(|k| k.name).collect();
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "a kernel registered twice");
+        for name in [
+            "embedding_bag_sum_reference",
+            "radix_sort_onesweep",
+            "fingerprint_words",
+        ] {
+            assert!(
+                super::emu_kernel(name).is_some(),
+                "{name} is not registered"
+            );
+        }
+        // A module's handle and its registration are the same kernel.
+        let k = super::emu_kernel("embedding_bag_sum_reference").unwrap();
+        let direct = crate::kernels::embedding_bag_sum::embedding_bag_sum_reference::EMU;
+        assert_eq!(k.param_sizes, direct.param_sizes);
+    }
 }

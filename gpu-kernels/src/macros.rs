@@ -10,7 +10,8 @@
 /// ```
 /// On nvptx64 this is `#[no_mangle] pub unsafe extern "ptx-kernel" fn my_kernel(..)`. On the host
 /// it is a plain `unsafe fn` plus a module of the same name holding `EMU`, an
-/// [`emu::EmuKernel`](crate::emu::EmuKernel) that unpacks 64-bit argument words and calls it.
+/// [`emu::EmuKernel`](crate::emu::EmuKernel) that unpacks 64-bit argument words and calls it,
+/// registered in [`EMU_KERNELS`](crate::kernels::EMU_KERNELS) (no list to edit).
 macro_rules! kernel {
     (
         $(#[$meta:meta])*
@@ -44,6 +45,11 @@ macro_rules! kernel {
                     }
                 },
             };
+
+            /// Registers [`EMU`] with the emulator ([`EMU_KERNELS`](crate::kernels::EMU_KERNELS)).
+            #[::linkme::distributed_slice($crate::kernels::EMU_KERNELS)]
+            #[linkme(crate = ::linkme)]
+            static REGISTERED: $crate::emu::EmuKernel = EMU;
         }
     };
 }

@@ -1,0 +1,139 @@
+//! Nothing a problem needs was forgotten: for every problem of the registry (the count is the
+//! registry's, never written here) there is one KernelBench file named after its number and
+//! name, an entry in the PyTorch peer's table, and every kernel its reference plan (and every
+//! Rust candidate's plan) names is in the emulator's list and in the PTX with the same
+//! parameters; the emulator's list and the PTX's entries are the same set.
+use bench_problems::{all_problems, Problem};
+use dlrm_bench::backend::ptx_params::entry_params;
+use dlrm_bench::candidate::{Candidate, ModuleSource};
+use dlrm_bench::ptx::GPU_KERNELS_PTX;
+use dlrm_bench::runner::load_all;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn kernelbench_file(p: &dyn Problem) -> PathBuf {
+    repo()
+        .join("bench-problems/kernelbench")
+        .join(format!("{:02}_{}.py", p.number(), p.name()))
+}
+
+/// Every `.entry NAME(` of the embedded PTX.
+fn ptx_entries() -> BTreeSet<String> {
+    GPU_KERNELS_PTX
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".visible .entry "))
+        .filter_map(|l| l.split('(').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Checks one plan's kernels; returns what is wrong.
+fn check_plan(what: &str, kernels: impl Iterator<Item = String>) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for k in kernels {
+        let Some(emu) = gpu_kernels::emu_kernel(&k) else {
+            wrong.push(format!(
+                "{what}: kernel `{k}` is not in the emulator's list"
+            ));
+            continue;
+        };
+        match entry_params(GPU_KERNELS_PTX, &k) {
+            None => wrong.push(format!("{what}: kernel `{k}` is not in the PTX")),
+            Some(ptx) if ptx != emu.param_sizes => wrong.push(format!(
+                "{what}: kernel `{k}` takes {ptx:?} in the PTX, {:?} on the emulator",
+                emu.param_sizes
+            )),
+            Some(_) => {}
+        }
+    }
+    wrong
+}
+
+#[test]
+fn every_registered_problem_has_its_files_entries_and_kernels() {
+    let peer = std::fs::read_to_string(repo().join("tools/torch_peer.py")).unwrap();
+    let mut wrong = Vec::new();
+    for p in all_problems() {
+        let kb = kernelbench_file(p);
+        match std::fs::read_to_string(&kb) {
+            Err(_) => wrong.push(format!(
+                "{}: no KernelBench file {}",
+                p.name(),
+                kb.display()
+            )),
+            Ok(text) => {
+                for needle in ["class Model", "def get_inputs", "def get_init_inputs"] {
+                    if !text.contains(needle) {
+                        wrong.push(format!("{}: `{needle}` missing", kb.display()));
+                    }
+                }
+            }
+        }
+        if !peer.contains(&format!("    \"{}\": {{", p.name())) {
+            wrong.push(format!(
+                "{}: no entry in tools/torch_peer.py's PROBLEMS",
+                p.name()
+            ));
+        }
+        let kernels = p.reference().into_iter().map(|l| l.kernel);
+        wrong.extend(check_plan(&format!("{} reference", p.name()), kernels));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_kernelbench_file_without_a_problem() {
+    let names: BTreeSet<PathBuf> = all_problems().into_iter().map(kernelbench_file).collect();
+    let dir = repo().join("bench-problems/kernelbench");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = dir.join(entry.unwrap().file_name());
+        if path.extension().is_some_and(|e| e == "py") {
+            assert!(
+                names.contains(&path),
+                "{} names no registered problem",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn rust_candidates_name_kernels_that_exist() {
+    let (candidates, invalid) = load_all(&[repo().join("candidates")]);
+    assert!(invalid.is_empty(), "{invalid:?}");
+    let rust: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| c.source == ModuleSource::Builtin)
+        .collect();
+    assert!(!rust.is_empty(), "the tuned candidates are Rust kernels");
+    let wrong: Vec<String> = rust
+        .iter()
+        .flat_map(|c| {
+            check_plan(
+                &format!("{}/{}", c.problem, c.name),
+                c.launches.iter().map(|l| l.kernel.clone()),
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_emulator_runs_exactly_the_kernels_of_the_ptx() {
+    let emu: BTreeSet<String> = gpu_kernels::emu_kernels()
+        .iter()
+        .map(|k| k.name.to_string())
+        .collect();
+    let ptx = ptx_entries();
+    assert!(ptx.len() > 12, "PTX entries found: {ptx:?}");
+    let only_ptx: Vec<_> = ptx.difference(&emu).collect();
+    let only_emu: Vec<_> = emu.difference(&ptx).collect();
+    assert!(
+        only_ptx.is_empty() && only_emu.is_empty(),
+        "in the PTX only: {only_ptx:?}; on the emulator only: {only_emu:?}"
+    );
+}
