@@ -12,6 +12,7 @@ pub mod ptx;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod scaffold;
 pub mod static_check;
 pub mod stats;
 pub mod worker;

@@ -1,0 +1,334 @@
+//! `dlrm-bench new-problem NAME --like EXISTING`: writes a new problem's three files from a
+//! sibling's (problem module, kernel module, KernelBench file), names replaced, and registers
+//! it everywhere a problem is registered: its line in `bench-problems/src/problems/mod.rs`'s
+//! `catalog!`, its `pub mod` in `gpu-kernels/src/kernels/mod.rs` (kernels register with the
+//! emulator themselves) and a stub entry in `tools/torch_peer.py`'s `PROBLEMS`. The
+//! consistency test (`host/tests/consistency.rs`) then proves nothing was forgotten.
+//!
+//! Names are replaced as text: the sibling's snake-case name (which also prefixes its kernels,
+//! `embedding_bag_sum_reference` → `embedding_bag_max_reference`) and its type name. A kernel of
+//! the sibling's kernel module whose name lacks that prefix (`aten_ge_outer_i64`) gets the new
+//! name as a prefix, so the PTX never holds two entries of one name.
+use anyhow::{bail, ensure, Context};
+use std::path::{Path, PathBuf};
+
+/// What `new-problem` writes and changes.
+#[derive(Debug)]
+pub struct Scaffold {
+    /// Files written (new).
+    pub written: Vec<PathBuf>,
+    /// Files where the problem was registered.
+    pub registered: Vec<PathBuf>,
+}
+
+/// `embedding_bag_max` → `EmbeddingBagMax`.
+pub fn type_name(snake: &str) -> String {
+    snake
+        .split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn valid_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.contains("__")
+        && !name.ends_with('_')
+}
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn write_new(path: &Path, text: &str) -> anyhow::Result<()> {
+    ensure!(!path.exists(), "{} exists already", path.display());
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The kernels a kernel module declares with `kernel!` (`pub unsafe fn NAME(` inside one).
+fn declared_kernels(source: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_kernel = false;
+    for line in source.lines() {
+        let t = line.trim_start();
+        if t.starts_with("kernel!") {
+            in_kernel = true;
+        } else if in_kernel {
+            if let Some(rest) = t.strip_prefix("pub unsafe fn ") {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                names.push(name);
+                in_kernel = false;
+            }
+        }
+    }
+    names
+}
+
+/// Replaces whole identifiers `from` by `to` (no identifier character on either side).
+fn replace_ident(text: &str, from: &str, to: &str) -> String {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(from) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + from.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(is_ident) || after.is_some_and(is_ident) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[i + from.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Sets the body of `fn number(&self) -> u32 { .. }` to `number`.
+fn set_number(module: &str, number: u32) -> anyhow::Result<String> {
+    let start = module
+        .find("fn number(&self) -> u32")
+        .context("the sibling's module has no `fn number(&self) -> u32`")?;
+    let open = start + module[start..].find('{').context("`fn number` has no body")?;
+    let close = open + module[open..].find('}').context("`fn number` has no end")?;
+    Ok(format!(
+        "{}{{\n        {number}\n    {}",
+        &module[..open],
+        &module[close..]
+    ))
+}
+
+/// Adds `line` to the `catalog! { ... }` invocation of `problems/mod.rs`.
+fn register_in_catalog(mod_rs: &str, line: &str) -> anyhow::Result<String> {
+    let at = mod_rs
+        .find("\ncatalog! {\n")
+        .context("no `catalog! {` invocation")?;
+    let end = at + 1 + mod_rs[at + 1..].find("\n}").context("`catalog!` is not closed")?;
+    Ok(format!("{}\n{line}{}", &mod_rs[..end], &mod_rs[end..]))
+}
+
+/// Adds `pub mod NAME;` to the sorted run of `pub mod` lines of `kernels/mod.rs`.
+fn register_kernel_module(mod_rs: &str, name: &str) -> String {
+    let mut lines: Vec<String> = mod_rs.lines().map(str::to_string).collect();
+    let first = lines.iter().position(|l| l.starts_with("pub mod "));
+    let Some(first) = first else {
+        return format!("{mod_rs}pub mod {name};\n");
+    };
+    let count = lines[first..]
+        .iter()
+        .take_while(|l| l.starts_with("pub mod "))
+        .count();
+    let mut block: Vec<String> = lines.drain(first..first + count).collect();
+    block.push(format!("pub mod {name};"));
+    block.sort();
+    for (k, l) in block.into_iter().enumerate() {
+        lines.insert(first + k, l);
+    }
+    lines.join("\n") + "\n"
+}
+
+/// Copies the sibling's entry of `PROBLEMS` in `torch_peer.py` as a stub for `name`.
+fn register_peer(peer: &str, like: &str, name: &str) -> anyhow::Result<String> {
+    let key = format!("    \"{like}\": {{\n");
+    let start = peer
+        .find(&key)
+        .with_context(|| format!("no entry \"{like}\" in PROBLEMS"))?;
+    let end = start
+        + peer[start..]
+            .find("\n    },\n")
+            .context("the sibling's entry is not closed")?
+        + "\n    },\n".len();
+    let body = &peer[start + key.len()..end];
+    let stub = format!(
+        "    \"{name}\": {{\n        # Stub from `dlrm-bench new-problem {name} --like {like}`: these are \
+         {like}'s;\n        # write {name}'s logical bytes and float64 oracle (or \"error\").\n{body}"
+    );
+    Ok(format!("{}{stub}{}", &peer[..end], &peer[end..]))
+}
+
+/// Writes problem `name` (catalog number `number`) from sibling `like` (number `like_number`)
+/// under the repository root `repo`.
+pub fn new_problem(
+    repo: &Path,
+    name: &str,
+    number: u32,
+    like: &str,
+    like_number: u32,
+) -> anyhow::Result<Scaffold> {
+    if !valid_name(name) {
+        bail!("`{name}`: a problem name is snake_case (a-z, 0-9, single underscores)");
+    }
+    ensure!(
+        !name.contains(like) && !like.contains(name),
+        "`{name}` and `{like}`: one name may not contain the other (names are replaced as text)"
+    );
+    let problems = repo.join("bench-problems/src/problems");
+    let kernels = repo.join("gpu-kernels/src/kernels");
+    let kernelbench = repo.join("bench-problems/kernelbench");
+    let (like_type, new_type) = (type_name(like), type_name(name));
+
+    let kernel_src = read(&kernels.join(format!("{like}.rs")))?;
+    let mut renames: Vec<(String, String)> = declared_kernels(&kernel_src)
+        .into_iter()
+        .filter(|k| !k.contains(like))
+        .map(|k| (k.clone(), format!("{name}_{k}")))
+        .collect();
+    renames.push((like_type.clone(), new_type.clone()));
+    let rename = |text: &str| {
+        let mut t = text.replace(like, name);
+        for (from, to) in &renames {
+            t = replace_ident(&t, from, to);
+        }
+        t
+    };
+
+    let module = set_number(&rename(&read(&problems.join(format!("{like}.rs")))?), number)?;
+    let kb_like = kernelbench.join(format!("{like_number:02}_{like}.py"));
+    let files = [
+        (problems.join(format!("{name}.rs")), module),
+        (kernels.join(format!("{name}.rs")), rename(&kernel_src)),
+        (
+            kernelbench.join(format!("{number:02}_{name}.py")),
+            rename(&read(&kb_like)?),
+        ),
+    ];
+    for (path, _) in &files {
+        ensure!(!path.exists(), "{} exists already", path.display());
+    }
+    let catalog = problems.join("mod.rs");
+    let catalog_text = register_in_catalog(&read(&catalog)?, &format!("    {name}::{new_type},"))?;
+    let kernel_mod = kernels.join("mod.rs");
+    let kernel_mod_text = register_kernel_module(&read(&kernel_mod)?, name);
+    let peer = repo.join("tools/torch_peer.py");
+    let peer_text = register_peer(&read(&peer)?, like, name)?;
+
+    for (path, text) in &files {
+        write_new(path, text)?;
+    }
+    for (path, text) in [
+        (&catalog, catalog_text),
+        (&kernel_mod, kernel_mod_text),
+        (&peer, peer_text),
+    ] {
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(Scaffold {
+        written: files.into_iter().map(|(p, _)| p).collect(),
+        registered: vec![catalog, kernel_mod, peer],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch copy of the files `new-problem` reads and changes.
+    fn scratch_repo(tag: &str, siblings: &[(&str, u32)]) -> PathBuf {
+        let real = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let dir =
+            std::env::temp_dir().join(format!("dlrm-bench-scaffold-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut files = vec![
+            "bench-problems/src/problems/mod.rs".to_string(),
+            "gpu-kernels/src/kernels/mod.rs".into(),
+            "tools/torch_peer.py".into(),
+        ];
+        for (like, n) in siblings {
+            files.push(format!("bench-problems/src/problems/{like}.rs"));
+            files.push(format!("gpu-kernels/src/kernels/{like}.rs"));
+            files.push(format!("bench-problems/kernelbench/{n:02}_{like}.py"));
+        }
+        for f in files {
+            std::fs::create_dir_all(dir.join(&f).parent().unwrap()).unwrap();
+            std::fs::copy(real.join(&f), dir.join(&f)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn writes_the_three_files_and_registers_them() {
+        let repo = scratch_repo("bag", &[("embedding_bag_sum", 1)]);
+        let s = new_problem(&repo, "embedding_bag_max", 13, "embedding_bag_sum", 1).unwrap();
+        assert_eq!(s.written.len(), 3);
+        let module = read(&repo.join("bench-problems/src/problems/embedding_bag_max.rs")).unwrap();
+        assert!(module.contains("pub struct EmbeddingBagMax;"));
+        assert!(module.contains("fn number(&self) -> u32 {\n        13\n    }"));
+        assert!(module.contains("\"embedding_bag_max_reference\""));
+        assert!(!module.contains("EmbeddingBagSum") && !module.contains("embedding_bag_sum"));
+        let kernels = read(&repo.join("gpu-kernels/src/kernels/embedding_bag_max.rs")).unwrap();
+        assert!(kernels.contains("pub unsafe fn embedding_bag_max_reference("));
+        assert!(repo
+            .join("bench-problems/kernelbench/13_embedding_bag_max.py")
+            .exists());
+        let catalog = read(&repo.join("bench-problems/src/problems/mod.rs")).unwrap();
+        let at = catalog.find("    embedding_bag_max::EmbeddingBagMax,\n}").unwrap();
+        assert!(at > catalog.find("fm_interaction::FmInteraction,").unwrap());
+        let kmod = read(&repo.join("gpu-kernels/src/kernels/mod.rs")).unwrap();
+        let (a, b) = (
+            kmod.find("pub mod embedding_bag_max;").unwrap(),
+            kmod.find("pub mod embedding_bag_sum;").unwrap(),
+        );
+        assert!(a < b, "kept sorted");
+        let peer = read(&repo.join("tools/torch_peer.py")).unwrap();
+        assert!(peer.contains("    \"embedding_bag_max\": {\n        # Stub"));
+        assert!(peer.contains("    \"embedding_bag_sum\": {"), "the sibling stays");
+        // Twice is refused, and nothing is half-written.
+        let again = new_problem(&repo, "embedding_bag_max", 14, "embedding_bag_sum", 1);
+        assert!(again.unwrap_err().to_string().contains("exists already"));
+        assert!(!repo
+            .join("bench-problems/kernelbench/14_embedding_bag_max.py")
+            .exists());
+        std::fs::remove_dir_all(repo).unwrap();
+    }
+
+    #[test]
+    fn kernels_without_the_sibling_prefix_get_the_new_name_as_prefix() {
+        let repo = scratch_repo("seq", &[("sequence_gather_padded_bf16", 6)]);
+        new_problem(
+            &repo,
+            "sequence_gather_padded_f32",
+            13,
+            "sequence_gather_padded_bf16",
+            6,
+        )
+        .unwrap();
+        let kernels =
+            read(&repo.join("gpu-kernels/src/kernels/sequence_gather_padded_f32.rs")).unwrap();
+        assert!(kernels.contains("pub unsafe fn sequence_gather_padded_f32_aten_ge_outer_i64("));
+        assert!(!kernels.contains("fn aten_ge_outer_i64("));
+        let module =
+            read(&repo.join("bench-problems/src/problems/sequence_gather_padded_f32.rs")).unwrap();
+        assert!(module.contains("sequence_gather_padded_f32_aten_ge_outer_i64"));
+        std::fs::remove_dir_all(repo).unwrap();
+    }
+
+    #[test]
+    fn bad_names_are_refused_before_anything_is_written() {
+        let repo = scratch_repo("bad", &[("embedding_bag_sum", 1)]);
+        for bad in ["EmbeddingBagMax", "bag-max", "_x", "x__y", "embedding_bag_sum_v2"] {
+            assert!(
+                new_problem(&repo, bad, 13, "embedding_bag_sum", 1).is_err(),
+                "{bad}"
+            );
+        }
+        let catalog = read(&repo.join("bench-problems/src/problems/mod.rs")).unwrap();
+        assert!(!catalog.contains("13"), "nothing registered");
+        std::fs::remove_dir_all(repo).unwrap();
+    }
+
+    #[test]
+    fn identifiers_are_replaced_whole() {
+        assert_eq!(replace_ident("a ab a_b (a)", "a", "z"), "z ab a_b (z)");
+        assert_eq!(type_name("dot_interaction_backward"), "DotInteractionBackward");
+    }
+}
