@@ -6,7 +6,7 @@
 //! reference launch plan. The runner knows problems only through this trait.
 //!
 //! Layers, each importing only those above it: [`error`], [`sizes`], [`poison`] (leaves);
-//! [`expr`]; [`signature`], [`input_set`], [`oracle`], [`launch`]; [`check`]; [`problem`] (the
+//! [`expr`]; [`signature`], [`input_set`], [`oracle`], [`launch`]; [`check`], [`special`]; [`problem`] (the
 //! trait); [`families`] (what problems of one kind share: CSR bags, sparse sub-plans,
 //! interactions); [`problems`] (one module each); [`registry`]. [`spec`] re-exports the
 //! vocabulary. Adding a problem: `docs/adding-a-problem.md`.
@@ -26,6 +26,7 @@ pub mod selftest;
 pub mod signature;
 pub mod sizes;
 pub mod spec;
+pub mod special;
 
 pub use check::{check_output, CheckReport, Tolerance};
 pub use launch::{Dim, LaunchSpec, ScratchSpec};

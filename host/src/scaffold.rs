@@ -99,7 +99,10 @@ fn set_number(module: &str, number: u32) -> anyhow::Result<String> {
     let start = module
         .find("fn number(&self) -> u32")
         .context("the sibling's module has no `fn number(&self) -> u32`")?;
-    let open = start + module[start..].find('{').context("`fn number` has no body")?;
+    let open = start
+        + module[start..]
+            .find('{')
+            .context("`fn number` has no body")?;
     let close = open + module[open..].find('}').context("`fn number` has no end")?;
     Ok(format!(
         "{}{{\n        {number}\n    {}",
@@ -113,7 +116,11 @@ fn register_in_catalog(mod_rs: &str, line: &str) -> anyhow::Result<String> {
     let at = mod_rs
         .find("\ncatalog! {\n")
         .context("no `catalog! {` invocation")?;
-    let end = at + 1 + mod_rs[at + 1..].find("\n}").context("`catalog!` is not closed")?;
+    let end = at
+        + 1
+        + mod_rs[at + 1..]
+            .find("\n}")
+            .context("`catalog!` is not closed")?;
     Ok(format!("{}\n{line}{}", &mod_rs[..end], &mod_rs[end..]))
 }
 
@@ -192,7 +199,10 @@ pub fn new_problem(
         t
     };
 
-    let module = set_number(&rename(&read(&problems.join(format!("{like}.rs")))?), number)?;
+    let module = set_number(
+        &rename(&read(&problems.join(format!("{like}.rs")))?),
+        number,
+    )?;
     let kb_like = kernelbench.join(format!("{like_number:02}_{like}.py"));
     let files = [
         (problems.join(format!("{name}.rs")), module),
@@ -271,7 +281,9 @@ mod tests {
             .join("bench-problems/kernelbench/13_embedding_bag_max.py")
             .exists());
         let catalog = read(&repo.join("bench-problems/src/problems/mod.rs")).unwrap();
-        let at = catalog.find("    embedding_bag_max::EmbeddingBagMax,\n}").unwrap();
+        let at = catalog
+            .find("    embedding_bag_max::EmbeddingBagMax,\n}")
+            .unwrap();
         assert!(at > catalog.find("fm_interaction::FmInteraction,").unwrap());
         let kmod = read(&repo.join("gpu-kernels/src/kernels/mod.rs")).unwrap();
         let (a, b) = (
@@ -281,7 +293,10 @@ mod tests {
         assert!(a < b, "kept sorted");
         let peer = read(&repo.join("tools/torch_peer.py")).unwrap();
         assert!(peer.contains("    \"embedding_bag_max\": {\n        # Stub"));
-        assert!(peer.contains("    \"embedding_bag_sum\": {"), "the sibling stays");
+        assert!(
+            peer.contains("    \"embedding_bag_sum\": {"),
+            "the sibling stays"
+        );
         // Twice is refused, and nothing is half-written.
         let again = new_problem(&repo, "embedding_bag_max", 14, "embedding_bag_sum", 1);
         assert!(again.unwrap_err().to_string().contains("exists already"));
@@ -315,7 +330,13 @@ mod tests {
     #[test]
     fn bad_names_are_refused_before_anything_is_written() {
         let repo = scratch_repo("bad", &[("embedding_bag_sum", 1)]);
-        for bad in ["EmbeddingBagMax", "bag-max", "_x", "x__y", "embedding_bag_sum_v2"] {
+        for bad in [
+            "EmbeddingBagMax",
+            "bag-max",
+            "_x",
+            "x__y",
+            "embedding_bag_sum_v2",
+        ] {
             assert!(
                 new_problem(&repo, bad, 13, "embedding_bag_sum", 1).is_err(),
                 "{bad}"
@@ -329,6 +350,9 @@ mod tests {
     #[test]
     fn identifiers_are_replaced_whole() {
         assert_eq!(replace_ident("a ab a_b (a)", "a", "z"), "z ab a_b (z)");
-        assert_eq!(type_name("dot_interaction_backward"), "DotInteractionBackward");
+        assert_eq!(
+            type_name("dot_interaction_backward"),
+            "DotInteractionBackward"
+        );
     }
 }

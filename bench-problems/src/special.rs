@@ -1,0 +1,84 @@
+//! Special-value input sets (DESIGN §6, `Problem::special_sets`): a generated set with ±inf,
+//! NaN and −0 planted in a float tensor, or with every index equal. The oracle then says what
+//! each output is on them, and the check wants the same NaN or infinity where the oracle has
+//! one.
+use crate::error::ProblemError;
+use crate::input_set::InputSet;
+use data_gen::{DType, HostTensor};
+
+/// The values planted by [`with_special_values`], in order.
+pub const SPECIAL_VALUES: [f32; 4] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0];
+
+/// `set` with the first element of each of `rows` rows of float tensor `name` (`row_len`
+/// elements a row) set to NaN, +inf, −inf and −0 in turn.
+pub fn with_special_values(
+    mut set: InputSet,
+    name: &str,
+    row_len: usize,
+    rows: &[usize],
+) -> Result<InputSet, ProblemError> {
+    let t = set.tensors.get(name)?;
+    let mut values = t.to_f32_vec();
+    for (k, &row) in rows.iter().enumerate() {
+        if let Some(v) = values.get_mut(row * row_len) {
+            *v = SPECIAL_VALUES[k % SPECIAL_VALUES.len()];
+        }
+    }
+    let shape = t.shape.clone();
+    let tensor = match t.dtype {
+        DType::F32 => HostTensor::from_f32(shape, values)?,
+        DType::BF16 => HostTensor::from_bf16(
+            shape,
+            values.into_iter().map(half::bf16::from_f32).collect(),
+        )?,
+        DType::F16 => {
+            HostTensor::from_f16(shape, values.into_iter().map(half::f16::from_f32).collect())?
+        }
+        other => {
+            return Err(ProblemError::invalid(
+                "special values",
+                format!("tensor `{name}` is {other}, not a float tensor"),
+            ))
+        }
+    };
+    set.tensors.insert(name, tensor);
+    Ok(set)
+}
+
+/// `set` with every element of i64 tensor `name` set to its first element (all ties).
+pub fn with_all_equal(mut set: InputSet, name: &str) -> Result<InputSet, ProblemError> {
+    let t = set.tensors.get(name)?;
+    let v = t.to_i64_vec()?;
+    let first = v.first().copied().unwrap_or(0);
+    let tensor = HostTensor::from_i64(t.shape.clone(), vec![first; v.len()])?;
+    set.tensors.insert(name, tensor);
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sizes::sizes_of;
+
+    fn set() -> InputSet {
+        InputSet::builder(1, &sizes_of(&[]))
+            .f32("w", &[3, 2], vec![1.0; 6])
+            .unwrap()
+            .i64("idx", &[3], vec![5, 1, 2])
+            .unwrap()
+            .build()
+    }
+
+    #[test]
+    fn plants_each_special_value_once_per_row() {
+        let s = with_special_values(set(), "w", 2, &[0, 2, 9]).unwrap();
+        let w = s.f32s("w").unwrap();
+        assert!(w[0].is_nan() && w[4] == f32::INFINITY);
+        assert_eq!(&w[1..4], &[1.0, 1.0, 1.0]);
+        assert!(with_special_values(set(), "idx", 1, &[0]).is_err());
+        assert_eq!(
+            with_all_equal(set(), "idx").unwrap().i64s("idx").unwrap(),
+            [5, 5, 5]
+        );
+    }
+}
