@@ -1,66 +1,96 @@
-//! Helpers shared by the sparse-lookup problems 6–9: size lookup, launch-plan building blocks
-//! (the plans mirror eager PyTorch op by op, so the same ATen-kernel ports recur), the keyed
-//! jagged tensor inputs of problems 7 and 8, and the CUB-style radix sort and scan sub-plans.
-use crate::launch::{Dim, LaunchSpec, ScratchSpec};
-use crate::spec::ProblemError;
+//! What the sparse-lookup problems 6–9 share: edge size sets, the eager ATen launch shapes their
+//! plans are made of (the plans mirror eager PyTorch op by op, so the same kernel ports recur),
+//! the CUB-style scan and radix-sort sub-plans, and the keyed jagged tensor (KJT) of problems 7
+//! and 8: its generator, its input set, and the `cumsum` and `repeat_interleave` sub-plans over
+//! its int32 lengths.
+use crate::error::ProblemError;
+use crate::input_set::{InputSet, InputSetBuilder};
+use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::sizes::{size, Preset, Sizes};
 use data_gen::{
     seed::{derive, derive_str},
-    IndexSampler, Pooling, RowPermutation,
+    uniform_f32, IndexSampler, Pooling, RowPermutation,
 };
 use rayon::prelude::*;
 
-pub use crate::spec::size;
-
-/// An invalid-input error of `problem`.
-pub fn invalid(problem: &str, message: impl Into<String>) -> ProblemError {
-    ProblemError::Invalid {
-        problem: problem.into(),
-        message: message.into(),
+/// Size symbols `names` of `sizes`; a missing one is an error naming `problem`.
+pub fn sizes_in<const K: usize>(
+    sizes: &Sizes,
+    problem: &str,
+    names: [&str; K],
+) -> Result<[i64; K], ProblemError> {
+    let mut values = [0; K];
+    for (v, name) in values.iter_mut().zip(names) {
+        *v = size(sizes, problem, name)?;
     }
+    Ok(values)
 }
 
-/// One launch: grid and block as expressions, arguments as names or expressions.
-pub fn launch(kernel: &str, grid: [&str; 3], block: [&str; 3], args: &[&str]) -> LaunchSpec {
-    LaunchSpec {
-        kernel: kernel.into(),
-        grid: grid.map(Dim::from),
-        block: block.map(Dim::from),
-        shared_bytes: Dim::Number(0),
-        args: args.iter().map(|a| a.to_string()).collect(),
+/// `base` with the size symbols of `changes` set (an edge size set).
+pub fn with_sizes(base: &Sizes, changes: &[(&str, i64)]) -> Sizes {
+    let mut sizes = base.clone();
+    for &(name, value) in changes {
+        sizes.insert(name.into(), value);
     }
+    sizes
+}
+
+/// Where each of consecutive segments of `lengths` starts (the exclusive prefix sums).
+pub fn exclusive_sums(lengths: &[i64]) -> Vec<i64> {
+    lengths
+        .iter()
+        .scan(0i64, |s, &l| {
+            let start = *s;
+            *s += l;
+            Some(start)
+        })
+        .collect()
+}
+
+/// The share of zeros in `lengths` (empty bags), 0 for no lengths.
+pub fn empty_share(lengths: &[i64]) -> f64 {
+    lengths.iter().filter(|&&l| l == 0).count() as f64 / lengths.len().max(1) as f64
+}
+
+/// Scratch buffers from `(name, bytes)` pairs, bytes an expression over size symbols.
+pub fn scratch_of(pairs: &[(&str, &str)]) -> Vec<ScratchSpec> {
+    pairs
+        .iter()
+        .map(|&(name, bytes)| ScratchSpec::new(name, bytes))
+        .collect()
 }
 
 /// A TensorIterator-style elementwise launch over `n` elements (block 128, 4 per thread).
 pub fn elementwise(kernel: &str, n: &str, args: &[&str]) -> LaunchSpec {
-    let grid = format!("max(ceil_div({n}, 512), 1)");
-    launch(kernel, [&grid, "1", "1"], ["128", "1", "1"], args)
+    LaunchSpec::linear(
+        kernel,
+        format!("max(ceil_div({n}, 512), 1)").as_str(),
+        128,
+        args,
+    )
 }
 
 /// A grid-stride launch with ATen's `getApplyGrid`/`getApplyBlock` (block 512, one element per
 /// thread).
 pub fn apply_grid(kernel: &str, n: &str, args: &[&str]) -> LaunchSpec {
-    let grid = format!("max(ceil_div({n}, 512), 1)");
-    launch(kernel, [&grid, "1", "1"], ["512", "1", "1"], args)
+    LaunchSpec::linear(
+        kernel,
+        format!("max(ceil_div({n}, 512), 1)").as_str(),
+        512,
+        args,
+    )
 }
 
 /// ATen's `vectorized_gather_kernel<16>` launch for `rows` rows of `slice_bytes` bytes.
 pub fn gather_rows16(rows: &str, slice_bytes: &str, args: &[&str]) -> LaunchSpec {
     let grid_y = format!("min(ceil_div({slice_bytes}, 4096), 65535)");
     let block = format!("min(256, ceil_div(ceil_div({slice_bytes}, 16), 32) * 32)");
-    launch(
+    LaunchSpec::new(
         "aten_gather_rows16",
-        [rows, &grid_y, "1"],
-        [&block, "1", "1"],
+        [rows.into(), grid_y.as_str().into(), 1.into()],
+        [block.as_str().into(), 1.into(), 1.into()],
         args,
     )
-}
-
-/// A scratch buffer.
-pub fn scratch(name: &str, bytes: &str) -> ScratchSpec {
-    ScratchSpec {
-        name: name.into(),
-        bytes: Dim::from(bytes),
-    }
 }
 
 /// Tile size of `gpu_kernels::kernels::scan` (256 threads × 8).
@@ -84,26 +114,63 @@ pub fn inclusive_scan(
     // its state.
     let tiles = format!("max(ceil_div({n}, {SCAN_TILE}), 1)");
     let init_grid = format!("ceil_div({tiles} + 1, 256)");
-    let scan_grid = tiles.clone();
     vec![
-        launch(
-            "scan_init",
-            [&init_grid, "1", "1"],
-            ["256", "1", "1"],
-            &[status, &tiles],
-        ),
-        launch(
-            kernel,
-            [&scan_grid, "1", "1"],
-            ["256", "1", "1"],
-            &[input, output, n, status],
-        ),
+        LaunchSpec::linear("scan_init", init_grid.as_str(), 256, &[status, &tiles]),
+        LaunchSpec::linear(kernel, tiles.as_str(), 256, &[input, output, n, status]),
     ]
 }
 
 /// Bytes of a scan's tile-state scratch for `n` elements.
 pub fn scan_status_bytes(n: &str) -> String {
     format!("(max(ceil_div({n}, {SCAN_TILE}), 1) + 1) * 8")
+}
+
+/// The temporaries of one `cumsum` of an int32 tensor (named by the plan): its int64 copy, the
+/// sums, and the scan's tile state.
+pub struct CumsumI32 {
+    pub wide: &'static str,
+    pub cum: &'static str,
+    pub status: &'static str,
+}
+
+impl CumsumI32 {
+    /// `input.cumsum(0)` of `n` int32 elements as ATen runs it: a cast to int64 (`wide`), then
+    /// CUB's inclusive scan into `cum`.
+    pub fn plan(&self, input: &str, n: &str) -> Vec<LaunchSpec> {
+        let mut plan = vec![elementwise(
+            "aten_cast_i32_to_i64",
+            n,
+            &[self.wide, input, n],
+        )];
+        plan.extend(inclusive_scan(
+            "inclusive_sum_i64",
+            self.wide,
+            self.cum,
+            n,
+            self.status,
+        ));
+        plan
+    }
+
+    /// The scratch buffers `wide`, `cum` and `status` for `n` elements.
+    pub fn scratch(&self, n: &str) -> [ScratchSpec; 3] {
+        [
+            ScratchSpec::new(self.wide, format!("{n} * 8").as_str()),
+            ScratchSpec::new(self.cum, format!("{n} * 8").as_str()),
+            ScratchSpec::new(self.status, scan_status_bytes(n).as_str()),
+        ]
+    }
+}
+
+/// ATen's `repeat_interleave(repeats, output_size=total)` kernel over `n` int32 repeats, given
+/// their inclusive cumsum `cum`: writes the segment number of each of the `total` outputs.
+pub fn repeat_interleave(repeats: &str, cum: &str, out: &str, n: &str, total: &str) -> LaunchSpec {
+    LaunchSpec::linear(
+        "aten_repeat_interleave_i32",
+        format!("min(ceil_div({n}, 16), 2048)").as_str(),
+        512,
+        &[repeats, cum, out, n, total],
+    )
 }
 
 /// Names of the scratch buffers of one radix sort (prefixed, so two sorts could coexist).
@@ -128,15 +195,14 @@ impl SortScratch {
 
     /// The scratch buffers for sorting `n` pairs.
     pub fn specs(&self, n: &str) -> Vec<ScratchSpec> {
+        let lookback = format!("8 * max(ceil_div({n}, {SORT_TILE}), 1) * 256 * 4");
+        let pairs = format!("max({n}, 1) * 8");
         vec![
-            scratch(&self.bins, "8 * 256 * 4"),
-            scratch(&self.counters, "8 * 4"),
-            scratch(
-                &self.lookback,
-                &format!("8 * max(ceil_div({n}, {SORT_TILE}), 1) * 256 * 4"),
-            ),
-            scratch(&self.alt_keys, &format!("max({n}, 1) * 8")),
-            scratch(&self.alt_values, &format!("max({n}, 1) * 8")),
+            ScratchSpec::new(&self.bins, "8 * 256 * 4"),
+            ScratchSpec::new(&self.counters, "8 * 4"),
+            ScratchSpec::new(&self.lookback, lookback.as_str()),
+            ScratchSpec::new(&self.alt_keys, pairs.as_str()),
+            ScratchSpec::new(&self.alt_values, pairs.as_str()),
         ]
     }
 }
@@ -154,21 +220,16 @@ pub fn radix_sort_pairs(
     s: &SortScratch,
 ) -> Vec<LaunchSpec> {
     let tiles = format!("max(ceil_div({n}, {SORT_TILE}), 1)");
-    let block = ["256", "1", "1"];
+    let histogram_grid = format!("min({tiles}, {HIST_MAX_BLOCKS})");
     let mut plan = vec![
-        launch(
-            "radix_sort_init",
-            ["1", "1", "1"],
-            block,
-            &[&s.bins, &s.counters, "8"],
-        ),
-        launch(
+        LaunchSpec::linear("radix_sort_init", 1, 256, &[&s.bins, &s.counters, "8"]),
+        LaunchSpec::linear(
             "radix_sort_histogram",
-            [&format!("min({tiles}, {HIST_MAX_BLOCKS})"), "1", "1"],
-            block,
+            histogram_grid.as_str(),
+            256,
             &[keys_in, n, "1", "8", &s.bins, &s.lookback],
         ),
-        launch("radix_sort_bin_offsets", ["8", "1", "1"], block, &[&s.bins]),
+        LaunchSpec::linear("radix_sort_bin_offsets", 8, 256, &[&s.bins]),
     ];
     for pass in 0..8 {
         let (k_in, v_in) = match pass {
@@ -182,10 +243,10 @@ pub fn radix_sort_pairs(
             (keys_out, values_out)
         };
         let pass = pass.to_string();
-        plan.push(launch(
+        plan.push(LaunchSpec::linear(
             "radix_sort_onesweep",
-            [&tiles, "1", "1"],
-            block,
+            tiles.as_str(),
+            256,
             &[
                 k_in,
                 k_out,
@@ -200,6 +261,22 @@ pub fn radix_sort_pairs(
             ],
         ));
     }
+    plan
+}
+
+/// `keys.sort(stable=True)` with the positions it came from, as eager's `sort` and `argsort`
+/// run it: `positions = arange(n)`, then [`radix_sort_pairs`] of (key, position) into
+/// `sorted_keys` and `order`.
+pub fn sort_with_positions(
+    keys: &str,
+    positions: &str,
+    sorted_keys: &str,
+    order: &str,
+    n: &str,
+    s: &SortScratch,
+) -> Vec<LaunchSpec> {
+    let mut plan = vec![elementwise("aten_arange_i64", n, &[positions, n])];
+    plan.extend(radix_sort_pairs(keys, positions, sorted_keys, order, n, s));
     plan
 }
 
@@ -303,9 +380,65 @@ pub fn kjt(
     })
 }
 
+/// Table rows are capped at this many at `ci` (the ids' range does not matter to a permute or a
+/// bucketize, only their values do; small tables keep the generator quick).
+pub fn kjt_max_rows(preset: Preset) -> u64 {
+    match preset {
+        Preset::Ci => 5000,
+        Preset::Small | Preset::Full => u64::MAX,
+    }
+}
+
+/// The recipe of a KJT's weights.
+pub fn kjt_weights_recipe() -> serde_json::Value {
+    serde_json::json!({"distribution": "uniform", "low": 0.0, "high": 1.0})
+}
+
+/// A KJT problem's input set under way, with the lengths and table rows of its KJT (what the
+/// problem derives its other inputs from).
+pub struct KjtInputs {
+    pub set: InputSetBuilder,
+    pub lengths: Vec<i32>,
+    pub rows: Vec<u64>,
+}
+
+/// The KJT of `t` features × `b` samples of an input set of `seed` ([`kjt`] from the stream
+/// `kjt`, tables capped by [`kjt_max_rows`]) as tensors: `lengths [T, B]` int32, the ids as
+/// `values [N]` int64 (the problem names them), `weights [N]` fp32 uniform in [0, 1) (stream
+/// `weights`), and the size N.
+pub fn kjt_inputs(
+    preset: Preset,
+    sizes: &Sizes,
+    seed: u64,
+    (t, b): (usize, usize),
+    values: &str,
+    constant_id: Option<i64>,
+) -> Result<KjtInputs, ProblemError> {
+    let Kjt {
+        lengths,
+        values: ids,
+        rows,
+    } = kjt(
+        t,
+        b,
+        derive_str(seed, "kjt"),
+        kjt_max_rows(preset),
+        constant_id,
+    )?;
+    let n = ids.len();
+    let weights = uniform_f32(n, derive_str(seed, "weights"), 0.0, 1.0);
+    let set = InputSet::builder(seed, sizes)
+        .size("N", n)
+        .i32("lengths", &[t, b], lengths.clone())?
+        .i64(values, &[n], ids)?
+        .f32("weights", &[n], weights)?;
+    Ok(KjtInputs { set, lengths, rows })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sizes::sizes_of;
 
     #[test]
     fn feature_config_is_fixed_and_has_the_target_mean() {
@@ -341,5 +474,55 @@ mod tests {
         }
         let again = kjt(7, 50, 3, 1000, None).unwrap();
         assert_eq!((again.lengths, again.values), (k.lengths, k.values));
+    }
+
+    #[test]
+    fn kjt_inputs_count_the_values_and_name_the_ids() {
+        let sizes = sizes_of(&[("T", 3), ("B", 8)]);
+        let k = kjt_inputs(Preset::Ci, &sizes, 4, (3, 8), "ids", None).unwrap();
+        let set = k.set.build();
+        let n: i64 = k.lengths.iter().map(|&l| l as i64).sum();
+        assert_eq!(set.sizes["N"], n);
+        assert_eq!(set.i64s("lengths").unwrap().len(), 24);
+        assert_eq!(set.i64s("ids").unwrap().len() as i64, n);
+        let weights = set.f32s("weights").unwrap();
+        assert_eq!(weights.len() as i64, n);
+        assert!(weights.iter().all(|w| (0.0..1.0).contains(w)));
+        assert_eq!(k.rows.len(), 3);
+        let same = kjt_inputs(Preset::Ci, &sizes, 4, (3, 8), "ids", Some(0)).unwrap();
+        assert!(same
+            .set
+            .build()
+            .i64s("ids")
+            .unwrap()
+            .iter()
+            .all(|&i| i == 0));
+    }
+
+    #[test]
+    fn sub_plans_name_their_buffers() {
+        let c = CumsumI32 {
+            wide: "w",
+            cum: "c",
+            status: "s",
+        };
+        let plan = c.plan("lengths", "T * B");
+        assert_eq!(plan[0].args, ["w", "lengths", "T * B"]);
+        assert_eq!(plan.last().unwrap().args, ["w", "c", "T * B", "s"]);
+        let names: Vec<String> = c.scratch("N").into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["w", "c", "s"]);
+        let sort = sort_with_positions("k", "p", "sk", "o", "N", &SortScratch::new("x"));
+        assert_eq!(sort.len(), 1 + 3 + 8);
+        assert_eq!(sort[0].args, ["p", "N"]);
+        assert_eq!(sort.last().unwrap().args[1], "sk");
+        assert_eq!(exclusive_sums(&[2, 0, 3]), vec![0, 2, 2]);
+        assert_eq!(empty_share(&[2, 0, 3, 0]), 0.5);
+        let base = sizes_of(&[("B", 3), ("E", 9)]);
+        assert_eq!(
+            with_sizes(&base, &[("E", 1)]),
+            sizes_of(&[("B", 3), ("E", 1)])
+        );
+        assert_eq!(sizes_in(&base, "p", ["E", "B"]).unwrap(), [9, 3]);
+        assert!(sizes_in(&base, "p", ["D"]).is_err());
     }
 }

@@ -16,34 +16,24 @@
 //!
 //! The reference is the eager `Model` (`kernelbench/08_block_bucketize_sparse_features.py`) launch
 //! for launch; see `gpu_kernels::kernels::block_bucketize_sparse_features`.
-use super::sparse::{
-    apply_grid, elementwise, inclusive_scan, invalid, kjt, launch, radix_sort_pairs,
-    scan_status_bytes, scratch, size, Kjt, SortScratch,
-};
 use crate::check::Tolerance;
+use crate::families::sparse::{
+    apply_grid, elementwise, empty_share, exclusive_sums, kjt_inputs, kjt_max_rows,
+    kjt_weights_recipe, repeat_interleave, scratch_of, sizes_in, sort_with_positions, with_sizes,
+    CumsumI32, KjtInputs, SortScratch,
+};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
+    TensorSpec, Work,
 };
-use data_gen::{seed::derive_str, uniform_f32, DType, HostTensor, TensorSet};
+use data_gen::DType;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 /// The problem.
 pub struct BlockBucketizeSparseFeatures;
 
 const NAME: &str = "block_bucketize_sparse_features";
-
-fn sz(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
-    size(sizes, NAME, name)
-}
-
-fn max_rows(preset: Preset) -> u64 {
-    match preset {
-        Preset::Ci => 5000,
-        Preset::Small | Preset::Full => u64::MAX,
-    }
-}
 
 /// Block size of a feature with `rows` rows sharded to `w` ranks: every fourth feature's plan
 /// covers only half its table.
@@ -62,10 +52,10 @@ pub fn bucketize(id: i64, s: i64, w: i64) -> (i64, i64) {
 }
 
 /// The outputs: new lengths [W·T·B], new ids, new weights (as given), and the permutation back.
-pub fn bucketize_kjt(
+pub fn bucketize_kjt<W: Copy + Into<f64>>(
     lengths: &[i64],
     ids: &[i64],
-    weights: &[f64],
+    weights: &[W],
     block_sizes: &[i64],
     t: usize,
     b: usize,
@@ -81,14 +71,7 @@ pub fn bucketize_kjt(
         }
         pos += lengths[seg] as usize;
     }
-    let mut cursor: Vec<i64> = new_lengths
-        .iter()
-        .scan(0i64, |s, &l| {
-            let start = *s;
-            *s += l;
-            Some(start)
-        })
-        .collect();
+    let mut cursor = exclusive_sums(&new_lengths);
     let n = ids.len();
     let (mut new_ids, mut new_weights, mut back) = (vec![0i64; n], vec![0f64; n], vec![0i64; n]);
     let mut i = 0usize;
@@ -97,7 +80,7 @@ pub fn bucketize_kjt(
             let (r, nid) = bucketize(ids[i], block_sizes[seg / b], w as i64);
             let c = &mut cursor[r as usize * tb + seg];
             new_ids[*c as usize] = nid;
-            new_weights[*c as usize] = weights[i];
+            new_weights[*c as usize] = weights[i].into();
             back[i] = *c;
             *c += 1;
             i += 1;
@@ -121,54 +104,14 @@ impl Problem for BlockBucketizeSparseFeatures {
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
-            TensorSpec {
-                name: "lengths",
-                dtype: DType::I32,
-                shape: &["T", "B"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "indices",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "weights",
-                dtype: DType::F32,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "block_sizes",
-                dtype: DType::I64,
-                shape: &["T"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "new_lengths",
-                dtype: DType::I32,
-                shape: &["W", "T", "B"],
-                role: Role::Output,
-            },
-            TensorSpec {
-                name: "new_indices",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Output,
-            },
-            TensorSpec {
-                name: "new_weights",
-                dtype: DType::F32,
-                shape: &["N"],
-                role: Role::Output,
-            },
-            TensorSpec {
-                name: "unbucketize_permute",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Output,
-            },
+            TensorSpec::input("lengths", DType::I32, &["T", "B"]),
+            TensorSpec::input("indices", DType::I64, &["N"]),
+            TensorSpec::input("weights", DType::F32, &["N"]),
+            TensorSpec::input("block_sizes", DType::I64, &["T"]),
+            TensorSpec::output("new_lengths", DType::I32, &["W", "T", "B"]),
+            TensorSpec::output("new_indices", DType::I64, &["N"]),
+            TensorSpec::output("new_weights", DType::F32, &["N"]),
+            TensorSpec::output("unbucketize_permute", DType::I64, &["N"]),
         ]
     }
 
@@ -181,110 +124,74 @@ impl Problem for BlockBucketizeSparseFeatures {
             // `full` reference should run; B = 4096 (~56M ids) halves it.
             Preset::Full => (856, 4096, 8),
         };
-        [("T", t), ("B", b), ("W", w), ("SAME_ID", 0)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        sizes_of(&[("T", t), ("B", b), ("W", w), ("SAME_ID", 0)])
     }
 
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         json!({
             "kjt": "as kjt_permute (sparse::kjt)",
-            "weights": {"distribution": "uniform", "low": 0.0, "high": 1.0},
+            "weights": kjt_weights_recipe(),
             "block_sizes": "ceil(rows / W); every 4th feature ceil(rows / 2W) (ids past the last block)",
-            "max_rows": max_rows(preset),
+            "max_rows": kjt_max_rows(preset),
             "SAME_ID": "1: every id is 0 (edge case)",
             "edge_cases": ["one feature", "every id equal"],
         })
     }
 
     fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
-        let (t, b, w) = (sz(sizes, "T")?, sz(sizes, "B")?, sz(sizes, "W")?);
+        let [t, b, w] = sizes_in(sizes, NAME, ["T", "B", "W"])?;
         let same = sizes.get("SAME_ID").copied().unwrap_or(0) != 0;
         if t < 1 || b < 1 || w < 1 {
-            return Err(invalid(
+            return Err(ProblemError::invalid(
                 NAME,
                 format!("need T, B, W >= 1, got T={t} B={b} W={w}"),
             ));
         }
         let (t, b) = (t as usize, b as usize);
-        let Kjt {
-            lengths,
-            values,
-            rows,
-        } = kjt(
-            t,
-            b,
-            derive_str(seed, "kjt"),
-            max_rows(preset),
-            same.then_some(0),
-        )?;
+        let KjtInputs { set, rows, .. } =
+            kjt_inputs(preset, sizes, seed, (t, b), "indices", same.then_some(0))?;
         let block_sizes: Vec<i64> = rows
             .iter()
             .enumerate()
             .map(|(f, &r)| block_size(f, r, w as u64))
             .collect();
-        let weights = uniform_f32(values.len(), derive_str(seed, "weights"), 0.0, 1.0);
-        let mut sizes = sizes.clone();
-        sizes.insert("N".into(), values.len() as i64);
-        let mut tensors = TensorSet::new();
-        tensors.insert("lengths", HostTensor::from_i32(vec![t, b], lengths)?);
-        tensors.insert("indices", HostTensor::from_i64(vec![values.len()], values)?);
-        tensors.insert(
-            "weights",
-            HostTensor::from_f32(vec![weights.len()], weights)?,
-        );
-        tensors.insert("block_sizes", HostTensor::from_i64(vec![t], block_sizes)?);
-        Ok(InputSet {
-            seed,
-            sizes,
-            scalars: BTreeMap::new(),
-            tensors,
-        })
+        Ok(set.i64("block_sizes", &[t], block_sizes)?.build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
         let base = self.sizes(preset);
-        let mut one_feature = base.clone();
-        one_feature.insert("T".into(), 1);
-        let mut same = base;
-        same.insert("SAME_ID".into(), 1);
-        vec![one_feature, same]
-    }
-
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
-        let s = |k| sz(&inputs.sizes, k).map(|v| v as usize);
-        let (t, b, w) = (s("T")?, s("B")?, s("W")?);
-        let lengths = inputs.tensors.get("lengths")?.to_i64_vec()?;
-        let ids = inputs.tensors.get("indices")?.to_i64_vec()?;
-        let weights = inputs.tensors.get("weights")?.to_f64_vec();
-        let block_sizes = inputs.tensors.get("block_sizes")?.to_i64_vec()?;
-        let (new_lengths, new_ids, new_weights, back) =
-            bucketize_kjt(&lengths, &ids, &weights, &block_sizes, t, b, w);
-        Ok([
-            ("new_lengths".to_string(), OracleOutput::Int(new_lengths)),
-            ("new_indices".to_string(), OracleOutput::Int(new_ids)),
-            ("new_weights".to_string(), OracleOutput::Float(new_weights)),
-            ("unbucketize_permute".to_string(), OracleOutput::Int(back)),
+        vec![
+            with_sizes(&base, &[("T", 1)]),
+            with_sizes(&base, &[("SAME_ID", 1)]),
         ]
-        .into_iter()
-        .collect())
     }
 
-    fn tolerance(&self, output: &TensorSpec) -> Tolerance {
-        match output.dtype {
-            DType::F32 => Tolerance {
-                rel_l2: 0.0,
-                max_scaled: 0.0,
-                exact: false,
-            },
-            other => Tolerance::for_dtype(other),
-        }
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
+        let [t, b, w] = sizes_in(&inputs.sizes, NAME, ["T", "B", "W"])?.map(|v| v as usize);
+        let (new_lengths, new_ids, new_weights, back) = bucketize_kjt(
+            &inputs.i64s("lengths")?,
+            &inputs.i64s("indices")?,
+            &inputs.f32s("weights")?,
+            &inputs.i64s("block_sizes")?,
+            t,
+            b,
+            w,
+        );
+        Ok(oracle_of([
+            ("new_lengths", OracleOutput::Int(new_lengths)),
+            ("new_indices", OracleOutput::Int(new_ids)),
+            ("new_weights", OracleOutput::Float(new_weights)),
+            ("unbucketize_permute", OracleOutput::Int(back)),
+        ]))
+    }
+
+    fn tolerance(&self, _output: &TensorSpec) -> Tolerance {
+        // Integers are exact; weights are copied, not computed: bit-exact.
+        Tolerance::EXACT
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as f64;
-        let (t, b, w, n) = (s("T"), s("B"), s("W"), s("N"));
+        let [t, b, w, n] = ["T", "B", "W", "N"].map(|k| inputs.count(k) as f64);
         // Read lengths, ids, weights, block sizes; write the new lengths, ids, weights and the
         // permutation back.
         let bytes = t * b * 4.0 + n * 12.0 + t * 8.0 + w * t * b * 4.0 + n * 12.0 + n * 8.0;
@@ -297,19 +204,13 @@ impl Problem for BlockBucketizeSparseFeatures {
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
         let (Ok(lengths), Ok(ids), Ok(block_sizes)) = (
-            inputs.tensors.get("lengths").and_then(|x| x.to_i64_vec()),
-            inputs.tensors.get("indices").and_then(|x| x.to_i64_vec()),
-            inputs
-                .tensors
-                .get("block_sizes")
-                .and_then(|x| x.to_i64_vec()),
+            inputs.i64s("lengths"),
+            inputs.i64s("indices"),
+            inputs.i64s("block_sizes"),
         ) else {
             return serde_json::Value::Null;
         };
-        let (b, w) = (
-            inputs.sizes.get("B").copied().unwrap_or(1) as usize,
-            inputs.sizes.get("W").copied().unwrap_or(1),
-        );
+        let (b, w) = (inputs.count("B").max(1), inputs.count("W").max(1) as i64);
         let mut past = 0usize;
         let mut per_rank = vec![0usize; w as usize];
         let mut pos = 0usize;
@@ -325,7 +226,7 @@ impl Problem for BlockBucketizeSparseFeatures {
             "N": ids.len(),
             "past_last_block": past as f64 / ids.len().max(1) as f64,
             "ids_per_rank": per_rank,
-            "empty_bags": lengths.iter().filter(|&&l| l == 0).count() as f64 / lengths.len().max(1) as f64,
+            "empty_bags": empty_share(&lengths),
         })
     }
 
@@ -342,21 +243,20 @@ impl Problem for BlockBucketizeSparseFeatures {
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        let mut s = vec![
-            scratch("lengths64", "T * B * 8"),
-            scratch("lengths_cum", "T * B * 8"),
-            scratch("scan_status", &scan_status_bytes("T * B")),
-            scratch("seg", "max(N, 1) * 4"),
-            scratch("feature", "max(N, 1) * 4"),
-            scratch("small", "max(N, 1)"),
-            scratch("reduce_partials", "1056 * 8"),
-            scratch("key_minmax", "8"),
-        ];
-        for buf in ["buf_a", "buf_c", "buf_d", "buf_e"] {
-            s.push(scratch(buf, "max(N, 1) * 8"));
-        }
-        // buf_b also holds the W·T·B bin counts.
-        s.push(scratch("buf_b", "max(max(N, W * T * B), 1) * 8"));
+        let mut s = Vec::from(LENGTHS_CUMSUM.scratch("T * B"));
+        s.extend(scratch_of(&[
+            ("seg", "max(N, 1) * 4"),
+            ("feature", "max(N, 1) * 4"),
+            ("small", "max(N, 1)"),
+            ("reduce_partials", "1056 * 8"),
+            ("key_minmax", "8"),
+            ("buf_a", "max(N, 1) * 8"),
+            ("buf_c", "max(N, 1) * 8"),
+            ("buf_d", "max(N, 1) * 8"),
+            ("buf_e", "max(N, 1) * 8"),
+            // buf_b also holds the W·T·B bin counts.
+            ("buf_b", "max(max(N, W * T * B), 1) * 8"),
+        ]));
         s.extend(
             SortScratch::new("sort")
                 .specs("N")
@@ -366,6 +266,13 @@ impl Problem for BlockBucketizeSparseFeatures {
         s
     }
 }
+
+/// The cumsum of the lengths (for `repeat_interleave`).
+const LENGTHS_CUMSUM: CumsumI32 = CumsumI32 {
+    wide: "lengths64",
+    cum: "lengths_cum",
+    status: "scan_status",
+};
 
 /// The N-sized temporaries of the eager plan share five buffers, as eager PyTorch's caching
 /// allocator reuses the blocks of tensors it has freed (at `full` the plan's temporaries would
@@ -394,25 +301,14 @@ const SHARED_SCRATCH: &[(&str, &str)] = &[
 
 /// The eager `Model`'s launches, with each temporary under its own name.
 fn eager_plan() -> Vec<LaunchSpec> {
-    let sort = SortScratch::new("sort");
-    let mut plan = vec![elementwise(
-        "aten_cast_i32_to_i64",
-        "T * B",
-        &["lengths64", "lengths", "T * B"],
-    )];
     // seg = repeat_interleave(lengths.view(-1), output_size=N)
-    plan.extend(inclusive_scan(
-        "inclusive_sum_i64",
-        "lengths64",
-        "lengths_cum",
+    let mut plan = LENGTHS_CUMSUM.plan("lengths", "T * B");
+    plan.push(repeat_interleave(
+        "lengths",
+        LENGTHS_CUMSUM.cum,
+        "seg",
         "T * B",
-        "scan_status",
-    ));
-    plan.push(launch(
-        "aten_repeat_interleave_i32",
-        ["min(ceil_div(T * B, 16), 2048)", "1", "1"],
-        ["512", "1", "1"],
-        &["lengths", "lengths_cum", "seg", "T * B", "N"],
+        "N",
     ));
     plan.extend([
         // blk = block_sizes[seg // B]; q = indices // blk; small = q < W
@@ -460,16 +356,16 @@ fn eager_plan() -> Vec<LaunchSpec> {
     // reduction and a copy to the host), zeros, the histogram, the cast.
     let partial_grid = "min(ceil_div(N, 2048), 1056)";
     for op in ["0", "1"] {
-        plan.push(launch(
+        plan.push(LaunchSpec::linear(
             "aten_reduce_partial_i64",
-            [partial_grid, "1", "1"],
-            ["512", "1", "1"],
+            partial_grid,
+            512,
             &["reduce_partials", "key", "N", op],
         ));
-        plan.push(launch(
+        plan.push(LaunchSpec::linear(
             "aten_reduce_final_i64",
-            ["1", "1", "1"],
-            ["512", "1", "1"],
+            1,
+            512,
             &["key_minmax", "reduce_partials", partial_grid, op],
         ));
     }
@@ -485,16 +381,15 @@ fn eager_plan() -> Vec<LaunchSpec> {
             "W * T * B",
             &["new_lengths", "counts", "W * T * B"],
         ),
-        // order = argsort(rank, stable=True)
-        elementwise("aten_arange_i64", "N", &["iota", "N"]),
     ]);
-    plan.extend(radix_sort_pairs(
+    // order = argsort(rank, stable=True)
+    plan.extend(sort_with_positions(
         "rank",
         "iota",
         "sorted_rank",
         "order",
         "N",
-        &sort,
+        &SortScratch::new("sort"),
     ));
     plan.extend([
         // unbucketize_permute = empty_like(order).scatter_(0, order, arange(N))
@@ -615,14 +510,7 @@ mod tests {
         assert!(per_rank.iter().all(|&c| c > 0));
         let edges = p.edge_sizes(Preset::Ci);
         let same = p.generate(Preset::Ci, &edges[1], 1).unwrap();
-        assert!(same
-            .tensors
-            .get("indices")
-            .unwrap()
-            .to_i64_vec()
-            .unwrap()
-            .iter()
-            .all(|&i| i == 0));
+        assert!(same.i64s("indices").unwrap().iter().all(|&i| i == 0));
         let one = p.generate(Preset::Ci, &edges[0], 1).unwrap();
         assert_eq!(one.tensors.get("block_sizes").unwrap().numel(), 1);
         let out = p.oracle(&same).unwrap();

@@ -7,28 +7,25 @@
 //! Inputs: x uniform in [-1, 1). The reference (`gpu-kernels/src/kernels/fm_interaction.rs`)
 //! mirrors the eager `Model` of `kernelbench/12_fm_interaction.py` launch for launch: sum, pow,
 //! pow, sum, sub, sum, mul (seven launches, a full [B, F, K] temporary for x²).
+use crate::families::interaction::{dims, elementwise, f64_tensors, uniform};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
+    TensorSpec, Work,
 };
-use data_gen::{seed::derive_str, uniform_f32, DType, HostTensor, TensorSet};
+use data_gen::DType;
 use rayon::prelude::*;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 /// The problem.
 pub struct FmInteraction;
 
-fn sizes_of(b: i64, f: i64, k: i64) -> Sizes {
-    [("B", b), ("F", f), ("K", k)]
-        .into_iter()
-        .map(|(n, v)| (n.to_string(), v))
-        .collect()
+fn bfk_sizes(b: i64, f: i64, k: i64) -> Sizes {
+    sizes_of(&[("B", b), ("F", f), ("K", k)])
 }
 
-fn bfk(sizes: &Sizes) -> Result<(usize, usize, usize), ProblemError> {
-    let get = |n: &str| super::dot_interaction::size("fm_interaction", sizes, n);
-    Ok((get("B")?, get("F")?, get("K")?))
+fn bfk(sizes: &Sizes) -> Result<[usize; 3], ProblemError> {
+    dims("fm_interaction", sizes, ["B", "F", "K"])
 }
 
 /// The FM term in f64 by its O(F·K) formula: ½ Σ_k ((Σ_f x)² − Σ_f x²) per sample.
@@ -67,28 +64,18 @@ impl Problem for FmInteraction {
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
-            TensorSpec {
-                name: "x",
-                dtype: DType::F32,
-                shape: &["B", "F", "K"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "out",
-                dtype: DType::F32,
-                shape: &["B"],
-                role: Role::Output,
-            },
+            TensorSpec::input("x", DType::F32, &["B", "F", "K"]),
+            TensorSpec::output("out", DType::F32, &["B"]),
         ]
     }
 
     fn sizes(&self, preset: Preset) -> Sizes {
         match preset {
             // B = 37: no block of the reduction or elementwise kernels is full.
-            Preset::Ci => sizes_of(37, 7, 16),
-            Preset::Small => sizes_of(32768, 39, 16),
+            Preset::Ci => bfk_sizes(37, 7, 16),
+            Preset::Small => bfk_sizes(32768, 39, 16),
             // Criteo's 39 fields (13 dense bucketized + 26 categorical), K = 16.
-            Preset::Full => sizes_of(262144, 39, 16),
+            Preset::Full => bfk_sizes(262144, 39, 16),
         }
     }
 
@@ -99,43 +86,28 @@ impl Problem for FmInteraction {
         })
     }
 
-    fn generate(
-        &self,
-        _preset: Preset,
-        sizes: &Sizes,
-        seed: u64,
-    ) -> Result<InputSet, ProblemError> {
-        let (b, f, k) = bfk(sizes)?;
-        let x = uniform_f32(b * f * k, derive_str(seed, "x"), -1.0, 1.0);
-        let mut tensors = TensorSet::new();
-        tensors.insert("x", HostTensor::from_f32(vec![b, f, k], x)?);
-        Ok(InputSet {
-            seed,
-            sizes: sizes.clone(),
-            scalars: BTreeMap::new(),
-            tensors,
-        })
+    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+        let [b, f, k] = bfk(sizes)?;
+        let set = InputSet::builder(seed, sizes);
+        Ok(uniform(set, seed, "x", &[b, f, k], (-1.0, 1.0))?.build())
     }
 
     fn edge_sizes(&self, _preset: Preset) -> Vec<Sizes> {
         // K = 10 (DeepFM's paper size): not a multiple of 4, so no 16-byte path applies;
         // F = 2: a single pair of fields.
-        vec![sizes_of(3, 39, 10), sizes_of(2, 2, 16)]
+        vec![bfk_sizes(3, 39, 10), bfk_sizes(2, 2, 16)]
     }
 
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
-        let (b, f, k) = bfk(&inputs.sizes)?;
-        let x = inputs.tensors.get("x")?.to_f64_vec();
-        Ok(
-            [("out".to_string(), OracleOutput::Float(fm_f64(&x, b, f, k)))]
-                .into_iter()
-                .collect(),
-        )
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
+        let ([b, f, k], [x]) = (bfk(&inputs.sizes)?, f64_tensors(inputs, ["x"])?);
+        Ok(oracle_of([(
+            "out",
+            OracleOutput::Float(fm_f64(&x, b, f, k)),
+        )]))
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let s = |n: &str| inputs.sizes.get(n).copied().unwrap_or(0) as f64;
-        let (b, f, k) = (s("B"), s("F"), s("K"));
+        let [b, f, k] = ["B", "F", "K"].map(|n| inputs.count(n) as f64);
         let bytes = 4.0 * (b * f * k + b);
         Work {
             compulsory_bytes: bytes,
@@ -147,57 +119,44 @@ impl Problem for FmInteraction {
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
-        let ew = |kernel: &str, n: &str, args: &[&str]| LaunchSpec {
-            kernel: kernel.into(),
-            grid: [
-                format!("ceil_div({n}, 512)").as_str().into(),
-                1.into(),
-                1.into(),
-            ],
-            block: [128.into(), 1.into(), 1.into()],
-            shared_bytes: 0.into(),
-            args: s(args),
-        };
         vec![
             // square_of_sum = torch.sum(x, dim=1).pow(2)
-            ew(
+            elementwise(
                 "fm_interaction_sum_dim1_reference",
                 "B * K",
                 &["x", "fm_s", "B", "F", "K"],
             ),
-            ew(
+            elementwise(
                 "fm_interaction_square_reference",
                 "B * K",
                 &["fm_s", "fm_s2", "B * K"],
             ),
             // sum_of_square = torch.sum(x.pow(2), dim=1)
-            ew(
+            elementwise(
                 "fm_interaction_square_reference",
                 "B * F * K",
                 &["x", "fm_xx", "B * F * K"],
             ),
-            ew(
+            elementwise(
                 "fm_interaction_sum_dim1_reference",
                 "B * K",
                 &["fm_xx", "fm_q", "B", "F", "K"],
             ),
             // square_of_sum - sum_of_square
-            ew(
+            elementwise(
                 "fm_interaction_sub_reference",
                 "B * K",
                 &["fm_s2", "fm_q", "fm_d", "B * K"],
             ),
             // torch.sum(…, dim=1)
-            LaunchSpec {
-                kernel: "fm_interaction_sum_last_reference".into(),
-                grid: ["ceil_div(B, 16)".into(), 1.into(), 1.into()],
-                block: [16.into(), 16.into(), 1.into()],
-                shared_bytes: 0.into(),
-                args: s(&["fm_d", "fm_r", "B", "K"]),
-            },
+            LaunchSpec::new(
+                "fm_interaction_sum_last_reference",
+                ["ceil_div(B, 16)".into(), 1.into(), 1.into()],
+                [16.into(), 16.into(), 1.into()],
+                &["fm_d", "fm_r", "B", "K"],
+            ),
             // 0.5 * …
-            ew(
+            elementwise(
                 "fm_interaction_scale_reference",
                 "B",
                 &["fm_r", "out", "B", "0.5"],
@@ -206,30 +165,24 @@ impl Problem for FmInteraction {
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        let bk = |name: &str| ScratchSpec {
-            name: name.into(),
-            bytes: "B * K * 4".into(),
-        };
-        vec![
-            bk("fm_s"),
-            bk("fm_s2"),
-            ScratchSpec {
-                name: "fm_xx".into(),
-                bytes: "B * F * K * 4".into(),
-            },
-            bk("fm_q"),
-            bk("fm_d"),
-            ScratchSpec {
-                name: "fm_r".into(),
-                bytes: "B * 4".into(),
-            },
+        [
+            ("fm_s", "B * K * 4"),
+            ("fm_s2", "B * K * 4"),
+            ("fm_xx", "B * F * K * 4"),
+            ("fm_q", "B * K * 4"),
+            ("fm_d", "B * K * 4"),
+            ("fm_r", "B * 4"),
         ]
+        .into_iter()
+        .map(|(name, bytes)| ScratchSpec::new(name, bytes))
+        .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
     use crate::selftest::self_test;
 
     #[test]
@@ -239,16 +192,7 @@ mod tests {
 
     #[test]
     fn inputs_are_well_formed_and_deterministic() {
-        let p = FmInteraction;
-        let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 2).unwrap();
-        let x = set.tensors.get("x").unwrap();
-        assert_eq!(x.shape, vec![37, 7, 16]);
-        assert!(x.to_f32_vec().iter().all(|v| (-1.0..1.0).contains(v)));
-        assert_eq!(
-            p.generate(Preset::Ci, &sizes, 2).unwrap().tensors,
-            set.tensors
-        );
+        assert_uniform_inputs(&FmInteraction, &[("x", &[37, 7, 16], (-1.0, 1.0))]);
     }
 
     /// The oracle's O(F·K) formula against the definition: the sum of the inner products of
@@ -258,8 +202,8 @@ mod tests {
         let p = FmInteraction;
         for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
             let set = p.generate(Preset::Ci, &sizes, 9).unwrap();
-            let (b, f, k) = bfk(&sizes).unwrap();
-            let x = set.tensors.get("x").unwrap().to_f32_vec();
+            let [b, f, k] = bfk(&sizes).unwrap();
+            let x = set.f32s("x").unwrap();
             let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else {
                 panic!()
             };
@@ -287,12 +231,7 @@ mod tests {
 
     #[test]
     fn work_counts_one_pass_over_x() {
-        let p = FmInteraction;
-        let set = InputSet {
-            sizes: p.sizes(Preset::Full),
-            ..Default::default()
-        };
-        let w = p.work(&set);
+        let w = work_at(&FmInteraction, Preset::Full);
         let (b, f, k) = (262144.0, 39.0, 16.0);
         assert_eq!(w.compulsory_bytes, 4.0 * (b * f * k + b));
         assert_eq!(w.flops, 3.0 * b * f * k + 3.0 * b * k + b);

@@ -18,38 +18,24 @@
 //!
 //! The reference is the eager `Model` (`kernelbench/07_kjt_permute.py`) launch for launch; see
 //! `gpu_kernels::kernels::kjt_permute`.
-use super::sparse::{
-    elementwise, gather_rows16, inclusive_scan, invalid, kjt, launch, scan_status_bytes, scratch,
-    size, Kjt,
-};
 use crate::check::Tolerance;
+use crate::families::sparse::{
+    elementwise, empty_share, gather_rows16, kjt_inputs, kjt_max_rows, kjt_weights_recipe,
+    repeat_interleave, scratch_of, sizes_in, with_sizes, CumsumI32, KjtInputs, KJT_ALPHA,
+};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
+    TensorSpec, Work,
 };
-use data_gen::{
-    seed::derive, seed::derive_str, uniform_f32, DType, HostTensor, RowPermutation, TensorSet,
-};
+use data_gen::{seed::derive, seed::derive_str, DType, RowPermutation};
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// The problem.
 pub struct KjtPermute;
 
 const NAME: &str = "kjt_permute";
-
-fn sz(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
-    size(sizes, NAME, name)
-}
-
-/// Table rows are capped at this many at `ci` (the ids' range does not matter to a permute,
-/// only their values do; small tables keep the generator quick).
-fn max_rows(preset: Preset) -> u64 {
-    match preset {
-        Preset::Ci => 5000,
-        Preset::Small | Preset::Full => u64::MAX,
-    }
-}
 
 /// `p` feature numbers: a random order of the `t` features (cycled when `p > t`), one entry in
 /// eight replaced by a random feature.
@@ -68,19 +54,59 @@ pub fn permutation(t: usize, p: usize, seed: u64) -> Result<Vec<i64>, ProblemErr
 }
 
 /// Where each feature's values start, and how many it has.
-pub fn feature_segments(lengths: &[i32], t: usize, b: usize) -> Vec<(usize, usize)> {
+pub fn feature_segments<L: Copy + Into<i64>>(
+    lengths: &[L],
+    t: usize,
+    b: usize,
+) -> Vec<(usize, usize)> {
     let mut start = 0usize;
     (0..t)
         .map(|f| {
             let count: usize = lengths[f * b..(f + 1) * b]
                 .iter()
-                .map(|&l| l as usize)
+                .map(|&l| l.into() as usize)
                 .sum();
             let seg = (start, count);
             start += count;
             seg
         })
         .collect()
+}
+
+/// The cumsums of the plan: over the lengths, the permuted lengths, and the repeats of
+/// `repeat_interleave`.
+const IN_CUMSUM: CumsumI32 = CumsumI32 {
+    wide: "lengths64",
+    cum: "in_cum",
+    status: "status_in",
+};
+const OUT_CUMSUM: CumsumI32 = CumsumI32 {
+    wide: "plengths64",
+    cum: "out_cum",
+    status: "status_out",
+};
+const REPEATS_CUMSUM: CumsumI32 = CumsumI32 {
+    wide: "repeats64",
+    cum: "repeats_cum",
+    status: "status_rep",
+};
+
+/// `starts = cumsum(lengths) - lengths` over `n` int32 lengths.
+fn starts_plan(c: &CumsumI32, lengths: &str, starts: &str, n: &str) -> Vec<LaunchSpec> {
+    let mut plan = c.plan(lengths, n);
+    plan.push(elementwise(
+        "aten_sub_i64_i32",
+        n,
+        &[starts, c.cum, lengths, n],
+    ));
+    plan
+}
+
+/// The scratch of [`starts_plan`]: the cumsum's, with `starts` before the tile state.
+fn starts_scratch(c: &CumsumI32, starts: &str, n: &str) -> [ScratchSpec; 4] {
+    let [wide, cum, status] = c.scratch(n);
+    let starts = ScratchSpec::new(starts, format!("{n} * 8").as_str());
+    [wide, cum, starts, status]
 }
 
 impl Problem for KjtPermute {
@@ -98,48 +124,13 @@ impl Problem for KjtPermute {
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
-            TensorSpec {
-                name: "permute",
-                dtype: DType::I64,
-                shape: &["P"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "lengths",
-                dtype: DType::I32,
-                shape: &["T", "B"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "values",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "weights",
-                dtype: DType::F32,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "permuted_lengths",
-                dtype: DType::I32,
-                shape: &["P", "B"],
-                role: Role::Output,
-            },
-            TensorSpec {
-                name: "permuted_values",
-                dtype: DType::I64,
-                shape: &["NP"],
-                role: Role::Output,
-            },
-            TensorSpec {
-                name: "permuted_weights",
-                dtype: DType::F32,
-                shape: &["NP"],
-                role: Role::Output,
-            },
+            TensorSpec::input("permute", DType::I64, &["P"]),
+            TensorSpec::input("lengths", DType::I32, &["T", "B"]),
+            TensorSpec::input("values", DType::I64, &["N"]),
+            TensorSpec::input("weights", DType::F32, &["N"]),
+            TensorSpec::output("permuted_lengths", DType::I32, &["P", "B"]),
+            TensorSpec::output("permuted_values", DType::I64, &["NP"]),
+            TensorSpec::output("permuted_weights", DType::F32, &["NP"]),
         ]
     }
 
@@ -153,80 +144,53 @@ impl Problem for KjtPermute {
         };
         // NP (the permuted value count) is per input set; the value here is only the expected
         // one (mean length 16), each set replaces it with its exact count.
-        [("T", t), ("B", b), ("P", p), ("NP", p * b * 16)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        sizes_of(&[("T", t), ("B", b), ("P", p), ("NP", p * b * 16)])
     }
 
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         json!({
             "features": "sparse::kjt_feature_config: table rows log-uniform in [1e3, 4e7), mean lengths log-uniform in [1, 64) rescaled to mean 16",
             "lengths": {"kind": "log_normal", "sigma": 1.0, "mean": "per feature", "max": "8x the feature mean"},
-            "values": {"distribution": "bounded_zipf", "alpha": super::sparse::KJT_ALPHA, "scatter_hot_rows": true},
-            "weights": {"distribution": "uniform", "low": 0.0, "high": 1.0},
+            "values": {"distribution": "bounded_zipf", "alpha": KJT_ALPHA, "scatter_hot_rows": true},
+            "weights": kjt_weights_recipe(),
             "permute": "random order of the features, 1 entry in 8 replaced by a random feature (repeats and drops)",
-            "max_rows": max_rows(preset),
+            "max_rows": kjt_max_rows(preset),
             "edge_cases": ["one feature, taken twice", "four samples (B = 4)"],
         })
     }
 
     fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
-        let (t, b, p) = (sz(sizes, "T")?, sz(sizes, "B")?, sz(sizes, "P")?);
+        let [t, b, p] = sizes_in(sizes, NAME, ["T", "B", "P"])?;
         if t < 1 || b < 4 || p < 1 || b % 4 != 0 {
-            return Err(invalid(
+            return Err(ProblemError::invalid(
                 NAME,
                 format!("need T, P >= 1 and B a positive multiple of 4, got T={t} B={b} P={p}"),
             ));
         }
         let (t, b, p) = (t as usize, b as usize, p as usize);
-        let Kjt {
-            lengths, values, ..
-        } = kjt(t, b, derive_str(seed, "kjt"), max_rows(preset), None)?;
+        let KjtInputs { set, lengths, .. } =
+            kjt_inputs(preset, sizes, seed, (t, b), "values", None)?;
         let permute = permutation(t, p, seed)?;
         let segments = feature_segments(&lengths, t, b);
         let np: usize = permute.iter().map(|&f| segments[f as usize].1).sum();
-        let weights = uniform_f32(values.len(), derive_str(seed, "weights"), 0.0, 1.0);
-        let mut sizes = sizes.clone();
-        sizes.insert("N".into(), values.len() as i64);
-        sizes.insert("NP".into(), np as i64);
-        let mut tensors = TensorSet::new();
-        tensors.insert("permute", HostTensor::from_i64(vec![p], permute)?);
-        tensors.insert("lengths", HostTensor::from_i32(vec![t, b], lengths)?);
-        tensors.insert("values", HostTensor::from_i64(vec![values.len()], values)?);
-        tensors.insert(
-            "weights",
-            HostTensor::from_f32(vec![weights.len()], weights)?,
-        );
-        Ok(InputSet {
-            seed,
-            sizes,
-            scalars: BTreeMap::new(),
-            tensors,
-        })
+        Ok(set.size("NP", np).i64("permute", &[p], permute)?.build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
         let base = self.sizes(preset);
-        let mut one_feature = base.clone();
-        one_feature.insert("T".into(), 1);
-        one_feature.insert("P".into(), 2);
-        let mut few_samples = base;
-        few_samples.insert("B".into(), 4);
-        vec![one_feature, few_samples]
+        vec![
+            with_sizes(&base, &[("T", 1), ("P", 2)]),
+            with_sizes(&base, &[("B", 4)]),
+        ]
     }
 
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
-        let (t, b) = (
-            sz(&inputs.sizes, "T")? as usize,
-            sz(&inputs.sizes, "B")? as usize,
-        );
-        let permute = inputs.tensors.get("permute")?.to_i64_vec()?;
-        let lengths = inputs.tensors.get("lengths")?.to_i64_vec()?;
-        let values = inputs.tensors.get("values")?.to_i64_vec()?;
-        let weights = inputs.tensors.get("weights")?.to_f64_vec();
-        let lengths32: Vec<i32> = lengths.iter().map(|&l| l as i32).collect();
-        let segments = feature_segments(&lengths32, t, b);
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
+        let [t, b] = sizes_in(&inputs.sizes, NAME, ["T", "B"])?.map(|v| v as usize);
+        let permute = inputs.i64s("permute")?;
+        let lengths = inputs.i64s("lengths")?;
+        let values = inputs.i64s("values")?;
+        let weights = inputs.f32s("weights")?;
+        let segments = feature_segments(&lengths, t, b);
         let mut out_lengths = Vec::with_capacity(permute.len() * b);
         let mut out_values = Vec::new();
         let mut out_weights = Vec::new();
@@ -235,46 +199,27 @@ impl Problem for KjtPermute {
             out_lengths.extend_from_slice(&lengths[f * b..(f + 1) * b]);
             let (start, count) = segments[f];
             out_values.extend_from_slice(&values[start..start + count]);
-            out_weights.extend_from_slice(&weights[start..start + count]);
+            out_weights.extend(weights[start..start + count].iter().map(|&w| f64::from(w)));
         }
-        Ok([
-            (
-                "permuted_lengths".to_string(),
-                OracleOutput::Int(out_lengths),
-            ),
-            ("permuted_values".to_string(), OracleOutput::Int(out_values)),
-            (
-                "permuted_weights".to_string(),
-                OracleOutput::Float(out_weights),
-            ),
-        ]
-        .into_iter()
-        .collect())
+        Ok(oracle_of([
+            ("permuted_lengths", OracleOutput::Int(out_lengths)),
+            ("permuted_values", OracleOutput::Int(out_values)),
+            ("permuted_weights", OracleOutput::Float(out_weights)),
+        ]))
     }
 
-    fn tolerance(&self, output: &TensorSpec) -> Tolerance {
-        // Weights are copied, not computed: bit-exact (integers are exact anyway).
-        match output.dtype {
-            DType::F32 => Tolerance {
-                rel_l2: 0.0,
-                max_scaled: 0.0,
-                exact: false,
-            },
-            other => Tolerance::for_dtype(other),
-        }
+    fn tolerance(&self, _output: &TensorSpec) -> Tolerance {
+        // Lengths and values are integers; weights are copied, not computed: bit-exact.
+        Tolerance::EXACT
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as usize;
-        let (t, b, p, np) = (s("T"), s("B"), s("P"), s("NP") as f64);
-        let (Ok(permute), Ok(lengths)) = (
-            inputs.tensors.get("permute").and_then(|x| x.to_i64_vec()),
-            inputs.tensors.get("lengths").and_then(|x| x.to_i64_vec()),
-        ) else {
+        let [t, b, p] = ["T", "B", "P"].map(|k| inputs.count(k));
+        let np = inputs.count("NP") as f64;
+        let (Ok(permute), Ok(lengths)) = (inputs.i64s("permute"), inputs.i64s("lengths")) else {
             return Work::default();
         };
-        let lengths32: Vec<i32> = lengths.iter().map(|&l| l as i32).collect();
-        let segments = feature_segments(&lengths32, t, b);
+        let segments = feature_segments(&lengths, t, b);
         let distinct: BTreeSet<i64> = permute.iter().copied().collect();
         let read_once: usize = distinct.iter().map(|&f| segments[f as usize].1).sum();
         // permute, lengths in, permuted lengths out, and 12 bytes (id + weight) per value.
@@ -287,86 +232,37 @@ impl Problem for KjtPermute {
     }
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        let (Ok(permute), Ok(lengths)) = (
-            inputs.tensors.get("permute").and_then(|x| x.to_i64_vec()),
-            inputs.tensors.get("lengths").and_then(|x| x.to_i64_vec()),
-        ) else {
+        let (Ok(permute), Ok(lengths)) = (inputs.i64s("permute"), inputs.i64s("lengths")) else {
             return serde_json::Value::Null;
         };
-        let t = inputs.sizes.get("T").copied().unwrap_or(0);
+        let t = inputs.count("T") as i64;
         let distinct: BTreeSet<i64> = permute.iter().copied().collect();
         json!({
             "N": inputs.sizes.get("N"),
             "NP": inputs.sizes.get("NP"),
             "mean_length": lengths.iter().sum::<i64>() as f64 / lengths.len().max(1) as f64,
-            "empty_bags": lengths.iter().filter(|&&l| l == 0).count() as f64 / lengths.len().max(1) as f64,
+            "empty_bags": empty_share(&lengths),
             "features_dropped": t - distinct.len() as i64,
             "entries_repeating_a_feature": permute.len() - distinct.len(),
         })
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        let mut plan = vec![gather_rows16(
-            "P",
-            "B * 4",
-            &[
-                "permuted_lengths",
-                "lengths",
-                "permute",
-                "B * 4",
-                "B * 4",
-                "B * 4",
-            ],
-        )];
+        let gather = |out: &str, input: &str, row: &str| {
+            gather_rows16("P", row, &[out, input, "permute", row, row, row])
+        };
+        let mut plan = vec![gather("permuted_lengths", "lengths", "B * 4")];
         // in_starts = cumsum(lengths) - lengths (cumsum of int32: a copy to int64, then CUB).
-        plan.push(elementwise(
-            "aten_cast_i32_to_i64",
-            "T * B",
-            &["lengths64", "lengths", "T * B"],
-        ));
-        plan.extend(inclusive_scan(
-            "inclusive_sum_i64",
-            "lengths64",
-            "in_cum",
-            "T * B",
-            "status_in",
-        ));
-        plan.push(elementwise(
-            "aten_sub_i64_i32",
-            "T * B",
-            &["in_starts", "in_cum", "lengths", "T * B"],
-        ));
+        plan.extend(starts_plan(&IN_CUMSUM, "lengths", "in_starts", "T * B"));
         // out_starts, the same over the permuted lengths.
-        plan.push(elementwise(
-            "aten_cast_i32_to_i64",
+        plan.extend(starts_plan(
+            &OUT_CUMSUM,
+            "permuted_lengths",
+            "out_starts",
             "P * B",
-            &["plengths64", "permuted_lengths", "P * B"],
-        ));
-        plan.extend(inclusive_scan(
-            "inclusive_sum_i64",
-            "plengths64",
-            "out_cum",
-            "P * B",
-            "status_out",
-        ));
-        plan.push(elementwise(
-            "aten_sub_i64_i32",
-            "P * B",
-            &["out_starts", "out_cum", "permuted_lengths", "P * B"],
         ));
         // shift = in_starts.view(T, B).index_select(0, permute).view(-1) - out_starts
-        plan.push(gather_rows16(
-            "P",
-            "B * 8",
-            &[
-                "sel_starts",
-                "in_starts",
-                "permute",
-                "B * 8",
-                "B * 8",
-                "B * 8",
-            ],
-        ));
+        plan.push(gather("sel_starts", "in_starts", "B * 8"));
         plan.push(elementwise(
             "aten_sub_i64",
             "P * B",
@@ -374,68 +270,52 @@ impl Problem for KjtPermute {
         ));
         // repeat_interleave(shift, permuted_lengths, output_size=NP): repeats.cumsum(0), the
         // segment of every output, then shift.index_select(0, segments).
-        plan.push(elementwise(
-            "aten_cast_i32_to_i64",
+        plan.extend(REPEATS_CUMSUM.plan("permuted_lengths", "P * B"));
+        plan.push(repeat_interleave(
+            "permuted_lengths",
+            REPEATS_CUMSUM.cum,
+            "segment",
             "P * B",
-            &["repeats64", "permuted_lengths", "P * B"],
-        ));
-        plan.extend(inclusive_scan(
-            "inclusive_sum_i64",
-            "repeats64",
-            "repeats_cum",
-            "P * B",
-            "status_rep",
-        ));
-        plan.push(launch(
-            "aten_repeat_interleave_i32",
-            ["min(ceil_div(P * B, 16), 2048)", "1", "1"],
-            ["512", "1", "1"],
-            &["permuted_lengths", "repeats_cum", "segment", "P * B", "NP"],
-        ));
-        plan.push(elementwise(
-            "aten_index_i64_by_i32",
             "NP",
-            &["src", "shift", "segment", "NP"],
         ));
-        // src += arange(NP); then the two gathers.
-        plan.push(elementwise("aten_arange_i64", "NP", &["positions", "NP"]));
-        plan.push(elementwise(
-            "aten_add_i64",
-            "NP",
-            &["src", "src", "positions", "NP"],
-        ));
-        plan.push(elementwise(
-            "aten_index_i64",
-            "NP",
-            &["permuted_values", "values", "src", "NP"],
-        ));
-        plan.push(elementwise(
-            "aten_index_f32",
-            "NP",
-            &["permuted_weights", "weights", "src", "NP"],
-        ));
+        plan.extend([
+            elementwise(
+                "aten_index_i64_by_i32",
+                "NP",
+                &["src", "shift", "segment", "NP"],
+            ),
+            // src += arange(NP); then the two gathers.
+            elementwise("aten_arange_i64", "NP", &["positions", "NP"]),
+            elementwise("aten_add_i64", "NP", &["src", "src", "positions", "NP"]),
+            elementwise(
+                "aten_index_i64",
+                "NP",
+                &["permuted_values", "values", "src", "NP"],
+            ),
+            elementwise(
+                "aten_index_f32",
+                "NP",
+                &["permuted_weights", "weights", "src", "NP"],
+            ),
+        ]);
         plan
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        vec![
-            scratch("lengths64", "T * B * 8"),
-            scratch("in_cum", "T * B * 8"),
-            scratch("in_starts", "T * B * 8"),
-            scratch("status_in", &scan_status_bytes("T * B")),
-            scratch("plengths64", "P * B * 8"),
-            scratch("out_cum", "P * B * 8"),
-            scratch("out_starts", "P * B * 8"),
-            scratch("status_out", &scan_status_bytes("P * B")),
-            scratch("sel_starts", "P * B * 8"),
-            scratch("shift", "P * B * 8"),
-            scratch("repeats64", "P * B * 8"),
-            scratch("repeats_cum", "P * B * 8"),
-            scratch("status_rep", &scan_status_bytes("P * B")),
-            scratch("segment", "max(NP, 1) * 4"),
-            scratch("src", "max(NP, 1) * 8"),
-            scratch("positions", "max(NP, 1) * 8"),
-        ]
+        let mut s = Vec::new();
+        s.extend(starts_scratch(&IN_CUMSUM, "in_starts", "T * B"));
+        s.extend(starts_scratch(&OUT_CUMSUM, "out_starts", "P * B"));
+        s.extend(scratch_of(&[
+            ("sel_starts", "P * B * 8"),
+            ("shift", "P * B * 8"),
+        ]));
+        s.extend(REPEATS_CUMSUM.scratch("P * B"));
+        s.extend(scratch_of(&[
+            ("segment", "max(NP, 1) * 4"),
+            ("src", "max(NP, 1) * 8"),
+            ("positions", "max(NP, 1) * 8"),
+        ]));
+        s
     }
 }
 
@@ -469,7 +349,7 @@ mod tests {
         let p = KjtPermute;
         for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
             let set = p.generate(Preset::Ci, &sizes, 8).unwrap();
-            let lengths = set.tensors.get("lengths").unwrap().to_i64_vec().unwrap();
+            let lengths = set.i64s("lengths").unwrap();
             let n: i64 = lengths.iter().sum();
             assert_eq!(set.sizes["N"], n);
             assert_eq!(set.tensors.get("values").unwrap().numel() as i64, n);
@@ -484,9 +364,9 @@ mod tests {
     fn oracle_copies_whole_features_in_permuted_order() {
         let p = KjtPermute;
         let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2).unwrap();
-        let permute = set.tensors.get("permute").unwrap().to_i64_vec().unwrap();
-        let lengths = set.tensors.get("lengths").unwrap().to_i64_vec().unwrap();
-        let values = set.tensors.get("values").unwrap().to_i64_vec().unwrap();
+        let permute = set.i64s("permute").unwrap();
+        let lengths = set.i64s("lengths").unwrap();
+        let values = set.i64s("values").unwrap();
         let out = p.oracle(&set).unwrap();
         let OracleOutput::Int(pl) = &out["permuted_lengths"] else {
             panic!()

@@ -14,31 +14,28 @@
 //! The reference is the eager `Model` (`kernelbench/06_sequence_gather_padded_bf16.py`) launch
 //! for launch: `cumsum`, `sub`, `arange`, `>=`, `+`, `masked_fill_`, `indices[src]`,
 //! `F.embedding` (ATen's vectorized row gather) and the final `masked_fill_`.
-use super::sparse::{
-    elementwise, gather_rows16, inclusive_scan, invalid, scan_status_bytes, scratch, size,
-};
 use crate::check::Tolerance;
+use crate::families::sparse::{
+    elementwise, exclusive_sums, gather_rows16, inclusive_scan, scan_status_bytes, scratch_of,
+    sizes_in, with_sizes,
+};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
+    TensorSpec, Work,
 };
 use data_gen::{
     bag_indices, seed::derive_str, uniform_f32_at, DType, HostTensor, IndexRecipe, Pooling,
-    TensorSet,
 };
 use rayon::prelude::*;
 use serde_json::json;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 /// The problem.
 pub struct SequenceGatherPaddedBf16;
 
 const NAME: &str = "sequence_gather_padded_bf16";
 const ALPHA: f64 = 1.15;
-
-fn sz(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
-    size(sizes, NAME, name)
-}
 
 fn pooling(max_len: i64) -> Pooling {
     Pooling::LogNormal {
@@ -65,18 +62,6 @@ fn uniform_bf16_bytes(len: usize, seed: u64) -> Vec<u8> {
     bytes
 }
 
-/// (sequence, position) → id position in `indices` for the kept items, row-major over [B, L].
-fn starts(lengths: &[i64]) -> Vec<i64> {
-    lengths
-        .iter()
-        .scan(0i64, |s, &l| {
-            let start = *s;
-            *s += l;
-            Some(start)
-        })
-        .collect()
-}
-
 impl Problem for SequenceGatherPaddedBf16 {
     fn number(&self) -> u32 {
         6
@@ -92,30 +77,10 @@ impl Problem for SequenceGatherPaddedBf16 {
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
-            TensorSpec {
-                name: "weight",
-                dtype: DType::BF16,
-                shape: &["E", "D"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "indices",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "lengths",
-                dtype: DType::I64,
-                shape: &["B"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "out",
-                dtype: DType::BF16,
-                shape: &["B", "L", "D"],
-                role: Role::Output,
-            },
+            TensorSpec::input("weight", DType::BF16, &["E", "D"]),
+            TensorSpec::input("indices", DType::I64, &["N"]),
+            TensorSpec::input("lengths", DType::I64, &["B"]),
+            TensorSpec::output("out", DType::BF16, &["B", "L", "D"]),
         ]
     }
 
@@ -126,10 +91,7 @@ impl Problem for SequenceGatherPaddedBf16 {
             Preset::Small => (1 << 20, 256, 512, 128),
             Preset::Full => (16 << 20, 256, 2048, 256),
         };
-        [("E", e), ("D", d), ("B", b), ("L", l)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        sizes_of(&[("E", e), ("D", d), ("B", b), ("L", l)])
     }
 
     fn recipe(&self, preset: Preset) -> serde_json::Value {
@@ -142,16 +104,10 @@ impl Problem for SequenceGatherPaddedBf16 {
         })
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
-        let _ = preset;
-        let (e, d, b, l) = (
-            sz(sizes, "E")?,
-            sz(sizes, "D")?,
-            sz(sizes, "B")?,
-            sz(sizes, "L")?,
-        );
+    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+        let [e, d, b, l] = sizes_in(sizes, NAME, ["E", "D", "B", "L"])?;
         if e < 1 || b < 1 || l < 1 || d < 8 || d % 8 != 0 {
-            return Err(invalid(NAME, format!("need E, B, L >= 1 and D a multiple of 8 (16-byte rows), got E={e} D={d} B={b} L={l}")));
+            return Err(ProblemError::invalid(NAME, format!("need E, B, L >= 1 and D a multiple of 8 (16-byte rows), got E={e} D={d} B={b} L={l}")));
         }
         let pooling = pooling(l);
         let mut lengths = pooling.lengths(b as usize, derive_str(seed, "lengths"))?;
@@ -171,47 +127,33 @@ impl Problem for SequenceGatherPaddedBf16 {
             scatter_hot_rows: true,
         };
         let indices = bag_indices(&recipe, &lengths, derive_str(seed, "indices"))?;
-        let weight = uniform_bf16_bytes((e * d) as usize, derive_str(seed, "weight"));
-        let mut sizes = sizes.clone();
-        sizes.insert("N".into(), indices.len() as i64);
-        let mut tensors = TensorSet::new();
-        tensors.insert(
-            "weight",
-            HostTensor::new(DType::BF16, vec![e as usize, d as usize], weight)?,
-        );
-        tensors.insert(
-            "indices",
-            HostTensor::from_i64(vec![indices.len()], indices)?,
-        );
+        let (e, d) = (e as usize, d as usize);
+        let weight = uniform_bf16_bytes(e * d, derive_str(seed, "weight"));
+        let n = indices.len();
         let lengths: Vec<i64> = lengths.into_iter().map(i64::from).collect();
-        tensors.insert("lengths", HostTensor::from_i64(vec![b as usize], lengths)?);
-        Ok(InputSet {
-            seed,
-            sizes,
-            scalars: BTreeMap::new(),
-            tensors,
-        })
+        Ok(InputSet::builder(seed, sizes)
+            .size("N", n)
+            .tensor("weight", HostTensor::new(DType::BF16, vec![e, d], weight)?)
+            .i64("indices", &[n], indices)?
+            .i64("lengths", &[b as usize], lengths)?
+            .build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
         let base = self.sizes(preset);
-        let mut one = base.clone();
-        one.insert("B".into(), 1);
-        let mut equal = base;
-        equal.insert("E".into(), 1);
-        vec![one, equal]
+        vec![
+            with_sizes(&base, &[("B", 1)]),
+            with_sizes(&base, &[("E", 1)]),
+        ]
     }
 
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
-        let (d, l) = (
-            sz(&inputs.sizes, "D")? as usize,
-            sz(&inputs.sizes, "L")? as usize,
-        );
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
+        let [d, l] = sizes_in(&inputs.sizes, NAME, ["D", "L"])?.map(|v| v as usize);
         // Read the bf16 bits in place: the full table is 8 GiB.
         let weight = &inputs.tensors.get("weight")?.bytes;
-        let indices = inputs.tensors.get("indices")?.to_i64_vec()?;
-        let lengths = inputs.tensors.get("lengths")?.to_i64_vec()?;
-        let starts = starts(&lengths);
+        let indices = inputs.i64s("indices")?;
+        let lengths = inputs.i64s("lengths")?;
+        let starts = exclusive_sums(&lengths);
         let mut out = vec![0.0f64; lengths.len() * l * d];
         out.par_chunks_mut(l * d).enumerate().for_each(|(b, seq)| {
             let kept = (lengths[b].max(0) as usize).min(l);
@@ -223,31 +165,20 @@ impl Problem for SequenceGatherPaddedBf16 {
                 }
             }
         });
-        Ok([("out".to_string(), OracleOutput::Float(out))]
-            .into_iter()
-            .collect())
+        Ok(oracle_of([("out", OracleOutput::Float(out))]))
     }
 
-    fn tolerance(&self, output: &TensorSpec) -> Tolerance {
-        let _ = output;
+    fn tolerance(&self, _output: &TensorSpec) -> Tolerance {
         // A gather copies bits: any difference is an error.
-        Tolerance {
-            rel_l2: 0.0,
-            max_scaled: 0.0,
-            exact: false,
-        }
+        Tolerance::EXACT
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as f64;
-        let (d, b, l) = (s("D"), s("B"), s("L"));
-        let (Ok(indices), Ok(lengths)) = (
-            inputs.tensors.get("indices").and_then(|t| t.to_i64_vec()),
-            inputs.tensors.get("lengths").and_then(|t| t.to_i64_vec()),
-        ) else {
+        let [d, b, l] = ["D", "B", "L"].map(|k| inputs.count(k) as f64);
+        let (Ok(indices), Ok(lengths)) = (inputs.i64s("indices"), inputs.i64s("lengths")) else {
             return Work::default();
         };
-        let starts = starts(&lengths);
+        let starts = exclusive_sums(&lengths);
         let mut kept_ids = Vec::new();
         for (bi, &len) in lengths.iter().enumerate() {
             let kept = len.clamp(0, l as i64) as usize;
@@ -264,8 +195,8 @@ impl Problem for SequenceGatherPaddedBf16 {
     }
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        let l = inputs.sizes.get("L").copied().unwrap_or(0);
-        let Ok(lengths) = inputs.tensors.get("lengths").and_then(|t| t.to_i64_vec()) else {
+        let l = inputs.count("L") as i64;
+        let Ok(lengths) = inputs.i64s("lengths") else {
             return serde_json::Value::Null;
         };
         json!({
@@ -319,15 +250,15 @@ impl Problem for SequenceGatherPaddedBf16 {
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        vec![
-            scratch("scan_status", &scan_status_bytes("B")),
-            scratch("cum", "B * 8"),
-            scratch("starts", "B * 8"),
-            scratch("pos", "L * 8"),
-            scratch("pad", "B * L"),
-            scratch("src", "B * L * 8"),
-            scratch("rows", "B * L * 8"),
-        ]
+        scratch_of(&[
+            ("scan_status", &scan_status_bytes("B")),
+            ("cum", "B * 8"),
+            ("starts", "B * 8"),
+            ("pos", "L * 8"),
+            ("pad", "B * L"),
+            ("src", "B * L * 8"),
+            ("rows", "B * L * 8"),
+        ])
     }
 }
 
@@ -346,8 +277,8 @@ mod tests {
         let p = SequenceGatherPaddedBf16;
         let sizes = p.sizes(Preset::Ci);
         let set = p.generate(Preset::Ci, &sizes, 5).unwrap();
-        let lengths = set.tensors.get("lengths").unwrap().to_i64_vec().unwrap();
-        let indices = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
+        let lengths = set.i64s("lengths").unwrap();
+        let indices = set.i64s("indices").unwrap();
         assert_eq!(lengths.len(), 12);
         assert_eq!(
             (lengths[0], lengths[1], lengths[6]),
@@ -375,8 +306,8 @@ mod tests {
         let p = SequenceGatherPaddedBf16;
         let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
         let w = set.tensors.get("weight").unwrap().to_bf16_vec().unwrap();
-        let idx = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
-        let lengths = set.tensors.get("lengths").unwrap().to_i64_vec().unwrap();
+        let idx = set.i64s("indices").unwrap();
+        let lengths = set.i64s("lengths").unwrap();
         let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else {
             panic!()
         };
@@ -403,7 +334,7 @@ mod tests {
     fn work_counts_kept_lookups_and_the_whole_output() {
         let p = SequenceGatherPaddedBf16;
         let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
-        let lengths = set.tensors.get("lengths").unwrap().to_i64_vec().unwrap();
+        let lengths = set.i64s("lengths").unwrap();
         let kept: i64 = lengths.iter().map(|&x| x.min(16)).sum();
         let w = p.work(&set);
         let fixed = (12 * 16 * 24 * 2 + kept * 8 + 12 * 8) as f64;

@@ -14,20 +14,18 @@
 //! `gpu_kernels::kernels::unique_indices`): arange, CUB's onesweep radix sort of (id, position)
 //! over all 64 key bits, the adjacent-difference kernel, CUB's inclusive scan, the inverse
 //! scatter, and a run-length encoding.
-use super::sparse::{
-    apply_grid, elementwise, inclusive_scan, radix_sort_pairs, scan_status_bytes, scratch, size,
-    SortScratch,
+use crate::families::sparse::{
+    apply_grid, inclusive_scan, scan_status_bytes, scratch_of, sizes_in, sort_with_positions,
+    with_sizes, SortScratch,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
+    TensorSpec, Work,
 };
-use data_gen::{
-    lookup_indices, seed::derive_str, DType, HostTensor, IndexRecipe, RowPermutation, TensorSet,
-};
+use data_gen::{lookup_indices, seed::derive_str, DType, IndexRecipe, RowPermutation};
 use rayon::prelude::*;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 /// The problem.
 pub struct UniqueIndices;
@@ -35,10 +33,6 @@ pub struct UniqueIndices;
 const NAME: &str = "unique_indices";
 /// Zipf exponent of the ids (FBGEMM's recommended training value).
 const ALPHA: f64 = 1.15;
-
-fn sz(sizes: &Sizes, name: &str) -> Result<i64, ProblemError> {
-    size(sizes, NAME, name)
-}
 
 /// Sorted distinct values, inverse and counts (the oracle, also used by tests).
 pub fn unique_with_inverse_and_counts(indices: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
@@ -75,18 +69,12 @@ impl Problem for UniqueIndices {
     }
 
     fn tensors(&self) -> Vec<TensorSpec> {
-        let t = |name, shape, role| TensorSpec {
-            name,
-            dtype: DType::I64,
-            shape,
-            role,
-        };
         vec![
-            t("indices", &["N"], Role::Input),
-            t("unique", &["N"], Role::Output),
-            t("inverse", &["N"], Role::Output),
-            t("counts", &["N"], Role::Output),
-            t("num_unique", &["1"], Role::Output),
+            TensorSpec::input("indices", DType::I64, &["N"]),
+            TensorSpec::output("unique", DType::I64, &["N"]),
+            TensorSpec::output("inverse", DType::I64, &["N"]),
+            TensorSpec::output("counts", DType::I64, &["N"]),
+            TensorSpec::output("num_unique", DType::I64, &["1"]),
         ]
     }
 
@@ -96,14 +84,10 @@ impl Problem for UniqueIndices {
             Preset::Small => (1 << 20, 2 << 20),
             Preset::Full => (10_000_000, 16 << 20),
         };
-        [("N", n), ("E", e), ("DISTINCT", 0)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        sizes_of(&[("N", n), ("E", e), ("DISTINCT", 0)])
     }
 
-    fn recipe(&self, preset: Preset) -> serde_json::Value {
-        let _ = preset;
+    fn recipe(&self, _preset: Preset) -> serde_json::Value {
         json!({
             "indices": {"distribution": "bounded_zipf", "alpha": ALPHA, "rows": "E", "scatter_hot_rows": true},
             "DISTINCT": "1: the N ids are N distinct rows of E in random order (edge case)",
@@ -111,12 +95,11 @@ impl Problem for UniqueIndices {
         })
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
-        let _ = preset;
-        let (n, e) = (sz(sizes, "N")?, sz(sizes, "E")?);
+    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+        let [n, e] = sizes_in(sizes, NAME, ["N", "E"])?;
         let distinct = sizes.get("DISTINCT").copied().unwrap_or(0) != 0;
         if n < 1 || e < 1 || (distinct && n > e) {
-            return Err(super::sparse::invalid(
+            return Err(ProblemError::invalid(
                 NAME,
                 format!("need 1 <= N and 1 <= E (N <= E when DISTINCT), got N={n} E={e}"),
             ));
@@ -135,46 +118,30 @@ impl Problem for UniqueIndices {
             };
             lookup_indices(&recipe, n as usize, derive_str(seed, "indices"))?
         };
-        let mut tensors = TensorSet::new();
-        tensors.insert("indices", HostTensor::from_i64(vec![n as usize], indices)?);
-        Ok(InputSet {
-            seed,
-            sizes: sizes.clone(),
-            scalars: BTreeMap::new(),
-            tensors,
-        })
+        Ok(InputSet::builder(seed, sizes)
+            .i64("indices", &[n as usize], indices)?
+            .build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
         let base = self.sizes(preset);
-        let with = |changes: &[(&str, i64)]| {
-            let mut s = base.clone();
-            for &(k, v) in changes {
-                s.insert(k.into(), v);
-            }
-            s
-        };
-        let n = base["N"];
+        let (n, e) = (base["N"], base["E"]);
         vec![
-            with(&[("E", 1)]),
-            with(&[("E", base["E"].max(n)), ("DISTINCT", 1)]),
-            with(&[("N", 1)]),
+            with_sizes(&base, &[("E", 1)]),
+            with_sizes(&base, &[("E", e.max(n)), ("DISTINCT", 1)]),
+            with_sizes(&base, &[("N", 1)]),
         ]
     }
 
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
-        let indices = inputs.tensors.get("indices")?.to_i64_vec()?;
-        let (unique, inverse, counts) = unique_with_inverse_and_counts(&indices);
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
+        let (unique, inverse, counts) = unique_with_inverse_and_counts(&inputs.i64s("indices")?);
         let u = unique.len() as i64;
-        Ok([
-            ("unique", unique),
-            ("inverse", inverse),
-            ("counts", counts),
-            ("num_unique", vec![u]),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), OracleOutput::Int(v)))
-        .collect())
+        Ok(oracle_of([
+            ("unique", OracleOutput::Int(unique)),
+            ("inverse", OracleOutput::Int(inverse)),
+            ("counts", OracleOutput::Int(counts)),
+            ("num_unique", OracleOutput::Int(vec![u])),
+        ]))
     }
 
     fn checked_prefix(&self, output: &str) -> bool {
@@ -182,12 +149,9 @@ impl Problem for UniqueIndices {
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let n = inputs.sizes.get("N").copied().unwrap_or(0) as f64;
+        let n = inputs.count("N") as f64;
         let u = inputs
-            .tensors
-            .get("indices")
-            .ok()
-            .and_then(|t| t.to_i64_vec().ok())
+            .i64s("indices")
             .map(|mut v| {
                 v.par_sort_unstable();
                 v.dedup();
@@ -204,7 +168,7 @@ impl Problem for UniqueIndices {
     }
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        let Ok(indices) = inputs.tensors.get("indices").and_then(|t| t.to_i64_vec()) else {
+        let Ok(indices) = inputs.i64s("indices") else {
             return serde_json::Value::Null;
         };
         let (unique, _, counts) = unique_with_inverse_and_counts(&indices);
@@ -219,16 +183,14 @@ impl Problem for UniqueIndices {
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        let sort = SortScratch::new("sort");
-        let mut plan = vec![elementwise("aten_arange_i64", "N", &["range", "N"])];
-        plan.extend(radix_sort_pairs(
+        let mut plan = sort_with_positions(
             "indices",
             "range",
             "sorted",
             "sorted_indices",
             "N",
-            &sort,
-        ));
+            &SortScratch::new("sort"),
+        );
         plan.push(apply_grid(
             "unique_adjacent_difference",
             "N",
@@ -241,34 +203,36 @@ impl Problem for UniqueIndices {
             "N",
             "scan_status",
         ));
-        plan.push(apply_grid(
-            "aten_scatter_i64",
-            "N",
-            &["inverse", "sorted_indices", "run", "N"],
-        ));
-        plan.push(apply_grid(
-            "unique_run_ends",
-            "N",
-            &["sorted", "run", "unique", "run_ends", "num_unique", "N"],
-        ));
-        plan.push(apply_grid(
-            "unique_counts_from_ends",
-            "N",
-            &["counts", "run_ends", "num_unique"],
-        ));
+        plan.extend([
+            apply_grid(
+                "aten_scatter_i64",
+                "N",
+                &["inverse", "sorted_indices", "run", "N"],
+            ),
+            apply_grid(
+                "unique_run_ends",
+                "N",
+                &["sorted", "run", "unique", "run_ends", "num_unique", "N"],
+            ),
+            apply_grid(
+                "unique_counts_from_ends",
+                "N",
+                &["counts", "run_ends", "num_unique"],
+            ),
+        ]);
         plan
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        let mut s = vec![
-            scratch("range", "max(N, 1) * 8"),
-            scratch("sorted", "max(N, 1) * 8"),
-            scratch("sorted_indices", "max(N, 1) * 8"),
-            scratch("inv_loc", "max(N, 1) * 4"),
-            scratch("run", "max(N, 1) * 8"),
-            scratch("scan_status", &scan_status_bytes("N")),
-            scratch("run_ends", "max(N, 1) * 8"),
-        ];
+        let mut s = scratch_of(&[
+            ("range", "max(N, 1) * 8"),
+            ("sorted", "max(N, 1) * 8"),
+            ("sorted_indices", "max(N, 1) * 8"),
+            ("inv_loc", "max(N, 1) * 4"),
+            ("run", "max(N, 1) * 8"),
+            ("scan_status", &scan_status_bytes("N")),
+            ("run_ends", "max(N, 1) * 8"),
+        ]);
         s.extend(SortScratch::new("sort").specs("N"));
         s
     }
@@ -289,7 +253,7 @@ mod tests {
         let p = UniqueIndices;
         let sizes = p.sizes(Preset::Ci);
         let set = p.generate(Preset::Ci, &sizes, 5).unwrap();
-        let idx = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
+        let idx = set.i64s("indices").unwrap();
         assert_eq!(idx.len(), 3000);
         assert!(idx.iter().all(|&i| (0..2000).contains(&i)));
         let (unique, _, counts) = unique_with_inverse_and_counts(&idx);
@@ -316,10 +280,7 @@ mod tests {
         let ids = |s: &Sizes| {
             p.generate(Preset::Ci, s, 1)
                 .unwrap()
-                .tensors
-                .get("indices")
-                .unwrap()
-                .to_i64_vec()
+                .i64s("indices")
                 .unwrap()
         };
         assert!(ids(&edges[0]).iter().all(|&i| i == 0));
