@@ -19,18 +19,15 @@
 //! Inputs: Zipf(α = 1.15) rows with hot rows scattered (hot rows make long runs of one row);
 //! log-normal bag lengths (mean 20, σ = 1), bag 0 empty and bag B/2 of the longest length;
 //! grad_output and weight uniform in [-1, 1), momentum uniform in [0, 1); lr = 0.01, eps = 1e-8.
-use super::bags::{bag_lengths, bag_stats, size, touched_rows};
+use crate::families::bags::{self, touched_rows, BagRecipe, BagSizes, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    oracle_of, size, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
+    TensorSpec, Work,
 };
-use data_gen::{
-    bag_indices, offsets_from_lengths, seed::derive_str, uniform_f32, DType, HostTensor,
-    IndexRecipe, Pooling, TensorSet,
-};
+use data_gen::{seed::derive_str, uniform_f32, DType, HostTensor};
 use rayon::prelude::*;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 /// The problem.
 pub struct EmbeddingBackwardRowwiseAdagrad;
@@ -47,20 +44,14 @@ pub const EPS: f64 = 1e-8;
 /// ≈ 6e-3); an update 0.1% off fails.
 const UPDATE_REL_L2: f64 = 1e-4;
 const UPDATE_MAX_SCALED: f64 = 1e-3;
+/// E = 8M, D = 128, B = 65536 at `full` (DESIGN §3).
+const SIZES: BagSizes = BagSizes {
+    small: (1 << 20, 128, 16384),
+    full: (8 << 20, 128, 65536),
+};
 
-fn pooling(preset: Preset) -> Pooling {
-    match preset {
-        Preset::Ci => Pooling::LogNormal {
-            mean: 8.0,
-            sigma: 1.0,
-            max: 64,
-        },
-        Preset::Small | Preset::Full => Pooling::LogNormal {
-            mean: 20.0,
-            sigma: 1.0,
-            max: 1000,
-        },
-    }
+fn recipe(preset: Preset) -> BagRecipe {
+    BagRecipe::new(preset, ALPHA, 20.0)
 }
 
 /// The step's learning rate and epsilon as the kernels see them (f32), widened to f64.
@@ -72,14 +63,13 @@ fn step_scalars(inputs: &InputSet) -> (f64, f64) {
 /// The distinct rows looked up (ascending) and each one's summed gradient g (f64, D per row).
 fn row_gradients(inputs: &InputSet) -> Result<(Vec<i64>, Vec<f64>), ProblemError> {
     let d = size(&inputs.sizes, NAME, "D")? as usize;
-    let grad = inputs.tensors.get("grad_output")?.to_f32_vec();
-    let indices = inputs.tensors.get("indices")?.to_i64_vec()?;
-    let offsets = inputs.tensors.get("offsets")?.to_i64_vec()?;
+    let grad = inputs.f32s("grad_output")?;
+    let bags = Bags::of(inputs)?;
     // (row, bag) of every lookup, sorted by row: each distinct row is one run.
-    let mut pairs: Vec<(i64, u32)> = Vec::with_capacity(indices.len());
-    for bag in 0..offsets.len() - 1 {
-        for &row in &indices[offsets[bag] as usize..offsets[bag + 1] as usize] {
-            pairs.push((row, bag as u32));
+    let mut pairs: Vec<(i64, u32)> = Vec::with_capacity(bags.n());
+    for bag in 0..bags.count() {
+        for j in bags.lookups(bag) {
+            pairs.push((bags.indices[j], bag as u32));
         }
     }
     pairs.par_sort_unstable();
@@ -116,7 +106,7 @@ struct Step {
 fn updates(inputs: &InputSet) -> Result<Step, ProblemError> {
     let d = size(&inputs.sizes, NAME, "D")? as usize;
     let (lr, eps) = step_scalars(inputs);
-    let momentum = inputs.tensors.get("momentum")?.to_f32_vec();
+    let momentum = inputs.f32s("momentum")?;
     let (rows, mut g) = row_gradients(inputs)?;
     let dm: Vec<f64> = g
         .par_chunks(d.max(1))
@@ -162,116 +152,56 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
-            TensorSpec {
-                name: "grad_output",
-                dtype: DType::F32,
-                shape: &["B", "D"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "indices",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "offsets",
-                dtype: DType::I64,
-                shape: &["B + 1"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "weight",
-                dtype: DType::F32,
-                shape: &["E", "D"],
-                role: Role::InOut,
-            },
-            TensorSpec {
-                name: "momentum",
-                dtype: DType::F32,
-                shape: &["E"],
-                role: Role::InOut,
-            },
+            TensorSpec::input("grad_output", DType::F32, &["B", "D"]),
+            bags::INDICES,
+            bags::OFFSETS,
+            TensorSpec::in_out("weight", DType::F32, &["E", "D"]),
+            TensorSpec::in_out("momentum", DType::F32, &["E"]),
         ]
     }
 
     fn sizes(&self, preset: Preset) -> Sizes {
-        let (e, d, b): (i64, i64, i64) = match preset {
-            // D = 40: not a multiple of 32, so column chunks are partial.
-            Preset::Ci => (4096, 40, 64),
-            Preset::Small => (1 << 20, 128, 16384),
-            Preset::Full => (8 << 20, 128, 65536),
-        };
-        [("E", e), ("D", d), ("B", b)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        SIZES.of(preset)
     }
 
     fn recipe(&self, preset: Preset) -> serde_json::Value {
-        json!({
-            "indices": {"distribution": "bounded_zipf", "alpha": ALPHA, "scatter_hot_rows": true},
-            "pooling": pooling(preset),
+        recipe(preset).record(json!({
             "grad_output": {"distribution": "uniform", "low": -1.0, "high": 1.0},
             "weight": {"distribution": "uniform", "low": -1.0, "high": 1.0},
             "momentum": {"distribution": "uniform", "low": 0.0, "high": 1.0},
             "lr": LR,
             "eps": EPS,
-            "edge_cases": ["bag 0 empty", "bag B/2 of the longest length"],
-        })
+        }))
     }
 
     fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
-        let (e, d, b) = (
-            size(sizes, NAME, "E")? as usize,
-            size(sizes, NAME, "D")? as usize,
-            size(sizes, NAME, "B")? as usize,
-        );
-        let lengths = bag_lengths(&pooling(preset), b, seed, 0.0)?;
-        let recipe = IndexRecipe {
-            rows: e as u64,
-            alpha: ALPHA,
-            scatter_hot_rows: true,
-        };
-        let indices = bag_indices(&recipe, &lengths, derive_str(seed, "indices"))?;
-        let offsets = offsets_from_lengths(&lengths);
-        let n = indices.len();
+        let (e, d) = bags::table_dims(NAME, sizes)?;
+        let bags = recipe(preset).draw(NAME, sizes, seed)?;
+        let b = bags.count();
         let grad = uniform_f32(b * d, derive_str(seed, "grad_output"), -1.0, 1.0);
         let weight = uniform_f32(e * d, derive_str(seed, "weight"), -1.0, 1.0);
         let momentum = uniform_f32(e, derive_str(seed, "momentum"), 0.0, 1.0);
-        let mut sizes = sizes.clone();
-        sizes.insert("N".into(), n as i64);
-        let mut tensors = TensorSet::new();
-        tensors.insert("grad_output", HostTensor::from_f32(vec![b, d], grad)?);
-        tensors.insert("indices", HostTensor::from_i64(vec![n], indices)?);
-        tensors.insert(
-            "offsets",
-            HostTensor::from_i64(vec![offsets.len()], offsets)?,
-        );
-        tensors.insert("weight", HostTensor::from_f32(vec![e, d], weight)?);
-        tensors.insert("momentum", HostTensor::from_f32(vec![e], momentum)?);
-        Ok(InputSet {
-            seed,
-            sizes,
-            scalars: [("lr".to_string(), LR), ("eps".to_string(), EPS)]
-                .into_iter()
-                .collect(),
-            tensors,
-        })
+        Ok(bags
+            .builder(seed, sizes)?
+            .scalar("lr", LR)
+            .scalar("eps", EPS)
+            .f32("grad_output", &[b, d], grad)?
+            .f32("weight", &[e, d], weight)?
+            .f32("momentum", &[e], momentum)?
+            .build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
         // One bag; the table shrunk too (the case is about the bag, and at `full` every set
         // holds the table three times on the device and its f64 oracle on the host).
-        let mut one_bag = self.sizes(preset);
-        one_bag.insert("B".into(), 1);
+        let mut one_bag = bags::one_bag(self.sizes(preset));
         one_bag
             .entry("E".into())
             .and_modify(|e| *e = (*e).min(1 << 16));
         vec![one_bag]
     }
 
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
         let d = size(&inputs.sizes, NAME, "D")? as usize;
         let Step { rows, dm, dw } = updates(inputs)?;
         let mut weight = inputs.tensors.get("weight")?.to_f64_vec();
@@ -286,12 +216,10 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
                 *w += delta;
             }
         }
-        Ok([
-            ("weight".to_string(), OracleOutput::Float(weight)),
-            ("momentum".to_string(), OracleOutput::Float(momentum)),
-        ]
-        .into_iter()
-        .collect())
+        Ok(oracle_of([
+            ("weight", OracleOutput::Float(weight)),
+            ("momentum", OracleOutput::Float(momentum)),
+        ]))
     }
 
     fn custom_check(
@@ -310,9 +238,8 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         }
         let rows = initial.shape[0];
         let row_bytes = initial.bytes.len() / rows.max(1);
-        let indices = match inputs.tensors.get("indices").map(|t| t.to_i64_vec()) {
-            Ok(Ok(v)) => v,
-            _ => return fail("no indices".into()),
+        let Ok(indices) = inputs.i64s("indices") else {
+            return fail("no indices".into());
         };
         let touched = touched_rows(&indices, rows);
         // 1. Rows nobody looked up: bit for bit their initial value.
@@ -368,15 +295,7 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as f64;
-        let (e, d, b, n) = (s("E"), s("D"), s("B"), s("N"));
-        let distinct = inputs
-            .tensors
-            .get("indices")
-            .ok()
-            .and_then(|t| t.to_i64_vec().ok())
-            .map(|idx| super::bags::distinct_rows(&idx, e as usize))
-            .unwrap_or(0) as f64;
+        let Counts { d, b, n, distinct } = Counts::of(inputs);
         let index_bytes = n * 8.0 + (b + 1.0) * 8.0;
         // Each distinct row: W row and momentum read and written once.
         let row_update = 2.0 * (d * 4.0 + 4.0);
@@ -389,70 +308,58 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
     }
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        let rows = inputs.sizes.get("E").copied().unwrap_or(0) as usize;
-        match (
-            inputs.tensors.get("offsets").map(|t| t.to_i64_vec()),
-            inputs.tensors.get("indices").map(|t| t.to_i64_vec()),
-        ) {
-            (Ok(Ok(offsets)), Ok(Ok(indices))) => bag_stats(&offsets, &indices, rows),
-            _ => serde_json::Value::Null,
-        }
+        bags::input_stats(inputs)
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        let launch = |kernel: &str, grid: &str, block: [i64; 3], args: &[&str]| LaunchSpec {
-            kernel: kernel.into(),
-            grid: [grid.into(), 1.into(), 1.into()],
-            block: block.map(Into::into),
-            shared_bytes: 0.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-        };
         const CAP: &str = "2 * max(N, 1)";
+        let threads =
+            |kernel: &str, grid: &str, args: &[&str]| LaunchSpec::linear(kernel, grid, 256, args);
+        let accumulate = [
+            "grad_output",
+            "indices",
+            "offsets",
+            "keys",
+            "slot_id",
+            CAP,
+            "grad_sum",
+            "B",
+            "D",
+        ];
         vec![
-            launch(
+            threads(
                 "adagrad_hash_clear",
                 "ceil_div(2 * max(N, 1), 256)",
-                [256, 1, 1],
                 &["keys", CAP, "distinct"],
             ),
-            launch(
+            threads(
                 "adagrad_hash_insert",
                 "ceil_div(max(N, 1), 256)",
-                [256, 1, 1],
                 &["indices", "N", "keys", CAP],
             ),
-            launch(
+            threads(
                 "adagrad_hash_assign",
                 "ceil_div(2 * max(N, 1), 256)",
-                [256, 1, 1],
                 &["keys", CAP, "slot_id", "rows", "distinct"],
             ),
-            launch(
+            threads(
                 "adagrad_zero_rows",
                 "min(4096, ceil_div(max(N, 1) * D, 256))",
-                [256, 1, 1],
                 &["grad_sum", "distinct", "D"],
             ),
-            launch(
+            LaunchSpec::new(
                 "adagrad_accumulate",
-                "min(1024, ceil_div(max(B, 1) * ceil_div(D, 32), 8))",
-                [32, 8, 1],
-                &[
-                    "grad_output",
-                    "indices",
-                    "offsets",
-                    "keys",
-                    "slot_id",
-                    CAP,
-                    "grad_sum",
-                    "B",
-                    "D",
+                [
+                    "min(1024, ceil_div(max(B, 1) * ceil_div(D, 32), 8))".into(),
+                    1.into(),
+                    1.into(),
                 ],
+                [32.into(), 8.into(), 1.into()],
+                &accumulate,
             ),
-            launch(
+            threads(
                 "adagrad_update",
                 "ceil_div(max(N, 1) * 32, 256)",
-                [256, 1, 1],
                 &[
                     "rows", "distinct", "grad_sum", "weight", "momentum", "lr", "eps", "D",
                 ],
@@ -461,19 +368,13 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        [
-            ("keys", "2 * max(N, 1) * 8"),
-            ("slot_id", "2 * max(N, 1) * 4"),
-            ("rows", "max(N, 1) * 8"),
-            ("distinct", "4"),
-            ("grad_sum", "max(N, 1) * D * 4"),
+        vec![
+            ScratchSpec::new("keys", "2 * max(N, 1) * 8"),
+            ScratchSpec::new("slot_id", "2 * max(N, 1) * 4"),
+            ScratchSpec::new("rows", "max(N, 1) * 8"),
+            ScratchSpec::new("distinct", "4"),
+            ScratchSpec::new("grad_sum", "max(N, 1) * D * 4"),
         ]
-        .into_iter()
-        .map(|(name, bytes)| ScratchSpec {
-            name: name.into(),
-            bytes: bytes.into(),
-        })
-        .collect()
     }
 }
 
@@ -481,7 +382,9 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
 mod tests {
     use super::*;
     use crate::check::{check_output, encode};
+    use crate::families::bags::testing::assert_well_formed;
     use crate::selftest::self_test;
+    use crate::spec::Role;
 
     fn set(seed: u64) -> InputSet {
         let p = EmbeddingBackwardRowwiseAdagrad;
@@ -514,11 +417,12 @@ mod tests {
     fn oracle_matches_a_direct_step_on_one_row() {
         let p = EmbeddingBackwardRowwiseAdagrad;
         let s = set(3);
-        let idx = s.tensors.get("indices").unwrap().to_i64_vec().unwrap();
-        let off = s.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
-        let grad = s.tensors.get("grad_output").unwrap().to_f32_vec();
-        let w0 = s.tensors.get("weight").unwrap().to_f32_vec();
-        let m0 = s.tensors.get("momentum").unwrap().to_f32_vec();
+        let Bags {
+            indices: idx,
+            offsets: off,
+        } = Bags::of(&s).unwrap();
+        let grad = s.f32s("grad_output").unwrap();
+        let (w0, m0) = (s.f32s("weight").unwrap(), s.f32s("momentum").unwrap());
         // The most looked-up row: its gradient sums several bags (and repeats within a bag).
         let mut counts = std::collections::HashMap::new();
         for &i in &idx {
@@ -575,10 +479,7 @@ mod tests {
     fn a_changed_untouched_row_fails_even_by_one_ulp() {
         let p = EmbeddingBackwardRowwiseAdagrad;
         let s = set(4);
-        let touched = touched_rows(
-            &s.tensors.get("indices").unwrap().to_i64_vec().unwrap(),
-            4096,
-        );
+        let touched = touched_rows(&s.i64s("indices").unwrap(), 4096);
         let r = (0..4096).rev().find(|&r| !touched[r]).unwrap();
         for (spec, mut out) in correct(&p, &s) {
             let width = if spec.name == "weight" { 40 } else { 1 };
@@ -631,10 +532,9 @@ mod tests {
         assert_eq!(s.scalars["eps"], 1e-8);
         assert_eq!(s.tensors.get("weight").unwrap().shape, vec![4096, 40]);
         assert_eq!(s.tensors.get("momentum").unwrap().shape, vec![4096]);
-        let m = s.tensors.get("momentum").unwrap().to_f32_vec();
+        let m = s.f32s("momentum").unwrap();
         assert!(m.iter().all(|&x| (0.0..1.0).contains(&x)));
-        let off = s.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
-        assert_eq!(off[1], 0, "bag 0 is empty");
+        assert_well_formed(&s, 64);
         let edge = &p.edge_sizes(Preset::Full)[0];
         assert_eq!((edge["B"], edge["E"]), (1, 1 << 16));
         let w = p.work(&s);

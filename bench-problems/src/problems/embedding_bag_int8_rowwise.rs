@@ -16,20 +16,13 @@
 //! lengths (mean 30, σ = 1), bag 0 empty and bag B/2 of the longest length; quantized bytes
 //! uniform in 0..=255; per row a scale uniform in [1/255, 2/255) and a bias of
 //! −128·scale + uniform[−0.05, 0.05), so dequantized values lie in about [−1, 1].
-use super::bags::distinct_rows;
-use super::bags::{bag_lengths, bag_stats, size};
+use crate::families::bags::{self, BagRecipe, BagSizes, Counts};
 use crate::launch::LaunchSpec;
-use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
-};
+use crate::spec::{InputSet, Oracle, Preset, Problem, ProblemError, Sizes, TensorSpec, Work};
 use data_gen::seed::{derive_str, mix64, GOLDEN_GAMMA};
-use data_gen::{
-    bag_indices, offsets_from_lengths, uniform_f32, DType, HostTensor, IndexRecipe, Pooling,
-    TensorSet,
-};
+use data_gen::{uniform_f32, DType};
 use rayon::prelude::*;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 /// The problem.
 pub struct EmbeddingBagInt8Rowwise;
@@ -39,20 +32,14 @@ const NAME: &str = "embedding_bag_int8_rowwise";
 const ALPHA: f64 = 1.09;
 /// Bytes of scale and bias after the D quantized bytes of a row.
 pub const ROW_TAIL_BYTES: usize = 8;
+/// E = 16M, D = 128, B = 65536 at `full` (DESIGN §3).
+const SIZES: BagSizes = BagSizes {
+    small: (2 << 20, 128, 16384),
+    full: (16 << 20, 128, 65536),
+};
 
-fn pooling(preset: Preset) -> Pooling {
-    match preset {
-        Preset::Ci => Pooling::LogNormal {
-            mean: 8.0,
-            sigma: 1.0,
-            max: 64,
-        },
-        Preset::Small | Preset::Full => Pooling::LogNormal {
-            mean: 30.0,
-            sigma: 1.0,
-            max: 1000,
-        },
-    }
+fn recipe(preset: Preset) -> BagRecipe {
+    BagRecipe::new(preset, ALPHA, 30.0)
 }
 
 /// A quantized table of `rows` rows of `dim` bytes plus scale and bias, deterministic in `seed`.
@@ -100,184 +87,92 @@ impl Problem for EmbeddingBagInt8Rowwise {
     }
 
     fn tensors(&self) -> Vec<TensorSpec> {
-        vec![
-            TensorSpec {
-                name: "weight",
-                dtype: DType::U8,
-                shape: &["E", "D + 8"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "indices",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "offsets",
-                dtype: DType::I64,
-                shape: &["B + 1"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "out",
-                dtype: DType::F32,
-                shape: &["B", "D"],
-                role: Role::Output,
-            },
-        ]
+        let weight = TensorSpec::input("weight", DType::U8, &["E", "D + 8"]);
+        bags::forward_signature(weight, None, DType::F32)
     }
 
     fn sizes(&self, preset: Preset) -> Sizes {
-        let (e, d, b): (i64, i64, i64) = match preset {
-            // D = 40: a multiple of 4 (PyTorch's requirement) but not of 32.
-            Preset::Ci => (4096, 40, 64),
-            Preset::Small => (2 << 20, 128, 16384),
-            Preset::Full => (16 << 20, 128, 65536),
-        };
-        [("E", e), ("D", d), ("B", b)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        SIZES.of(preset)
     }
 
     fn recipe(&self, preset: Preset) -> serde_json::Value {
-        json!({
-            "indices": {"distribution": "bounded_zipf", "alpha": ALPHA, "scatter_hot_rows": true},
-            "pooling": pooling(preset),
+        recipe(preset).record(json!({
             "weight": {
                 "layout": "per row: D uint8, fp32 scale, fp32 bias (little-endian); stride D + 8 bytes",
                 "q": "uniform over 0..=255",
                 "scale": {"distribution": "uniform", "low": 1.0 / 255.0, "high": 2.0 / 255.0},
                 "bias": "-128 * scale + uniform[-0.05, 0.05)",
             },
-            "edge_cases": ["bag 0 empty", "bag B/2 of the longest length"],
-        })
+        }))
     }
 
     fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
-        let (e, d, b) = (
-            size(sizes, NAME, "E")?,
-            size(sizes, NAME, "D")?,
-            size(sizes, NAME, "B")?,
-        );
+        let (e, d) = bags::table_dims(NAME, sizes)?;
         if d % 4 != 0 {
-            return Err(ProblemError::Invalid {
-                problem: NAME.into(),
-                message: format!("D = {d} must be a multiple of 4 (as PyTorch requires)"),
-            });
+            return Err(ProblemError::invalid(
+                NAME,
+                format!("D = {d} must be a multiple of 4 (as PyTorch requires)"),
+            ));
         }
-        let lengths = bag_lengths(&pooling(preset), b as usize, seed, 0.0)?;
-        let recipe = IndexRecipe {
-            rows: e as u64,
-            alpha: ALPHA,
-            scatter_hot_rows: true,
-        };
-        let indices = bag_indices(&recipe, &lengths, derive_str(seed, "indices"))?;
-        let offsets = offsets_from_lengths(&lengths);
-        let n = indices.len();
-        let table = quantized_table(e as usize, d as usize, derive_str(seed, "weight"));
-        let mut sizes = sizes.clone();
-        sizes.insert("N".into(), n as i64);
-        let mut tensors = TensorSet::new();
-        tensors.insert(
-            "weight",
-            HostTensor::from_u8(vec![e as usize, d as usize + ROW_TAIL_BYTES], table)?,
-        );
-        tensors.insert("indices", HostTensor::from_i64(vec![n], indices)?);
-        tensors.insert(
-            "offsets",
-            HostTensor::from_i64(vec![offsets.len()], offsets)?,
-        );
-        Ok(InputSet {
-            seed,
-            sizes,
-            scalars: BTreeMap::new(),
-            tensors,
-        })
+        let bags = recipe(preset).draw(NAME, sizes, seed)?;
+        let table = quantized_table(e, d, derive_str(seed, "weight"));
+        Ok(bags
+            .builder(seed, sizes)?
+            .u8("weight", &[e, d + ROW_TAIL_BYTES], table)?
+            .build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
-        let mut one_bag = self.sizes(preset);
-        one_bag.insert("B".into(), 1);
-        vec![one_bag]
+        vec![bags::one_bag(self.sizes(preset))]
     }
 
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
-        let d = size(&inputs.sizes, NAME, "D")? as usize;
-        let stride = d + ROW_TAIL_BYTES;
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
         let table = &inputs.tensors.get("weight")?.bytes;
-        let indices = inputs.tensors.get("indices")?.to_i64_vec()?;
-        let offsets = inputs.tensors.get("offsets")?.to_i64_vec()?;
-        let bags = offsets.len() - 1;
-        let mut out = vec![0.0f64; bags * d];
-        out.par_chunks_mut(d)
-            .enumerate()
-            .for_each(|(bag, row_out)| {
-                for &r in &indices[offsets[bag] as usize..offsets[bag + 1] as usize] {
-                    let r = r as usize;
-                    let (scale, bias) = scale_bias(table, stride, r);
-                    let q = &table[r * stride..r * stride + d];
-                    for (acc, &q) in row_out.iter_mut().zip(q) {
-                        *acc += q as f64 * scale + bias;
-                    }
-                }
-            });
-        Ok([("out".to_string(), OracleOutput::Float(out))]
-            .into_iter()
-            .collect())
+        bags::pooled_oracle(NAME, inputs, |acc, _, r| {
+            let (d, stride) = (acc.len(), acc.len() + ROW_TAIL_BYTES);
+            let (scale, bias) = scale_bias(table, stride, r);
+            for (acc, &q) in acc.iter_mut().zip(&table[r * stride..r * stride + d]) {
+                *acc += q as f64 * scale + bias;
+            }
+        })
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as f64;
-        let (e, d, b, n) = (s("E"), s("D"), s("B"), s("N"));
-        let distinct = inputs
-            .tensors
-            .get("indices")
-            .ok()
-            .and_then(|t| t.to_i64_vec().ok())
-            .map(|idx| distinct_rows(&idx, e as usize))
-            .unwrap_or(0) as f64;
-        let row_bytes = d + ROW_TAIL_BYTES as f64;
-        let index_bytes = n * 8.0 + (b + 1.0) * 8.0;
-        let out_bytes = b * d * 4.0;
-        Work {
-            compulsory_bytes: distinct * row_bytes + index_bytes + out_bytes,
-            logical_bytes: n * row_bytes + index_bytes + out_bytes,
-            flops: 2.0 * n * d,
-        }
+        let c = Counts::of(inputs);
+        let row_bytes = c.d + ROW_TAIL_BYTES as f64;
+        c.forward_work(row_bytes, c.index_bytes(), c.b * c.d * 4.0, 2.0 * c.n * c.d)
     }
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        let rows = inputs.sizes.get("E").copied().unwrap_or(0) as usize;
-        match (
-            inputs.tensors.get("offsets").map(|t| t.to_i64_vec()),
-            inputs.tensors.get("indices").map(|t| t.to_i64_vec()),
-        ) {
-            (Ok(Ok(offsets)), Ok(Ok(indices))) => bag_stats(&offsets, &indices, rows),
-            _ => serde_json::Value::Null,
-        }
+        bags::input_stats(inputs)
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
         // `embedding_bag_byte_impl`: `embedding_bag_nbits_rowwise_offsets_kernel<index_t, 8>
-        // <<<output_size, dim3(1, 1, 1)>>>` — one single-thread block per bag.
-        vec![LaunchSpec {
-            kernel: "embedding_bag_int8_rowwise_reference".into(),
-            grid: ["B".into(), 1.into(), 1.into()],
-            block: [1.into(), 1.into(), 1.into()],
-            shared_bytes: 0.into(),
-            args: ["weight", "indices", "offsets", "out", "B", "D", "D + 8"]
-                .map(String::from)
-                .to_vec(),
-        }]
+        // <<<output_size, dim3(1, 1, 1)>>>` — one single-thread block per bag (not the
+        // `_embedding_bag_cuda` launch of problems 1 and 2).
+        let args = ["weight", "indices", "offsets", "out", "B", "D", "D + 8"];
+        vec![LaunchSpec::linear(
+            "embedding_bag_int8_rowwise_reference",
+            "B",
+            1,
+            &args,
+        )]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::families::bags::{testing::assert_well_formed, Bags};
     use crate::selftest::self_test;
+    use crate::spec::OracleOutput;
+
+    fn ci(seed: u64) -> InputSet {
+        EmbeddingBagInt8Rowwise
+            .generate(Preset::Ci, &SIZES.of(Preset::Ci), seed)
+            .unwrap()
+    }
 
     #[test]
     fn self_test_rejects_degenerate_outputs() {
@@ -305,26 +200,32 @@ mod tests {
     }
 
     #[test]
+    fn inputs_are_well_formed_and_include_the_edge_bags() {
+        let s = ci(5);
+        assert_well_formed(&s, 64);
+        assert_eq!(s.tensors.get("weight").unwrap().shape, vec![4096, 48]);
+        assert_eq!(ci(5).tensors, s.tensors, "deterministic for a seed");
+    }
+
+    #[test]
     fn oracle_matches_a_direct_dequantized_sum() {
-        let p = EmbeddingBagInt8Rowwise;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
+        let set = ci(3);
         let w = &set.tensors.get("weight").unwrap().bytes;
-        let idx = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
-        let off = set.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
-        let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else {
+        let Bags { indices, offsets } = Bags::of(&set).unwrap();
+        let OracleOutput::Float(out) = &EmbeddingBagInt8Rowwise.oracle(&set).unwrap()["out"] else {
             panic!()
         };
         let (b, c) = (9usize, 37usize);
-        let expect: f64 = (off[b]..off[b + 1])
+        let expect: f64 = (offsets[b]..offsets[b + 1])
             .map(|j| {
-                let r = idx[j as usize] as usize;
+                let r = indices[j as usize] as usize;
                 let row = &w[r * 48..(r + 1) * 48];
                 let scale = f32::from_le_bytes(row[40..44].try_into().unwrap()) as f64;
                 let bias = f32::from_le_bytes(row[44..48].try_into().unwrap()) as f64;
                 row[c] as f64 * scale + bias
             })
             .sum();
-        assert!(off[b + 1] > off[b]);
+        assert!(offsets[b + 1] > offsets[b]);
         assert_eq!(out[b * 40 + c], expect);
         assert!(out[..40].iter().all(|&v| v == 0.0), "bag 0 is empty");
     }
@@ -335,7 +236,7 @@ mod tests {
         let mut sizes = p.sizes(Preset::Ci);
         sizes.insert("D".into(), 42);
         assert!(p.generate(Preset::Ci, &sizes, 1).is_err());
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
+        let set = ci(3);
         let w = p.work(&set);
         let n = set.sizes["N"] as f64;
         assert_eq!(

@@ -23,19 +23,20 @@
 //! default (1e-5) would reject; so `out` gets bounds between that and accumulating in fp16
 //! (≈ 1.5–1.8e-3 and 2.8–5e-3): relative L2 6e-4, max error 1e-3 of ‖ref‖∞. The tests measure
 //! both sides.
-use super::bags::size;
 use crate::check::Tolerance;
+use crate::families::bags::{self, distinct_rows, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
-    InputSet, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    oracle_of, size, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError,
+    Sizes, TensorSpec, Work,
 };
 use data_gen::seed::{derive, derive_str};
+use data_gen::tables::{TableSet, MLPERF_DLRMV2_HOTNESS};
 use data_gen::values::uniform_f16;
-use data_gen::{bag_indices, offsets_from_lengths, DType, HostTensor, IndexRecipe, TensorSet};
+use data_gen::{bag_indices, offsets_from_lengths, DType, IndexRecipe};
 use half::f16;
 use rayon::prelude::*;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 /// The problem.
 pub struct TbeForwardFp16;
@@ -43,21 +44,7 @@ pub struct TbeForwardFp16;
 const NAME: &str = "tbe_forward_fp16";
 
 /// Tables (T) in every preset: the reference plan has one launch per table.
-pub const NUM_TABLES: usize = 26;
-
-// The MLPerf DLRMv2 constants are also being added to `data_gen::tables` (table-set presets);
-// these can give way to that preset once it has landed.
-
-/// MLPerf DLRMv2 (Criteo 1TB multi-hot) cardinalities, rows capped at 40M.
-pub const MLPERF_DLRMV2_ROWS: [u64; NUM_TABLES] = [
-    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10, 2209,
-    11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
-];
-
-/// MLPerf DLRMv2 multi-hot sizes: lookups per sample per table (214 in all).
-pub const MLPERF_DLRMV2_HOTNESS: [u32; NUM_TABLES] = [
-    3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1,
-];
+pub const NUM_TABLES: usize = MLPERF_DLRMV2_HOTNESS.len();
 
 /// Zipf exponent of every table's indices (FBGEMM's recommended training value).
 const ALPHA: f64 = 1.15;
@@ -71,21 +58,17 @@ pub fn row_cap(preset: Preset) -> u64 {
     }
 }
 
-/// Rows of each table under a preset's cap.
-pub fn table_rows(preset: Preset) -> [u64; NUM_TABLES] {
-    MLPERF_DLRMV2_ROWS.map(|r| r.min(row_cap(preset)))
+/// The MLPerf DLRMv2 tables of `data_gen::tables` (cardinalities and multi-hot sizes), each
+/// capped at the preset's [`row_cap`].
+pub fn tables(preset: Preset) -> TableSet {
+    TableSet::mlperf_dlrmv2()
+        .with_row_cap(row_cap(preset))
+        .expect("every row cap is positive")
 }
 
-/// `[0, E_0, E_0 + E_1, ..., ΣE]`: where each table starts in `weight`.
-pub fn table_offsets(rows: &[u64]) -> Vec<i64> {
-    let mut offsets = Vec::with_capacity(rows.len() + 1);
-    let mut total = 0i64;
-    offsets.push(0);
-    for &r in rows {
-        total += r as i64;
-        offsets.push(total);
-    }
-    offsets
+/// Rows of each table under a preset's cap.
+pub fn table_rows(preset: Preset) -> Vec<u64> {
+    tables(preset).tables.iter().map(|t| t.rows).collect()
 }
 
 /// fp16 element `i` of a tensor's little-endian bytes, as f64 (exact).
@@ -119,36 +102,11 @@ impl Problem for TbeForwardFp16 {
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
-            TensorSpec {
-                name: "weight",
-                dtype: DType::F16,
-                shape: &["E", "D"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "table_offsets",
-                dtype: DType::I64,
-                shape: &["T + 1"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "indices",
-                dtype: DType::I64,
-                shape: &["N"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "offsets",
-                dtype: DType::I64,
-                shape: &["T * B + 1"],
-                role: Role::Input,
-            },
-            TensorSpec {
-                name: "out",
-                dtype: DType::F32,
-                shape: &["B", "T * D"],
-                role: Role::Output,
-            },
+            bags::weight(DType::F16),
+            TensorSpec::input("table_offsets", DType::I64, &["T + 1"]),
+            bags::INDICES,
+            TensorSpec::input("offsets", DType::I64, &["T * B + 1"]),
+            TensorSpec::output("out", DType::F32, &["B", "T * D"]),
         ]
     }
 
@@ -159,16 +117,8 @@ impl Problem for TbeForwardFp16 {
             Preset::Small => (128, 4096),
             Preset::Full => (128, 32768),
         };
-        let e: u64 = table_rows(preset).iter().sum();
-        [
-            ("T", NUM_TABLES as i64),
-            ("E", e as i64),
-            ("D", d),
-            ("B", b),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
+        let e = tables(preset).total_rows() as i64;
+        sizes_of(&[("T", NUM_TABLES as i64), ("E", e), ("D", d), ("B", b)])
     }
 
     fn recipe(&self, preset: Preset) -> serde_json::Value {
@@ -191,23 +141,23 @@ impl Problem for TbeForwardFp16 {
             size(sizes, NAME, "D")? as usize,
             size(sizes, NAME, "B")? as usize,
         );
-        let rows = table_rows(preset);
-        let row_offsets = table_offsets(&rows);
-        if t != NUM_TABLES || row_offsets[t] != e {
-            return Err(ProblemError::Invalid {
-                problem: NAME.into(),
-                message: format!(
+        let tables = tables(preset);
+        let row_offsets: Vec<i64> = tables.row_offsets().iter().map(|&r| r as i64).collect();
+        if t != NUM_TABLES || row_offsets[NUM_TABLES] != e {
+            return Err(ProblemError::invalid(
+                NAME,
+                format!(
                     "sizes T = {t}, E = {e} do not match the preset's {NUM_TABLES} tables of {} rows",
                     row_offsets[NUM_TABLES]
                 ),
-            });
+            ));
         }
         let mut lengths = Vec::with_capacity(t * b);
         let mut indices = Vec::new();
-        for (table, (&rows_t, &hot)) in rows.iter().zip(&MLPERF_DLRMV2_HOTNESS).enumerate() {
-            let table_lengths = vec![hot; b];
+        for (table, spec) in tables.tables.iter().enumerate() {
+            let table_lengths = vec![spec.hotness; b];
             let recipe = IndexRecipe {
-                rows: rows_t,
+                rows: spec.rows,
                 alpha: ALPHA,
                 scatter_hot_rows: true,
             };
@@ -218,63 +168,42 @@ impl Problem for TbeForwardFp16 {
         let offsets = offsets_from_lengths(&lengths);
         // Filled table by table (each table its own value stream) to bound the f32 scratch.
         let mut weight = Vec::with_capacity(e as usize * d);
-        for (table, &rows_t) in rows.iter().enumerate() {
+        for (table, spec) in tables.tables.iter().enumerate() {
             let table_seed = derive(derive_str(seed, "weight"), table as u64);
-            weight.extend(uniform_f16(rows_t as usize * d, table_seed, -1.0, 1.0));
+            weight.extend(uniform_f16(spec.rows as usize * d, table_seed, -1.0, 1.0));
         }
-        let n = indices.len();
-        let mut sizes = sizes.clone();
-        sizes.insert("N".into(), n as i64);
-        let mut tensors = TensorSet::new();
-        tensors.insert("weight", HostTensor::from_f16(vec![e as usize, d], weight)?);
-        tensors.insert(
-            "table_offsets",
-            HostTensor::from_i64(vec![t + 1], row_offsets)?,
-        );
-        tensors.insert("indices", HostTensor::from_i64(vec![n], indices)?);
-        tensors.insert(
-            "offsets",
-            HostTensor::from_i64(vec![offsets.len()], offsets)?,
-        );
-        Ok(InputSet {
-            seed,
-            sizes,
-            scalars: BTreeMap::new(),
-            tensors,
-        })
+        Ok(Bags { indices, offsets }
+            .builder(seed, sizes)?
+            .f16("weight", &[e as usize, d], weight)?
+            .i64("table_offsets", &[t + 1], row_offsets)?
+            .build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
-        let mut one_sample = self.sizes(preset);
-        one_sample.insert("B".into(), 1);
-        vec![one_sample]
+        vec![bags::one_bag(self.sizes(preset))]
     }
 
-    fn oracle(&self, inputs: &InputSet) -> Result<BTreeMap<String, OracleOutput>, ProblemError> {
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
         let t = size(&inputs.sizes, NAME, "T")? as usize;
         let d = size(&inputs.sizes, NAME, "D")? as usize;
         let b = size(&inputs.sizes, NAME, "B")? as usize;
         let weight = &inputs.tensors.get("weight")?.bytes;
-        let table_offsets = inputs.tensors.get("table_offsets")?.to_i64_vec()?;
-        let indices = inputs.tensors.get("indices")?.to_i64_vec()?;
-        let offsets = inputs.tensors.get("offsets")?.to_i64_vec()?;
+        let table_offsets = inputs.i64s("table_offsets")?;
+        let bags = Bags::of(inputs)?;
         let mut out = vec![0.0f64; b * t * d];
         out.par_chunks_mut(t * d)
             .enumerate()
             .for_each(|(bag, out_row)| {
                 for (table, out_slice) in out_row.chunks_mut(d).enumerate() {
-                    let k = table * b + bag;
-                    for &idx in &indices[offsets[k] as usize..offsets[k + 1] as usize] {
-                        let row = (table_offsets[table] + idx) as usize;
+                    for j in bags.lookups(table * b + bag) {
+                        let row = (table_offsets[table] + bags.indices[j]) as usize;
                         for (c, acc) in out_slice.iter_mut().enumerate() {
                             *acc += f16_at(weight, row * d + c);
                         }
                     }
                 }
             });
-        Ok([("out".to_string(), OracleOutput::Float(out))]
-            .into_iter()
-            .collect())
+        Ok(oracle_of([("out", OracleOutput::Float(out))]))
     }
 
     fn tolerance(&self, output: &TensorSpec) -> Tolerance {
@@ -289,39 +218,22 @@ impl Problem for TbeForwardFp16 {
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
-        let s = |k: &str| inputs.sizes.get(k).copied().unwrap_or(0) as f64;
-        let (t, e, d, b, n) = (s("T"), s("E"), s("D"), s("B"), s("N"));
-        let distinct = (|| {
-            let indices = inputs.tensors.get("indices").ok()?.to_i64_vec().ok()?;
-            let offsets = inputs.tensors.get("offsets").ok()?.to_i64_vec().ok()?;
-            let rows = inputs
-                .tensors
-                .get("table_offsets")
-                .ok()?
-                .to_i64_vec()
-                .ok()?;
-            let global = global_rows(&indices, &offsets, &rows, b as usize);
-            Some(super::bags::distinct_rows(&global, e as usize))
-        })()
-        .unwrap_or(0) as f64;
-        let index_bytes = n * 8.0 + (t * b + 1.0) * 8.0 + (t + 1.0) * 8.0;
-        let out_bytes = b * t * d * 4.0;
-        Work {
-            compulsory_bytes: distinct * d * 2.0 + index_bytes + out_bytes,
-            logical_bytes: n * d * 2.0 + index_bytes + out_bytes,
-            flops: n * d,
-        }
+        let global = (|| {
+            let Bags { indices, offsets } = Bags::of(inputs).ok()?;
+            let rows = inputs.i64s("table_offsets").ok()?;
+            Some(global_rows(&indices, &offsets, &rows, inputs.count("B")))
+        })();
+        let c = Counts::over(inputs, global.as_deref());
+        let t = inputs.count("T") as f64;
+        let index_bytes = c.n * 8.0 + (t * c.b + 1.0) * 8.0 + (t + 1.0) * 8.0;
+        c.forward_work(c.d * 2.0, index_bytes, c.b * t * c.d * 4.0, c.n * c.d)
     }
 
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        let (Some(&b), Ok(indices), Ok(offsets), Ok(rows)) = (
+        let (Some(&b), Ok(Bags { indices, offsets }), Ok(rows)) = (
             inputs.sizes.get("B"),
-            inputs.tensors.get("indices").and_then(|t| t.to_i64_vec()),
-            inputs.tensors.get("offsets").and_then(|t| t.to_i64_vec()),
-            inputs
-                .tensors
-                .get("table_offsets")
-                .and_then(|t| t.to_i64_vec()),
+            Bags::of(inputs),
+            inputs.i64s("table_offsets"),
         ) else {
             return serde_json::Value::Null;
         };
@@ -330,7 +242,7 @@ impl Problem for TbeForwardFp16 {
             .map(|t| {
                 let slice = &indices[offsets[t * b] as usize..offsets[(t + 1) * b] as usize];
                 let n_rows = (rows[t + 1] - rows[t]) as usize;
-                let distinct = super::bags::distinct_rows(slice, n_rows);
+                let distinct = distinct_rows(slice, n_rows);
                 json!({"rows": n_rows, "lookups": slice.len(), "distinct_rows": distinct})
             })
             .collect();
@@ -338,19 +250,11 @@ impl Problem for TbeForwardFp16 {
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        // One `F.embedding_bag` per table: PyTorch's grid 1024, block (32, 8) each time (the
-        // min() only trims blocks that would find no work at small sizes).
+        // One `F.embedding_bag` per table, each with PyTorch's launch.
         (0..NUM_TABLES)
-            .map(|table| LaunchSpec {
-                kernel: "tbe_forward_fp16_table_reference".into(),
-                grid: [
-                    "min(1024, ceil_div(B * ceil_div(D, 32), 8))".into(),
-                    1.into(),
-                    1.into(),
-                ],
-                block: [32.into(), 8.into(), 1.into()],
-                shared_bytes: 0.into(),
-                args: [
+            .map(|table| {
+                let table = table.to_string();
+                let args = [
                     "indices",
                     "offsets",
                     "weight",
@@ -358,28 +262,18 @@ impl Problem for TbeForwardFp16 {
                     "out",
                     "offset2bag",
                     "bag_size",
-                    &table.to_string(),
+                    &table,
                     "T",
                     "B",
                     "D",
-                ]
-                .map(String::from)
-                .to_vec(),
+                ];
+                bags::embedding_bag_launch("tbe_forward_fp16_table_reference", &args)
             })
             .collect()
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        vec![
-            ScratchSpec {
-                name: "offset2bag".into(),
-                bytes: "max(N, 1) * 8".into(),
-            },
-            ScratchSpec {
-                name: "bag_size".into(),
-                bytes: "T * B * 8".into(),
-            },
-        ]
+        bags::embedding_bag_scratch("T * B * 8")
     }
 }
 
@@ -388,6 +282,19 @@ mod tests {
     use super::*;
     use crate::check::check_output;
     use crate::selftest::self_test;
+    use data_gen::tables::MLPERF_DLRMV2_ROWS;
+    use data_gen::HostTensor;
+
+    fn ci(seed: u64) -> InputSet {
+        let p = TbeForwardFp16;
+        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed).unwrap()
+    }
+
+    /// The bags and the tables' first rows of `set`.
+    fn bags_and_rows(set: &InputSet) -> (Bags, Vec<i64>) {
+        let rows = set.i64s("table_offsets").unwrap();
+        (Bags::of(set).unwrap(), rows)
+    }
 
     #[test]
     fn self_test_rejects_degenerate_outputs() {
@@ -404,22 +311,17 @@ mod tests {
         let sizes = TbeForwardFp16.sizes(Preset::Full);
         assert_eq!(sizes["E"], full.iter().sum::<u64>() as i64);
         assert_eq!(sizes["E"], 25_156_108);
-        assert_eq!(table_offsets(&[3, 5, 1]), vec![0, 3, 8, 9]);
+        // `table_offsets` is where each capped table starts.
+        let (_, starts) = bags_and_rows(&ci(1));
+        let ci_rows = table_rows(Preset::Ci);
+        assert_eq!(starts.len(), 27);
+        assert!((0..26).all(|t| starts[t + 1] - starts[t] == ci_rows[t] as i64));
     }
 
     #[test]
     fn inputs_are_table_major_with_mlperf_hotness() {
-        let p = TbeForwardFp16;
-        let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 5).unwrap();
-        let offsets = set.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
-        let indices = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
-        let rows = set
-            .tensors
-            .get("table_offsets")
-            .unwrap()
-            .to_i64_vec()
-            .unwrap();
+        let set = ci(5);
+        let (Bags { indices, offsets }, rows) = bags_and_rows(&set);
         let b = 16;
         assert_eq!(offsets.len(), 26 * b + 1);
         assert_eq!(indices.len(), 214 * b);
@@ -440,56 +342,39 @@ mod tests {
         }
         assert_eq!(
             set.tensors.get("weight").unwrap().shape,
-            vec![sizes["E"] as usize, 40]
+            vec![set.count("E"), 40]
         );
-        let again = p.generate(Preset::Ci, &sizes, 5).unwrap();
-        assert_eq!(again.tensors, set.tensors, "deterministic for a seed");
+        assert_eq!(ci(5).tensors, set.tensors, "deterministic for a seed");
     }
 
     #[test]
     fn oracle_matches_a_direct_sum_per_table() {
-        let p = TbeForwardFp16;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
+        let set = ci(3);
         let w = set.tensors.get("weight").unwrap().to_f16_vec().unwrap();
-        let idx = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
-        let off = set.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
-        let rows = set
-            .tensors
-            .get("table_offsets")
-            .unwrap()
-            .to_i64_vec()
-            .unwrap();
-        let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else {
+        let (Bags { indices, offsets }, rows) = bags_and_rows(&set);
+        let OracleOutput::Float(out) = &TbeForwardFp16.oracle(&set).unwrap()["out"] else {
             panic!()
         };
         let (bag, table, c) = (5usize, 20usize, 33usize);
         let k = table * 16 + bag;
-        let expect: f64 = (off[k]..off[k + 1])
-            .map(|j| f64::from(w[(rows[table] + idx[j as usize]) as usize * 40 + c]))
+        let expect: f64 = (offsets[k]..offsets[k + 1])
+            .map(|j| f64::from(w[(rows[table] + indices[j as usize]) as usize * 40 + c]))
             .sum();
         assert_eq!(out[bag * 26 * 40 + table * 40 + c], expect);
     }
 
     /// Outputs of `set` computed with a per-element rounding `round` of each partial sum.
     fn with_rounding(set: &InputSet, round: impl Fn(f32) -> f32, each_add: bool) -> HostTensor {
-        let (b, d) = (set.sizes["B"] as usize, set.sizes["D"] as usize);
-        let w = set.tensors.get("weight").unwrap().to_f32_vec();
-        let idx = set.tensors.get("indices").unwrap().to_i64_vec().unwrap();
-        let off = set.tensors.get("offsets").unwrap().to_i64_vec().unwrap();
-        let rows = set
-            .tensors
-            .get("table_offsets")
-            .unwrap()
-            .to_i64_vec()
-            .unwrap();
+        let (b, d) = (set.count("B"), set.count("D"));
+        let w = set.f32s("weight").unwrap();
+        let (bags, rows) = bags_and_rows(set);
         let mut out = vec![0.0f32; b * 26 * d];
         for bag in 0..b {
             for t in 0..26 {
                 for c in 0..d {
-                    let k = t * b + bag;
                     let mut acc = 0.0f32;
-                    for j in off[k] as usize..off[k + 1] as usize {
-                        acc += w[(rows[t] + idx[j]) as usize * d + c];
+                    for j in bags.lookups(t * b + bag) {
+                        acc += w[(rows[t] + bags.indices[j]) as usize * d + c];
                         if each_add {
                             acc = round(acc);
                         }
@@ -535,9 +420,8 @@ mod tests {
 
     #[test]
     fn work_counts_every_lookup_and_distinct_global_rows() {
-        let p = TbeForwardFp16;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
-        let w = p.work(&set);
+        let set = ci(3);
+        let w = TbeForwardFp16.work(&set);
         let n = set.sizes["N"] as f64;
         let index_bytes = n * 8.0 + (26.0 * 16.0 + 1.0) * 8.0 + 27.0 * 8.0;
         let out_bytes = 16.0 * 26.0 * 40.0 * 4.0;
