@@ -79,3 +79,22 @@ pub trait Problem: Send + Sync {
         Vec::new()
     }
 }
+
+/// The identity methods of a [`Problem`] impl (`number`, `name`, `summary`) in one line:
+/// `problem_identity!(1, "embedding_bag_sum", "one fp32 table, sum pooling");`.
+macro_rules! problem_identity {
+    ($number:expr, $name:expr, $summary:expr $(,)?) => {
+        fn number(&self) -> u32 {
+            $number
+        }
+
+        fn name(&self) -> &'static str {
+            $name
+        }
+
+        fn summary(&self) -> &'static str {
+            $summary
+        }
+    };
+}
+pub(crate) use problem_identity;

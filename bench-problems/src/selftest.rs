@@ -120,3 +120,15 @@ fn constant_like(reference: &OracleOutput, value: f64) -> OracleOutput {
         OracleOutput::Int(v) => OracleOutput::Int(vec![value.round() as i64; v.len()]),
     }
 }
+
+/// The test every problem module has: `self_test_case!(EmbeddingBagSum);` in its tests module
+/// runs [`self_test`] at `ci` size.
+macro_rules! self_test_case {
+    ($problem:expr) => {
+        #[test]
+        fn self_test_rejects_degenerate_outputs() {
+            $crate::selftest::self_test(&$problem, $crate::Preset::Ci).unwrap();
+        }
+    };
+}
+pub(crate) use self_test_case;

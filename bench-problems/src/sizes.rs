@@ -50,6 +50,38 @@ pub fn size(sizes: &Sizes, problem: &str, name: &str) -> Result<i64, ProblemErro
         .ok_or_else(|| ProblemError::invalid(problem, format!("size {name} is not set")))
 }
 
+/// Size symbols `names` of `sizes`, in order; a missing one is an error naming `problem`.
+pub fn sizes_in<const K: usize>(
+    sizes: &Sizes,
+    problem: &str,
+    names: [&str; K],
+) -> Result<[i64; K], ProblemError> {
+    let mut values = [0; K];
+    for (v, name) in values.iter_mut().zip(names) {
+        *v = size(sizes, problem, name)?;
+    }
+    Ok(values)
+}
+
+/// Size symbols `names` of `sizes` as counts; a missing or negative one is an error naming
+/// `problem`.
+pub fn counts_in<const K: usize>(
+    sizes: &Sizes,
+    problem: &str,
+    names: [&str; K],
+) -> Result<[usize; K], ProblemError> {
+    let mut counts = [0; K];
+    for (c, (v, name)) in counts
+        .iter_mut()
+        .zip(sizes_in(sizes, problem, names)?.into_iter().zip(names))
+    {
+        *c = usize::try_from(v).map_err(|_| {
+            ProblemError::invalid(problem, format!("size {name} is negative ({v})"))
+        })?;
+    }
+    Ok(counts)
+}
+
 /// The value of size symbol `name` as a count, 0 when it is not set (for work counts and
 /// statistics, which never fail).
 pub fn size_or_zero(sizes: &Sizes, name: &str) -> usize {
@@ -75,5 +107,9 @@ mod tests {
         let e = size(&s, "p", "D").unwrap_err().to_string();
         assert!(e.contains("problem p") && e.contains("size D"), "{e}");
         assert_eq!(size_or_zero(&s, "D"), 0);
+        assert_eq!(sizes_in(&s, "p", ["B"]).unwrap(), [3]);
+        assert!(sizes_in(&s, "p", ["B", "D"]).is_err());
+        let neg = counts_in(&sizes_of(&[("B", -1)]), "p", ["B"]).unwrap_err();
+        assert!(neg.to_string().contains("size B is negative"), "{neg}");
     }
 }

@@ -1,6 +1,7 @@
 //! The vocabulary of a problem in one place, for code that wants all of it: re-exports of the
 //! leaf modules ([`crate::sizes`], [`crate::signature`], [`crate::input_set`], [`crate::oracle`],
-//! [`crate::error`]) and of the [`Problem`] trait. Nothing in this crate imports this module.
+//! [`crate::error`]) and of the [`Problem`] trait. It imports only those modules, and none of
+//! them imports it, so problem modules may take their vocabulary from here without a loop.
 pub use crate::error::ProblemError;
 pub use crate::input_set::{InputSet, InputSetBuilder};
 pub use crate::oracle::{oracle_of, Oracle, OracleOutput, Work};

@@ -94,20 +94,24 @@ fn replace_ident(text: &str, from: &str, to: &str) -> String {
     out
 }
 
-/// Sets the body of `fn number(&self) -> u32 { .. }` to `number`.
+/// Sets the catalog number in the module's `problem_identity!(NUMBER, ...)`.
 fn set_number(module: &str, number: u32) -> anyhow::Result<String> {
     let start = module
-        .find("fn number(&self) -> u32")
-        .context("the sibling's module has no `fn number(&self) -> u32`")?;
-    let open = start
+        .find("problem_identity!(")
+        .context("the sibling's module has no `problem_identity!(..)`")?
+        + "problem_identity!(".len();
+    let comma = start
         + module[start..]
-            .find('{')
-            .context("`fn number` has no body")?;
-    let close = open + module[open..].find('}').context("`fn number` has no end")?;
+            .find(',')
+            .context("`problem_identity!` has no number")?;
+    let indent: String = module[start..comma]
+        .chars()
+        .take_while(|c| c.is_whitespace())
+        .collect();
     Ok(format!(
-        "{}{{\n        {number}\n    {}",
-        &module[..open],
-        &module[close..]
+        "{}{indent}{number}{}",
+        &module[..start],
+        &module[comma..]
     ))
 }
 
@@ -272,7 +276,10 @@ mod tests {
         assert_eq!(s.written.len(), 3);
         let module = read(&repo.join("bench-problems/src/problems/embedding_bag_max.rs")).unwrap();
         assert!(module.contains("pub struct EmbeddingBagMax;"));
-        assert!(module.contains("fn number(&self) -> u32 {\n        13\n    }"));
+        assert!(
+            module.contains("problem_identity!(\n        13,\n"),
+            "{module}"
+        );
         assert!(module.contains("\"embedding_bag_max_reference\""));
         assert!(!module.contains("EmbeddingBagSum") && !module.contains("embedding_bag_sum"));
         let kernels = read(&repo.join("gpu-kernels/src/kernels/embedding_bag_max.rs")).unwrap();

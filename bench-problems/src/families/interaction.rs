@@ -6,7 +6,7 @@ use crate::error::ProblemError;
 use crate::input_set::{InputSet, InputSetBuilder};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::signature::TensorSpec;
-use crate::sizes::{size, sizes_of, Preset, Sizes};
+use crate::sizes::{counts_in, sizes_of, Preset, Sizes};
 use data_gen::{seed::derive_str, uniform_f32, DType};
 use serde_json::json;
 
@@ -17,24 +17,9 @@ pub const EMB: TensorSpec = TensorSpec::input("emb", DType::F32, &["B", "F", "D"
 /// The columns of DLRM's interaction output: x's D, then the P = F(F+1)/2 pairs.
 pub const OUT_WIDTH: &str = "D + F * (F + 1) / 2";
 
-/// Size symbols `names` of `sizes` as counts; a missing or negative one is an error naming
-/// `problem`.
-pub fn dims<const K: usize>(
-    problem: &str,
-    sizes: &Sizes,
-    names: [&str; K],
-) -> Result<[usize; K], ProblemError> {
-    let mut dims = [0; K];
-    for (v, name) in dims.iter_mut().zip(names) {
-        *v = usize::try_from(size(sizes, problem, name)?)
-            .map_err(|_| ProblemError::invalid(problem, format!("size {name} is not set")))?;
-    }
-    Ok(dims)
-}
-
 /// (B, F, D) of a size set.
 pub fn bfd(problem: &str, sizes: &Sizes) -> Result<[usize; 3], ProblemError> {
-    dims(problem, sizes, ["B", "F", "D"])
+    counts_in(sizes, problem, ["B", "F", "D"])
 }
 
 /// (B, F, D) of a dot-interaction input set and its float tensors `names` in f64.
@@ -261,9 +246,9 @@ mod tests {
     fn sizes_are_counts_and_t_rows_start_with_x() {
         let s = dot_sizes(Preset::Ci);
         assert_eq!(bfd("p", &s).unwrap(), [19, 6, 36]);
-        let e = dims("p", &sizes_of(&[("B", -1)]), ["B"]).unwrap_err();
+        let e = bfd("p", &sizes_of(&[("B", -1), ("F", 1), ("D", 1)])).unwrap_err();
         assert!(e.to_string().contains("problem p"), "{e}");
-        assert!(dims("p", &s, ["K"]).is_err());
+        assert!(bfd("p", &sizes_of(&[("B", 1)])).is_err());
         let (x, emb) = ([1, 2, 3, 4], [5, 6, 7, 8, 9, 10, 11, 12]);
         assert_eq!(t_row(&x, &emb, (2, 2), 1, 0), &[3, 4]);
         assert_eq!(t_row(&x, &emb, (2, 2), 1, 2), &[11, 12]);

@@ -6,25 +6,14 @@
 use crate::error::ProblemError;
 use crate::input_set::{InputSet, InputSetBuilder};
 use crate::launch::{LaunchSpec, ScratchSpec};
-use crate::sizes::{size, Preset, Sizes};
+use crate::sizes::{Preset, Sizes};
 use data_gen::{
     seed::{derive, derive_str},
     uniform_f32, IndexSampler, Pooling, RowPermutation,
 };
 use rayon::prelude::*;
 
-/// Size symbols `names` of `sizes`; a missing one is an error naming `problem`.
-pub fn sizes_in<const K: usize>(
-    sizes: &Sizes,
-    problem: &str,
-    names: [&str; K],
-) -> Result<[i64; K], ProblemError> {
-    let mut values = [0; K];
-    for (v, name) in values.iter_mut().zip(names) {
-        *v = size(sizes, problem, name)?;
-    }
-    Ok(values)
-}
+pub use crate::sizes::sizes_in;
 
 /// `base` with the size symbols of `changes` set (an edge size set).
 pub fn with_sizes(base: &Sizes, changes: &[(&str, i64)]) -> Sizes {

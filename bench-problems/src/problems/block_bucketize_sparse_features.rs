@@ -16,6 +16,7 @@
 //!
 //! The reference is the eager `Model` (`kernelbench/08_block_bucketize_sparse_features.py`) launch
 //! for launch; see `gpu_kernels::kernels::block_bucketize_sparse_features`.
+use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
     apply_grid, elementwise, empty_share, exclusive_sums, kjt_inputs, kjt_max_rows,
@@ -90,17 +91,11 @@ pub fn bucketize_kjt<W: Copy + Into<f64>>(
 }
 
 impl Problem for BlockBucketizeSparseFeatures {
-    fn number(&self) -> u32 {
-        8
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        8,
+        NAME,
         "row-wise sharding of a KJT's ids to W ranks (FBGEMM block bucketize, ids past the last block by id % W), with the permutation back"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
@@ -416,12 +411,7 @@ fn eager_plan() -> Vec<LaunchSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selftest::self_test;
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&BlockBucketizeSparseFeatures, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(BlockBucketizeSparseFeatures);
 
     #[test]
     fn temporaries_sharing_a_buffer_never_overlap_in_time() {

@@ -15,6 +15,7 @@
 //! The reference (`gpu-kernels/src/kernels/dot_interaction.rs`) mirrors the eager `Model` of
 //! `kernelbench/10_dot_interaction.py` launch for launch: cat (T), batched SGEMM (Z), the
 //! lower-triangle gather, cat (out).
+use crate::problem::problem_identity;
 use crate::families::interaction::{
     bfd, bmm, cat, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_operands, dot_recipe,
     dot_sizes, pairs, t_row, tril, EMB, OUT_WIDTH, X,
@@ -47,17 +48,11 @@ pub fn forward_f64(x: &[f64], emb: &[f64], b: usize, f: usize, d: usize) -> Vec<
 }
 
 impl Problem for DotInteraction {
-    fn number(&self) -> u32 {
-        10
-    }
-
-    fn name(&self) -> &'static str {
-        "dot_interaction"
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        10,
+        "dot_interaction",
         "DLRM dot interaction: cat(x, strictly-lower triangle of [x; emb]·[x; emb]ᵀ), fp32"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
@@ -148,12 +143,7 @@ impl Problem for DotInteraction {
 mod tests {
     use super::*;
     use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
-    use crate::selftest::self_test;
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&DotInteraction, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(DotInteraction);
 
     #[test]
     fn inputs_are_well_formed_and_deterministic() {

@@ -10,6 +10,7 @@
 //! [-1, 1). The reference (`gpu-kernels/src/kernels/dot_interaction_backward.rs`) mirrors the
 //! eager `Model` of `kernelbench/11_dot_interaction_backward.py` launch for launch: cat (T),
 //! zeros (dZ), the lower-triangle scatter, dZ + dZᵀ, one batched SGEMM, the add for dx.
+use crate::problem::problem_identity;
 use crate::families::interaction::{
     bfd, bmm, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_operands, dot_recipe,
     dot_sizes, elementwise, pairs, t_row, tril, uniform, EMB, OUT_WIDTH, X,
@@ -63,17 +64,11 @@ pub fn backward_f64(
 }
 
 impl Problem for DotInteractionBackward {
-    fn number(&self) -> u32 {
-        11
-    }
-
-    fn name(&self) -> &'static str {
-        "dot_interaction_backward"
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        11,
+        "dot_interaction_backward",
         "gradient of the DLRM dot interaction: dx, d_emb from grad_out (dT = (dZ + dZᵀ)·T), fp32"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
@@ -185,12 +180,7 @@ mod tests {
     use super::*;
     use crate::families::interaction::f64_tensors;
     use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
-    use crate::selftest::self_test;
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&DotInteractionBackward, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(DotInteractionBackward);
 
     #[test]
     fn inputs_share_problem_10s_draw() {

@@ -19,6 +19,7 @@
 //! Inputs: Zipf(α = 1.15) rows with hot rows scattered (hot rows make long runs of one row);
 //! log-normal bag lengths (mean 20, σ = 1), bag 0 empty and bag B/2 of the longest length;
 //! grad_output and weight uniform in [-1, 1), momentum uniform in [0, 1); lr = 0.01, eps = 1e-8.
+use crate::problem::problem_identity;
 use crate::families::bags::{self, touched_rows, BagRecipe, BagSizes, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
@@ -138,17 +139,11 @@ fn scaled_errors(got: &[f64], want: &[f64]) -> (f64, f64) {
 }
 
 impl Problem for EmbeddingBackwardRowwiseAdagrad {
-    fn number(&self) -> u32 {
-        5
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        5,
+        NAME,
         "embedding-bag backward + row-wise Adagrad, in place on W [E,D] fp32 and momentum [E]"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![

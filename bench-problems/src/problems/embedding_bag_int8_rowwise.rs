@@ -16,6 +16,7 @@
 //! lengths (mean 30, σ = 1), bag 0 empty and bag B/2 of the longest length; quantized bytes
 //! uniform in 0..=255; per row a scale uniform in [1/255, 2/255) and a bias of
 //! −128·scale + uniform[−0.05, 0.05), so dequantized values lie in about [−1, 1].
+use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Counts};
 use crate::launch::LaunchSpec;
 use crate::spec::{InputSet, Oracle, Preset, Problem, ProblemError, Sizes, TensorSpec, Work};
@@ -74,17 +75,11 @@ fn scale_bias(table: &[u8], stride: usize, r: usize) -> (f64, f64) {
 }
 
 impl Problem for EmbeddingBagInt8Rowwise {
-    fn number(&self) -> u32 {
-        4
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        4,
+        NAME,
         "8-bit row-wise quantized table (D bytes + fp32 scale + fp32 bias per row), sum pooling, fp32 out"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         let weight = TensorSpec::input("weight", DType::U8, &["E", "D + 8"]);

@@ -5,6 +5,7 @@
 //! Inputs: Zipf(α = 1.15) row indices with hot rows scattered over the table, heavy-tailed
 //! (log-normal) bag lengths with mean 20, weights uniform in [-1, 1). Every input set holds an
 //! empty bag (bag 0) and a bag of the longest length (bag B/2).
+use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{InputSet, Oracle, Preset, Problem, ProblemError, Sizes, TensorSpec, Work};
@@ -23,17 +24,11 @@ fn recipe(preset: Preset) -> BagRecipe {
 }
 
 impl Problem for EmbeddingBagSum {
-    fn number(&self) -> u32 {
-        1
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        1,
+        NAME,
         "one fp32 table W[E,D], sum pooling over CSR bags (Zipf 1.15, heavy-tailed lengths)"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         bags::forward_signature(bags::weight(DType::F32), None, DType::F32)

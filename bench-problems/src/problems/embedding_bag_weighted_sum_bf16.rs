@@ -17,6 +17,7 @@
 //! 1.6–2.2e-2 and 6–9e-2 with the `small`/`full` pooling (mean 20, tail to 1000), so the default
 //! rejects it where it is timed; with the `ci` pooling (mean 8) bags are too short for that
 //! (≈ 7e-3), which the tests record.
+use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{InputSet, Oracle, Preset, Problem, ProblemError, Sizes, TensorSpec, Work};
@@ -40,17 +41,11 @@ fn recipe(preset: Preset) -> BagRecipe {
 }
 
 impl Problem for EmbeddingBagWeightedSumBf16 {
-    fn number(&self) -> u32 {
-        2
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        2,
+        NAME,
         "bf16 table, bf16 per-sample weights, sum pooling, bf16 out (fp32 accumulate), 5% empty bags"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         let bf16 = DType::BF16;

@@ -7,7 +7,9 @@
 //! Inputs: x uniform in [-1, 1). The reference (`gpu-kernels/src/kernels/fm_interaction.rs`)
 //! mirrors the eager `Model` of `kernelbench/12_fm_interaction.py` launch for launch: sum, pow,
 //! pow, sum, sub, sum, mul (seven launches, a full [B, F, K] temporary for x²).
-use crate::families::interaction::{dims, elementwise, f64_tensors, uniform};
+use crate::problem::problem_identity;
+use crate::families::interaction::{elementwise, f64_tensors, uniform};
+use crate::sizes::counts_in;
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
     oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
@@ -25,7 +27,7 @@ fn bfk_sizes(b: i64, f: i64, k: i64) -> Sizes {
 }
 
 fn bfk(sizes: &Sizes) -> Result<[usize; 3], ProblemError> {
-    dims("fm_interaction", sizes, ["B", "F", "K"])
+    counts_in(sizes, "fm_interaction", ["B", "F", "K"])
 }
 
 /// The FM term in f64 by its O(F·K) formula: ½ Σ_k ((Σ_f x)² − Σ_f x²) per sample.
@@ -50,17 +52,11 @@ pub fn fm_f64(x: &[f64], b: usize, f: usize, k: usize) -> Vec<f64> {
 }
 
 impl Problem for FmInteraction {
-    fn number(&self) -> u32 {
-        12
-    }
-
-    fn name(&self) -> &'static str {
-        "fm_interaction"
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        12,
+        "fm_interaction",
         "DeepFM second-order term: ½ Σ_k ((Σ_f x)² − Σ_f x²) per sample, fp32"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
@@ -183,12 +179,7 @@ impl Problem for FmInteraction {
 mod tests {
     use super::*;
     use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
-    use crate::selftest::self_test;
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&FmInteraction, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(FmInteraction);
 
     #[test]
     fn inputs_are_well_formed_and_deterministic() {

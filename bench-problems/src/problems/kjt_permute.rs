@@ -18,6 +18,7 @@
 //!
 //! The reference is the eager `Model` (`kernelbench/07_kjt_permute.py`) launch for launch; see
 //! `gpu_kernels::kernels::kjt_permute`.
+use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
     elementwise, empty_share, gather_rows16, kjt_inputs, kjt_max_rows, kjt_weights_recipe,
@@ -110,17 +111,11 @@ fn starts_scratch(c: &CumsumI32, starts: &str, n: &str) -> [ScratchSpec; 4] {
 }
 
 impl Problem for KjtPermute {
-    fn number(&self) -> u32 {
-        7
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        7,
+        NAME,
         "keyed jagged tensor feature permute (lengths [T,B] int32, int64 values, fp32 weights; repeats allowed)"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
@@ -322,12 +317,7 @@ impl Problem for KjtPermute {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selftest::self_test;
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&KjtPermute, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(KjtPermute);
 
     #[test]
     fn permute_repeats_and_drops_features() {

@@ -14,6 +14,7 @@
 //! The reference is the eager `Model` (`kernelbench/06_sequence_gather_padded_bf16.py`) launch
 //! for launch: `cumsum`, `sub`, `arange`, `>=`, `+`, `masked_fill_`, `indices[src]`,
 //! `F.embedding` (ATen's vectorized row gather) and the final `masked_fill_`.
+use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
     elementwise, exclusive_sums, gather_rows16, inclusive_scan, scan_status_bytes, scratch_of,
@@ -63,17 +64,11 @@ fn uniform_bf16_bytes(len: usize, seed: u64) -> Vec<u8> {
 }
 
 impl Problem for SequenceGatherPaddedBf16 {
-    fn number(&self) -> u32 {
-        6
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        6,
+        NAME,
         "jagged sequences of bf16 table rows to a padded [B, L, D] tensor (zeros past each end, cut at L)"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
@@ -265,12 +260,7 @@ impl Problem for SequenceGatherPaddedBf16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selftest::self_test;
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&SequenceGatherPaddedBf16, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(SequenceGatherPaddedBf16);
 
     #[test]
     fn inputs_hold_the_edge_sequences_and_are_deterministic() {

@@ -23,6 +23,7 @@
 //! default (1e-5) would reject; so `out` gets bounds between that and accumulating in fp16
 //! (≈ 1.5–1.8e-3 and 2.8–5e-3): relative L2 6e-4, max error 1e-3 of ‖ref‖∞. The tests measure
 //! both sides.
+use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::bags::{self, distinct_rows, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
@@ -88,17 +89,11 @@ fn global_rows(indices: &[i64], offsets: &[i64], table_offsets: &[i64], bags: us
 }
 
 impl Problem for TbeForwardFp16 {
-    fn number(&self) -> u32 {
-        3
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        3,
+        NAME,
         "table-batched fp16 bags over the 26 MLPerf DLRMv2 tables (capped), MLPerf multi-hot pooling, fp32 out"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![

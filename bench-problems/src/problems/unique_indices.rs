@@ -14,6 +14,7 @@
 //! `gpu_kernels::kernels::unique_indices`): arange, CUB's onesweep radix sort of (id, position)
 //! over all 64 key bits, the adjacent-difference kernel, CUB's inclusive scan, the inverse
 //! scatter, and a run-length encoding.
+use crate::problem::problem_identity;
 use crate::families::sparse::{
     apply_grid, inclusive_scan, scan_status_bytes, scratch_of, sizes_in, sort_with_positions,
     with_sizes, SortScratch,
@@ -56,17 +57,11 @@ pub fn unique_with_inverse_and_counts(indices: &[i64]) -> (Vec<i64>, Vec<i64>, V
 }
 
 impl Problem for UniqueIndices {
-    fn number(&self) -> u32 {
-        9
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn summary(&self) -> &'static str {
+    problem_identity!(
+        9,
+        NAME,
         "torch.unique(sorted, return_inverse, return_counts) of N Zipf(1.15) int64 ids; U in a scalar output"
-    }
+    );
 
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
@@ -241,12 +236,7 @@ impl Problem for UniqueIndices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selftest::self_test;
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&UniqueIndices, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(UniqueIndices);
 
     #[test]
     fn inputs_are_skewed_ids_in_range_and_deterministic() {
