@@ -70,6 +70,43 @@ mod tests {
     }
 
     #[test]
+    fn every_declared_special_set_has_non_finite_oracle_values_that_the_check_holds_to() {
+        use crate::check::{check_output, encode};
+        use crate::oracle::OracleOutput;
+        use crate::signature::{shape_of, Role};
+        let mut declared = 0;
+        for p in crate::all_problems() {
+            for (label, set) in p.special_sets(crate::Preset::Ci, 3).unwrap() {
+                declared += 1;
+                let oracle = p.oracle(&set).unwrap();
+                let mut non_finite = 0;
+                for spec in p.tensors().into_iter().filter(|t| t.role != Role::Input) {
+                    let OracleOutput::Float(values) = &oracle[spec.name] else {
+                        continue;
+                    };
+                    let shape = shape_of(&spec, &set.sizes).unwrap();
+                    let good = encode(&oracle[spec.name], spec.dtype, shape.clone()).unwrap();
+                    let tol = p.tolerance(&spec);
+                    let rep = check_output(&good, &oracle[spec.name], &tol);
+                    assert!(rep.passed, "{} {label}: {}", p.name(), rep.reason);
+                    let Some(at) = values.iter().position(|v| v.is_nan()) else {
+                        continue;
+                    };
+                    non_finite += 1;
+                    // A kernel that loses the NaN (writes 0 there) fails.
+                    let mut lost = values.clone();
+                    lost[at] = 0.0;
+                    let bad = encode(&OracleOutput::Float(lost), spec.dtype, shape).unwrap();
+                    let rep = check_output(&bad, &oracle[spec.name], &tol);
+                    assert!(!rep.passed, "{} {label}: a lost NaN passed", p.name());
+                }
+                assert!(non_finite > 0, "{} {label}: no NaN in the oracle", p.name());
+            }
+        }
+        assert!(declared >= 3, "problems 1, 2 and 12 declare special sets");
+    }
+
+    #[test]
     fn plants_each_special_value_once_per_row() {
         let s = with_special_values(set(), "w", 2, &[0, 2, 9]).unwrap();
         let w = s.f32s("w").unwrap();

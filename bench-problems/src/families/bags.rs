@@ -101,6 +101,27 @@ pub fn one_bag(mut sizes: Sizes) -> Sizes {
     sizes
 }
 
+/// The special-value set of a bag problem (`Problem::special_sets`): a generated set whose
+/// weight rows looked up first by the first four nonempty bags start with NaN, +inf, −inf and
+/// −0, so those bags' sums must carry NaN and infinities exactly as eager's do.
+pub fn non_finite_rows(
+    problem: &dyn crate::problem::Problem,
+    preset: Preset,
+    seed: u64,
+) -> Result<Vec<(String, InputSet)>, ProblemError> {
+    let set = problem.generate(preset, &problem.sizes(preset), seed)?;
+    let (indices, offsets) = (set.i64s("indices")?, set.i64s("offsets")?);
+    let rows: Vec<usize> = offsets
+        .windows(2)
+        .filter(|w| w[1] > w[0])
+        .take(crate::special::SPECIAL_VALUES.len())
+        .map(|w| indices[w[0] as usize] as usize)
+        .collect();
+    let d = set.count("D");
+    let set = crate::special::with_special_values(set, "weight", d, &rows)?;
+    Ok(vec![("non-finite-rows".into(), set)])
+}
+
 /// The log-normal bag lengths (σ = 1) of a single-table problem: mean 8 up to 64 at `ci` (short
 /// bags for the emulator), `mean` up to 1000 at `small` and `full`.
 pub fn log_normal_pooling(preset: Preset, mean: f64) -> Pooling {

@@ -58,6 +58,10 @@ impl Problem for EmbeddingBagSum {
         vec![bags::one_bag(self.sizes(preset))]
     }
 
+    fn special_sets(&self, preset: Preset, seed: u64) -> Result<Vec<(String, InputSet)>, ProblemError> {
+        bags::non_finite_rows(self, preset, seed)
+    }
+
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
         bags::pooled_weight_oracle(NAME, inputs, |acc, _, row| {
             for (acc, &w) in acc.iter_mut().zip(row) {

@@ -80,6 +80,10 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         vec![bags::one_bag(self.sizes(preset))]
     }
 
+    fn special_sets(&self, preset: Preset, seed: u64) -> Result<Vec<(String, InputSet)>, ProblemError> {
+        bags::non_finite_rows(self, preset, seed)
+    }
+
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
         let psw = inputs.f32s("per_sample_weights")?;
         bags::pooled_weight_oracle(NAME, inputs, |acc, j, row| {

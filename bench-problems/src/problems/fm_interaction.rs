@@ -88,6 +88,15 @@ impl Problem for FmInteraction {
         Ok(uniform(set, seed, "x", &[b, f, k], (-1.0, 1.0))?.build())
     }
 
+    fn special_sets(&self, preset: Preset, seed: u64) -> Result<Vec<(String, InputSet)>, ProblemError> {
+        // x[b, 0, 0] of samples 1–4 is NaN, +inf, −inf and −0: out is NaN for the first three
+        // ((Σx)² − Σx² is inf − inf), finite for the fourth.
+        let set = self.generate(preset, &self.sizes(preset), seed)?;
+        let row = set.count("F") * set.count("K");
+        let set = crate::special::with_special_values(set, "x", row, &[1, 2, 3, 4])?;
+        Ok(vec![("non-finite-fields".into(), set)])
+    }
+
     fn edge_sizes(&self, _preset: Preset) -> Vec<Sizes> {
         // K = 10 (DeepFM's paper size): not a multiple of 4, so no 16-byte path applies;
         // F = 2: a single pair of fields.
