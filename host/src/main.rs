@@ -236,7 +236,7 @@ fn report(
         let heading = format!("# DLRM-Bench report\n\nPooled from: {}", sources.join(", "));
         report::write_markdown(dir, &heading, &records, &metrics)?;
         report::write_csv(dir, &records)?;
-        let mut log = report::RecordLog::open(dir)?;
+        let mut log = dlrm_bench::record::RecordLog::open(dir)?;
         for r in &records {
             log.append(r)?;
         }

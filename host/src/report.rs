@@ -3,10 +3,8 @@
 //! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` and
 //! `project`.
 use crate::metrics::GroupMetrics;
-use crate::record::{Record, Status};
+use crate::record::{read_records, Record, Status};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The records of several result sets (directories or `results.jsonl` files), pooled by
@@ -22,7 +20,7 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
             path.clone()
         };
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
-        let found = crate::runner::read_records(&file);
+        let found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
         pooled.retain(|p| !found.iter().any(|r| r.problem == p.problem));
         pooled.extend(found);
@@ -31,34 +29,6 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
         |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
     pooled.sort_by_key(number); // stable: recorded order inside a problem
     Ok(pooled)
-}
-
-/// The commit the binary was built from.
-pub const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
-
-/// Appends records to `results.jsonl`, one line each, flushed at once so nothing measured is
-/// lost if the run stops.
-pub struct RecordLog {
-    path: PathBuf,
-    file: File,
-}
-
-impl RecordLog {
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
-        let path = dir.join("results.jsonl");
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        Ok(RecordLog { path, file })
-    }
-
-    pub fn append(&mut self, rec: &Record) -> std::io::Result<()> {
-        let line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
-        writeln!(self.file, "{line}")?;
-        self.file.flush()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
@@ -256,6 +226,7 @@ pub fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::RecordLog;
 
     fn rec(problem: &str, candidate: &str, ms: f64) -> Record {
         let mut r = Record::new(problem, candidate, "g", "test");

@@ -9,8 +9,8 @@ use crate::candidate::{discover, load_candidate, Candidate};
 use crate::evaluate::EvalConfig;
 use crate::metrics::{self, GroupMetrics};
 use crate::projection::{self, Workload};
-use crate::record::{Ceilings, PeerTime, Record, Status};
-use crate::report::{self, RecordLog, GIT_COMMIT};
+use crate::record::{read_records, Ceilings, PeerTime, Record, RecordLog, Status, GIT_COMMIT};
+use crate::report;
 use crate::worker::{Event, WorkerSpec};
 use bench_problems::{all_problems, Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -626,24 +626,6 @@ fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
         path,
         serde_json::to_string_pretty(v).map_err(std::io::Error::other)?,
     )
-}
-
-/// Records already in a `results.jsonl` (unreadable lines are reported and skipped).
-pub fn read_records(path: &Path) -> Vec<Record> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .filter_map(|(i, l)| match serde_json::from_str(l) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("warning: {}:{}: skipped ({e})", path.display(), i + 1);
-                None
-            }
-        })
-        .collect()
 }
 
 /// Loads every candidate under the roots; invalid manifests are returned separately.
