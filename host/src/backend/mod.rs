@@ -4,9 +4,10 @@
 pub mod cuda;
 pub mod emu;
 pub mod ptx_params;
+mod source;
 
-use crate::candidate::ModuleSource;
 use serde::Serialize;
+pub use source::ModuleSource;
 
 /// A device buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
