@@ -1,9 +1,10 @@
 //! A run's outputs (DESIGN §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
 //! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout; and
-//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` and
-//! `project`.
+//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` ([`report`])
+//! and `project`.
 use crate::metrics::GroupMetrics;
-use crate::record::{read_records, Record, Status};
+use crate::record::{read_records, Record, RecordLog, Status};
+use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::path::{Path, PathBuf};
 
@@ -223,10 +224,66 @@ pub fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
     std::fs::write(dir.join("summary.csv"), s)
 }
 
+/// `dlrm-bench report`: the tables and metrics of the pooled `results`; with `out`, also
+/// `summary.md`, `summary.csv` and the pooled `results.jsonl` there (never over one of the
+/// result sets read); with `workload`, the projection.
+pub fn report(
+    results: &[PathBuf],
+    workload: Option<&Path>,
+    out: Option<&Path>,
+) -> anyhow::Result<()> {
+    let records = pool_runs(results)?;
+    let mut problems: Vec<&str> = records.iter().map(|r| r.problem.as_str()).collect();
+    problems.dedup();
+    let metrics = crate::metrics::summarize(&records, problems.len());
+    println!("{}", terminal_tables(&records, &metrics));
+    if let Some(dir) = out {
+        write_pooled(dir, results, &records, &metrics)?;
+        println!("wrote {}", dir.display());
+    }
+    if let Some(w) = workload {
+        println!("{}", crate::projection::project_file(w, &records, None)?);
+    }
+    Ok(())
+}
+
+/// The files of a pooled report in `dir`: summaries and a fresh `results.jsonl`.
+fn write_pooled(
+    dir: &Path,
+    results: &[PathBuf],
+    records: &[Record],
+    metrics: &[GroupMetrics],
+) -> anyhow::Result<()> {
+    let same = |p: &PathBuf| {
+        let input = if p.is_dir() {
+            p.clone()
+        } else {
+            p.parent().unwrap_or(p).to_path_buf()
+        };
+        input.canonicalize().ok() == dir.canonicalize().ok()
+    };
+    anyhow::ensure!(
+        !results.iter().any(same),
+        "--out {} is one of the result sets read; give a new directory",
+        dir.display()
+    );
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // A fresh pooled results.jsonl (RecordLog appends).
+    let _ = std::fs::remove_file(dir.join("results.jsonl"));
+    let sources: Vec<String> = results.iter().map(|p| p.display().to_string()).collect();
+    let heading = format!("# DLRM-Bench report\n\nPooled from: {}", sources.join(", "));
+    write_markdown(dir, &heading, records, metrics)?;
+    write_csv(dir, records)?;
+    let mut log = RecordLog::open(dir)?;
+    for r in records {
+        log.append(r)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::RecordLog;
 
     fn rec(problem: &str, candidate: &str, ms: f64) -> Record {
         let mut r = Record::new(problem, candidate, "g", "test");
@@ -284,6 +341,37 @@ mod tests {
         );
         let missing = pool_runs(&[dir.join("nope")]).unwrap_err().to_string();
         assert!(missing.contains("nope") && missing.contains("no such results file"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_pooled_report_goes_to_a_new_directory_never_over_a_set_it_read() {
+        let dir = std::env::temp_dir().join(format!("dlrm-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let run = dir.join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        let mut log = RecordLog::open(&run).unwrap();
+        for r in [
+            rec("embedding_bag_sum", "x", 1.0),
+            rec("kjt_permute", "y", 2.0),
+        ] {
+            log.append(&r).unwrap();
+        }
+        let err = report(&[run.join("results.jsonl")], None, Some(&run)).unwrap_err();
+        assert!(
+            err.to_string().contains("is one of the result sets read"),
+            "{err}"
+        );
+        let out = dir.join("pooled");
+        for _ in 0..2 {
+            // Twice: the pooled results.jsonl is written afresh, not appended to.
+            report(std::slice::from_ref(&run), None, Some(&out)).unwrap();
+            assert_eq!(read_records(&out.join("results.jsonl")).len(), 2);
+        }
+        let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        let heading = format!("# DLRM-Bench report\n\nPooled from: {}\n", run.display());
+        assert!(md.starts_with(&heading), "{md}");
+        assert!(out.join("summary.csv").is_file());
         std::fs::remove_dir_all(&dir).ok();
     }
 }
