@@ -4,7 +4,7 @@
 //! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there.
-use crate::backend::{cuda::CudaBackend, emu::EmuBackend, Backend, DeviceInfo};
+use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover, load_candidate, Candidate};
 use crate::evaluate::EvalConfig;
 use crate::metrics::{self, GroupMetrics};
@@ -268,31 +268,11 @@ fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
     Ok((opts, dir.to_path_buf(), secret))
 }
 
+/// The run's one probe of the device: what it is, whether it is a GPU, and why it was chosen.
+/// Workers are told the choice ([`WorkerSpec::force_cpu`]) and open that backend themselves.
 fn probe_device(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(DeviceInfo, bool, String)> {
-    if !force_cpu {
-        match CudaBackend::new(0) {
-            Ok(b) => {
-                return Ok((
-                    b.info().clone(),
-                    true,
-                    format!("CUDA device 0: {}", b.info().name),
-                ))
-            }
-            Err(e) if require_gpu => anyhow::bail!("no usable CUDA device: {e}"),
-            Err(e) => {
-                return Ok((
-                    EmuBackend::new().info().clone(),
-                    false,
-                    format!("no usable CUDA device ({e})"),
-                ))
-            }
-        }
-    }
-    Ok((
-        EmuBackend::new().info().clone(),
-        false,
-        "the CPU emulator was asked for".into(),
-    ))
+    let (backend, why) = backend::select(force_cpu, require_gpu)?;
+    Ok((backend.info().clone(), backend.is_gpu(), why))
 }
 
 fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>> {
