@@ -9,6 +9,7 @@ use dlrm_bench::parse_preset;
 use dlrm_bench::runner::{self, RunOptions};
 use dlrm_bench::{catalog, projection, report, static_check};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
@@ -132,13 +133,13 @@ struct RunArgs {
     resume: Option<PathBuf>,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Command::List { names } => println!("{}", catalog::render(names)),
         Command::Gen(args) => dlrm_bench::input_files::gen(&args)?,
         Command::Stats(args) => print!("{}", dlrm_bench::input_stats::render(&args)?),
-        Command::Run(args) => run(args)?,
+        Command::Run(args) => return run(args),
         Command::Worker => dlrm_bench::worker::main()?,
         Command::Check { dirs, arch } => static_check::check_dirs(&dirs, &arch)?,
         Command::Report {
@@ -156,10 +157,10 @@ fn main() -> anyhow::Result<()> {
             println!("{text}");
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
-fn run(a: RunArgs) -> anyhow::Result<()> {
+fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let candidates = if a.candidates.is_empty() {
         vec![
             PathBuf::from("candidates/examples"),
@@ -195,6 +196,6 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
         workload: a.workload,
     };
-    runner::run(opts, a.resume.as_deref())?;
-    Ok(())
+    let outcome = runner::run(opts, a.resume.as_deref())?;
+    Ok(runner::exit_code(&outcome.records))
 }

@@ -19,7 +19,7 @@ use serde_json::json;
 use std::collections::{BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -245,6 +245,37 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         metrics,
         on_gpu,
     })
+}
+
+/// One line for each reference among `records` that failed its own check (a status other
+/// than `correct`), naming its problem, status and the first line of its message.
+pub fn reference_failures(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.is_reference() && r.status != Status::Correct)
+        .map(|r| {
+            format!(
+                "error: the reference of `{}` failed its own check ({}): {}",
+                r.problem,
+                r.status.name(),
+                r.message.lines().next().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// The exit status of `dlrm-bench run` (or `--resume`) over all of the run's records: a failure
+/// when any reference failed its own check, each such reference named on stderr.
+pub fn exit_code(records: &[Record]) -> ExitCode {
+    let failures = reference_failures(records);
+    for line in &failures {
+        eprintln!("{line}");
+    }
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
@@ -671,5 +702,46 @@ fn attach_peer(reference: &mut Record, peers: &[(String, f64, String)]) {
             reference_over_pytorch: t.median_ms / ms,
             source: src.clone(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(problem: &str, group: &str, status: Status, message: &str) -> Record {
+        let mut r = Record::new(problem, "x", group, "origin");
+        r.status = status;
+        r.message = message.into();
+        r
+    }
+
+    #[test]
+    fn only_a_failed_reference_fails_the_run() {
+        let passed = [
+            rec("embedding_bag_sum", "reference", Status::Correct, ""),
+            rec("embedding_bag_sum", "examples", Status::Incorrect, "wrong"),
+            rec("kjt_permute", "examples", Status::Timeout, "hung"),
+            rec("-", "invalid", Status::InvalidManifest, "bad toml"),
+        ];
+        assert!(reference_failures(&passed).is_empty());
+        assert_eq!(exit_code(&passed), ExitCode::SUCCESS);
+        let mut failed = passed.to_vec();
+        failed.push(rec(
+            "kjt_permute",
+            "reference",
+            Status::RuntimeError,
+            "the worker failed while preparing the inputs and the reference:\nError: ...",
+        ));
+        failed.push(rec("fm_interaction", "reference", Status::Skipped, ""));
+        assert_eq!(
+            reference_failures(&failed),
+            [
+                "error: the reference of `kjt_permute` failed its own check (runtime_error): \
+                 the worker failed while preparing the inputs and the reference:",
+                "error: the reference of `fm_interaction` failed its own check (skipped): ",
+            ]
+        );
+        assert_eq!(exit_code(&failed), ExitCode::FAILURE);
     }
 }
