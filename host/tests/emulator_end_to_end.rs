@@ -9,7 +9,7 @@
 //!
 //! (As with the standard harness the filter matches names as substrings; `--exact` takes whole
 //! names only, `--list` names the trials.)
-use bench_problems::{all_problems, Dim, Preset, Problem};
+use bench_problems::{all_problems, Dim, Problem};
 use dlrm_bench::backend::emu::EmuBackend;
 use dlrm_bench::candidate::{reference_candidate, Candidate, CandidateError, ModuleSource};
 use dlrm_bench::evaluate::{EvalConfig, ProblemRun};
@@ -51,20 +51,7 @@ fn main() {
 }
 
 fn config() -> EvalConfig {
-    EvalConfig {
-        preset: Preset::Ci,
-        seed: 7,
-        secret_seed: 99,
-        public_sets: 2,
-        secret_sets: 1,
-        rotation: 2,
-        warm_l2: false,
-        min_pairs: 2,
-        max_pairs: 2,
-        target_half_width: 0.01,
-        budget_s: 5.0,
-        win_threshold: 1.0,
-    }
+    EvalConfig::quick_ci(7, 99)
 }
 
 /// The problem's reference, then each of its Rust candidates (`candidates/`), pass.

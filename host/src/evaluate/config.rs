@@ -67,28 +67,39 @@ impl EvalConfig {
         public.chain(secret).chain(edge).collect()
     }
 
+    /// A quick check on the emulator (the tests' configuration): `ci` sizes, two public and one
+    /// secret input set, both public sets rotated, two timed pairs, at most 5 s of timing.
+    pub fn quick_ci(seed: u64, secret_seed: u64) -> Self {
+        EvalConfig {
+            preset: Preset::Ci,
+            seed,
+            secret_seed,
+            public_sets: 2,
+            secret_sets: 1,
+            rotation: 2,
+            warm_l2: false,
+            min_pairs: 2,
+            max_pairs: 2,
+            target_half_width: 0.01,
+            budget_s: 5.0,
+            win_threshold: 1.0,
+        }
+    }
+
     /// Input sets the timing rotates among: the first public ones.
     pub(super) fn rotation_sets(&self) -> usize {
         self.rotation.clamp(1, self.public_sets)
     }
 }
 
-/// A `ci` configuration with two timed pairs, for the tests of `evaluate`.
+/// `quick_ci` with `public_sets` public and `secret_sets` secret sets, for the tests of
+/// `evaluate`.
 #[cfg(test)]
 pub(super) fn ci_config(public_sets: usize, secret_sets: usize) -> EvalConfig {
     EvalConfig {
-        preset: Preset::Ci,
-        seed: 7,
-        secret_seed: 99,
         public_sets,
         secret_sets,
-        rotation: 3,
-        warm_l2: false,
-        min_pairs: 2,
-        max_pairs: 2,
-        target_half_width: 0.01,
-        budget_s: 5.0,
-        win_threshold: 1.0,
+        ..EvalConfig::quick_ci(7, 99)
     }
 }
 
@@ -115,10 +126,12 @@ mod tests {
 
     #[test]
     fn the_rotation_takes_one_to_all_public_sets() {
-        assert_eq!(ci_config(2, 0).rotation_sets(), 2);
+        assert_eq!(ci_config(1, 0).rotation_sets(), 1);
         let mut cfg = ci_config(5, 0);
-        assert_eq!(cfg.rotation_sets(), 3);
+        assert_eq!(cfg.rotation_sets(), 2);
         cfg.rotation = 0;
         assert_eq!(cfg.rotation_sets(), 1);
+        cfg.rotation = 9;
+        assert_eq!(cfg.rotation_sets(), 5);
     }
 }

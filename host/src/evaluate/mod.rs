@@ -4,9 +4,9 @@
 //! interleaved on rotating input sets with the L2 flushed, rechecks the timed outputs, and flags
 //! times below the physical floor as `suspect`.
 //!
-//! [`ProblemRun`] holds the run and decides the verdicts; its parts are [`config`] (which input
-//! sets), [`inputs`] (the sets on the device), [`load`] (a plan's module, scratch and bound
-//! launches), [`verify`] (poisoned runs, output and input checks, the recheck) and [`timing`].
+//! [`ProblemRun`] holds the run and decides the verdicts; its parts are `config` (which input
+//! sets), `inputs` (the sets on the device), `load` (a plan's module, scratch and bound
+//! launches), `verify` (poisoned runs, output and input checks, the recheck) and `timing`.
 mod config;
 mod inputs;
 mod load;
@@ -87,6 +87,7 @@ impl<'a> ProblemRun<'a> {
         w
     }
 
+    /// A verifier on the backend, with every set (borrowed beside it).
     fn verifier(&mut self) -> (Verifier<'_>, &[DeviceSet]) {
         let verifier = Verifier {
             backend: &mut *self.backend,
@@ -95,6 +96,7 @@ impl<'a> ProblemRun<'a> {
         (verifier, &self.sets)
     }
 
+    /// A timer on the backend, with the sets the timing rotates among.
     fn timer(&mut self) -> (Timer<'_>, &[DeviceSet]) {
         let timer = Timer {
             backend: &mut *self.backend,
