@@ -3,11 +3,10 @@
 use bench_problems::Preset;
 use clap::{Parser, Subcommand};
 use dlrm_bench::evaluate::EvalConfig;
-use dlrm_bench::input_files::GenArgs;
-use dlrm_bench::input_stats::StatsArgs;
-use dlrm_bench::parse_preset;
+use dlrm_bench::input_files::{self, GenArgs};
+use dlrm_bench::input_stats::{self, StatsArgs};
 use dlrm_bench::runner::{self, RunOptions};
-use dlrm_bench::{catalog, projection, report, static_check};
+use dlrm_bench::{catalog, parse_preset, projection, report, static_check, worker};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -137,10 +136,10 @@ fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Command::List { names } => println!("{}", catalog::render(names)),
-        Command::Gen(args) => dlrm_bench::input_files::gen(&args)?,
-        Command::Stats(args) => print!("{}", dlrm_bench::input_stats::render(&args)?),
+        Command::Gen(args) => input_files::gen(&args)?,
+        Command::Stats(args) => print!("{}", input_stats::render(&args)?),
         Command::Run(args) => return run(args),
-        Command::Worker => dlrm_bench::worker::main()?,
+        Command::Worker => worker::main()?,
         Command::Check { dirs, arch } => static_check::check_dirs(&dirs, &arch)?,
         Command::Report {
             results,
