@@ -123,6 +123,7 @@ fn constant_like(reference: &OracleOutput, value: f64) -> OracleOutput {
 
 /// The test every problem module has: `self_test_case!(EmbeddingBagSum);` in its tests module
 /// runs [`self_test`] at `ci` size.
+#[cfg(test)]
 macro_rules! self_test_case {
     ($problem:expr) => {
         #[test]
@@ -131,4 +132,5 @@ macro_rules! self_test_case {
         }
     };
 }
+#[cfg(test)]
 pub(crate) use self_test_case;

@@ -2,6 +2,7 @@
 //! compiled by NVRTC, a `.ptx` file, or a kernel of the project's own `gpu-kernels` crate),
 //! optional scratch buffers and the launch plan. The runner never executes a candidate's host
 //! code. A bad manifest is an error naming the file and the field; it never stops a run.
+pub use crate::backend::ModuleSource;
 pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec};
 use serde::Deserialize;
@@ -26,17 +27,6 @@ pub struct Manifest {
     pub scratch: Vec<ScratchSpec>,
     #[serde(rename = "launch")]
     pub launches: Vec<LaunchSpec>,
-}
-
-/// Where a plan's kernels come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ModuleSource {
-    /// The project's own kernels: the embedded PTX on a GPU, the emulator on the CPU.
-    Builtin,
-    /// CUDA C++ source, compiled with NVRTC (`file` is for messages).
-    Cuda { file: PathBuf, code: String },
-    /// PTX text.
-    Ptx { file: PathBuf, code: String },
 }
 
 /// A loaded candidate (or the reference, which uses the same form).

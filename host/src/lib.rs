@@ -1,9 +1,13 @@
 //! The DLRM-Bench runner as a library: backends, candidates, launch plans, verification and
-//! timing, metrics and reports. `main.rs` is a thin CLI over it.
+//! timing, metrics and reports, and the work of every subcommand. `main.rs` is a thin CLI over
+//! it: it parses the arguments and calls one function here.
 pub mod backend;
 pub mod candidate;
+pub mod catalog;
 pub mod ceilings;
 pub mod evaluate;
+pub mod input_files;
+pub mod input_stats;
 pub mod launch_bounds;
 pub mod metrics;
 pub mod plan;
@@ -16,3 +20,10 @@ pub mod scaffold;
 pub mod static_check;
 pub mod stats;
 pub mod worker;
+
+use bench_problems::Preset;
+
+/// The value parser of `--preset` options.
+pub fn parse_preset(s: &str) -> Result<Preset, String> {
+    Preset::parse(s).ok_or_else(|| format!("unknown preset `{s}` (ci, small, full)"))
+}

@@ -225,6 +225,17 @@ pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> 
     }
 }
 
+/// The projection of `records` onto the profile in the file `workload`, as the markdown that
+/// `dlrm-bench project` and `report --workload` print.
+pub fn project_file(
+    workload: &Path,
+    records: &[Record],
+    group: Option<&str>,
+) -> anyhow::Result<String> {
+    let w = Workload::load(workload)?;
+    Ok(project(&w, records, group).markdown(&w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,14 @@
-//! The records a run writes: one per (problem, candidate), plus the device ceilings.
+//! The records a run writes — one per (problem, candidate), plus the device ceilings — and
+//! their file, `results.jsonl`: [`RecordLog`] appends to it as records are measured and
+//! [`read_records`] reads it back (for `--resume`, `report` and `project`).
 use bench_problems::{CheckReport, Work};
 use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The commit the binary was built from (written into `run.json` and the summary heading).
+pub const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
 
 /// How a candidate ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,5 +176,88 @@ impl Ceilings {
         1e3 * t(w.compulsory_bytes, self.hbm_bytes_per_s)
             .max(t(w.logical_bytes, self.l2_bytes_per_s))
             .max(t(w.flops, self.fp32_flops_per_s))
+    }
+}
+
+/// Appends records to `results.jsonl`, one line each, flushed at once so nothing measured is
+/// lost if the run stops.
+pub struct RecordLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl RecordLog {
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        let path = dir.join("results.jsonl");
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(RecordLog { path, file })
+    }
+
+    pub fn append(&mut self, rec: &Record) -> std::io::Result<()> {
+        let line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
+        writeln!(self.file, "{line}")?;
+        self.file.flush()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Records already in a `results.jsonl` (unreadable lines are reported and skipped).
+pub fn read_records(path: &Path) -> Vec<Record> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .filter_map(|(i, l)| match serde_json::from_str(l) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("warning: {}:{}: skipped ({e})", path.display(), i + 1);
+                None
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appended_records_read_back_and_bad_lines_are_skipped() {
+        let dir = std::env::temp_dir().join(format!("dlrm-record-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_file(dir.join("results.jsonl"));
+        let mut log = RecordLog::open(&dir).unwrap();
+        assert_eq!(log.path(), dir.join("results.jsonl"));
+        let mut a = Record::new("embedding_bag_sum", "reference", "reference", "reference");
+        a.status = Status::Correct;
+        log.append(&a).unwrap();
+        drop(log);
+        // A torn line (a run stopped mid-write) and a blank line, then a later append.
+        let mut text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
+        text += "{\"problem\": \"kjt_per\n\n";
+        std::fs::write(dir.join("results.jsonl"), text).unwrap();
+        let b = Record::new(
+            "kjt_permute",
+            "x",
+            "examples",
+            "candidates/examples/kjt_permute",
+        );
+        RecordLog::open(&dir).unwrap().append(&b).unwrap();
+        let got = read_records(&dir.join("results.jsonl"));
+        let got: Vec<(&str, Status)> = got.iter().map(|r| (r.problem.as_str(), r.status)).collect();
+        assert_eq!(
+            got,
+            [
+                ("embedding_bag_sum", Status::Correct),
+                ("kjt_permute", Status::Skipped)
+            ]
+        );
+        assert!(read_records(&dir.join("missing.jsonl")).is_empty());
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -1,12 +1,11 @@
 //! A run's outputs (DESIGN §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
 //! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout; and
-//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` and
-//! `project`.
+//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` ([`report`])
+//! and `project`.
 use crate::metrics::GroupMetrics;
-use crate::record::{Record, Status};
+use crate::record::{read_records, Record, RecordLog, Status};
+use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The records of several result sets (directories or `results.jsonl` files), pooled by
@@ -22,7 +21,7 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
             path.clone()
         };
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
-        let found = crate::runner::read_records(&file);
+        let found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
         pooled.retain(|p| !found.iter().any(|r| r.problem == p.problem));
         pooled.extend(found);
@@ -31,34 +30,6 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
         |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
     pooled.sort_by_key(number); // stable: recorded order inside a problem
     Ok(pooled)
-}
-
-/// The commit the binary was built from.
-pub const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
-
-/// Appends records to `results.jsonl`, one line each, flushed at once so nothing measured is
-/// lost if the run stops.
-pub struct RecordLog {
-    path: PathBuf,
-    file: File,
-}
-
-impl RecordLog {
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
-        let path = dir.join("results.jsonl");
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        Ok(RecordLog { path, file })
-    }
-
-    pub fn append(&mut self, rec: &Record) -> std::io::Result<()> {
-        let line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
-        writeln!(self.file, "{line}")?;
-        self.file.flush()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
@@ -253,6 +224,63 @@ pub fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
     std::fs::write(dir.join("summary.csv"), s)
 }
 
+/// `dlrm-bench report`: the tables and metrics of the pooled `results`; with `out`, also
+/// `summary.md`, `summary.csv` and the pooled `results.jsonl` there (never over one of the
+/// result sets read); with `workload`, the projection.
+pub fn report(
+    results: &[PathBuf],
+    workload: Option<&Path>,
+    out: Option<&Path>,
+) -> anyhow::Result<()> {
+    let records = pool_runs(results)?;
+    let mut problems: Vec<&str> = records.iter().map(|r| r.problem.as_str()).collect();
+    problems.dedup();
+    let metrics = crate::metrics::summarize(&records, problems.len());
+    println!("{}", terminal_tables(&records, &metrics));
+    if let Some(dir) = out {
+        write_pooled(dir, results, &records, &metrics)?;
+        println!("wrote {}", dir.display());
+    }
+    if let Some(w) = workload {
+        println!("{}", crate::projection::project_file(w, &records, None)?);
+    }
+    Ok(())
+}
+
+/// The files of a pooled report in `dir`: summaries and a fresh `results.jsonl`.
+fn write_pooled(
+    dir: &Path,
+    results: &[PathBuf],
+    records: &[Record],
+    metrics: &[GroupMetrics],
+) -> anyhow::Result<()> {
+    let same = |p: &PathBuf| {
+        let input = if p.is_dir() {
+            p.clone()
+        } else {
+            p.parent().unwrap_or(p).to_path_buf()
+        };
+        input.canonicalize().ok() == dir.canonicalize().ok()
+    };
+    anyhow::ensure!(
+        !results.iter().any(same),
+        "--out {} is one of the result sets read; give a new directory",
+        dir.display()
+    );
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // A fresh pooled results.jsonl (RecordLog appends).
+    let _ = std::fs::remove_file(dir.join("results.jsonl"));
+    let sources: Vec<String> = results.iter().map(|p| p.display().to_string()).collect();
+    let heading = format!("# DLRM-Bench report\n\nPooled from: {}", sources.join(", "));
+    write_markdown(dir, &heading, records, metrics)?;
+    write_csv(dir, records)?;
+    let mut log = RecordLog::open(dir)?;
+    for r in records {
+        log.append(r)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +341,37 @@ mod tests {
         );
         let missing = pool_runs(&[dir.join("nope")]).unwrap_err().to_string();
         assert!(missing.contains("nope") && missing.contains("no such results file"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_pooled_report_goes_to_a_new_directory_never_over_a_set_it_read() {
+        let dir = std::env::temp_dir().join(format!("dlrm-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let run = dir.join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        let mut log = RecordLog::open(&run).unwrap();
+        for r in [
+            rec("embedding_bag_sum", "x", 1.0),
+            rec("kjt_permute", "y", 2.0),
+        ] {
+            log.append(&r).unwrap();
+        }
+        let err = report(&[run.join("results.jsonl")], None, Some(&run)).unwrap_err();
+        assert!(
+            err.to_string().contains("is one of the result sets read"),
+            "{err}"
+        );
+        let out = dir.join("pooled");
+        for _ in 0..2 {
+            // Twice: the pooled results.jsonl is written afresh, not appended to.
+            report(std::slice::from_ref(&run), None, Some(&out)).unwrap();
+            assert_eq!(read_records(&out.join("results.jsonl")).len(), 2);
+        }
+        let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        let heading = format!("# DLRM-Bench report\n\nPooled from: {}\n", run.display());
+        assert!(md.starts_with(&heading), "{md}");
+        assert!(out.join("summary.csv").is_file());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

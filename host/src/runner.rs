@@ -4,13 +4,13 @@
 //! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there.
-use crate::backend::{cuda::CudaBackend, emu::EmuBackend, Backend, DeviceInfo};
+use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover, load_candidate, Candidate};
 use crate::evaluate::EvalConfig;
 use crate::metrics::{self, GroupMetrics};
 use crate::projection::{self, Workload};
-use crate::record::{Ceilings, PeerTime, Record, Status};
-use crate::report::{self, RecordLog, GIT_COMMIT};
+use crate::record::{read_records, Ceilings, PeerTime, Record, RecordLog, Status, GIT_COMMIT};
+use crate::report;
 use crate::worker::{Event, WorkerSpec};
 use bench_problems::{all_problems, Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -19,7 +19,7 @@ use serde_json::json;
 use std::collections::{BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -247,6 +247,37 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     })
 }
 
+/// One line for each reference among `records` that failed its own check (a status other
+/// than `correct`), naming its problem, status and the first line of its message.
+pub fn reference_failures(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.is_reference() && r.status != Status::Correct)
+        .map(|r| {
+            format!(
+                "error: the reference of `{}` failed its own check ({}): {}",
+                r.problem,
+                r.status.name(),
+                r.message.lines().next().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// The exit status of `dlrm-bench run` (or `--resume`) over all of the run's records: a failure
+/// when any reference failed its own check, each such reference named on stderr.
+pub fn exit_code(records: &[Record]) -> ExitCode {
+    let failures = reference_failures(records);
+    for line in &failures {
+        eprintln!("{line}");
+    }
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
 fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
     let run_json: serde_json::Value = serde_json::from_str(
@@ -268,31 +299,11 @@ fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
     Ok((opts, dir.to_path_buf(), secret))
 }
 
+/// The run's one probe of the device: what it is, whether it is a GPU, and why it was chosen.
+/// Workers are told the choice ([`WorkerSpec::force_cpu`]) and open that backend themselves.
 fn probe_device(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(DeviceInfo, bool, String)> {
-    if !force_cpu {
-        match CudaBackend::new(0) {
-            Ok(b) => {
-                return Ok((
-                    b.info().clone(),
-                    true,
-                    format!("CUDA device 0: {}", b.info().name),
-                ))
-            }
-            Err(e) if require_gpu => anyhow::bail!("no usable CUDA device: {e}"),
-            Err(e) => {
-                return Ok((
-                    EmuBackend::new().info().clone(),
-                    false,
-                    format!("no usable CUDA device ({e})"),
-                ))
-            }
-        }
-    }
-    Ok((
-        EmuBackend::new().info().clone(),
-        false,
-        "the CPU emulator was asked for".into(),
-    ))
+    let (backend, why) = backend::select(force_cpu, require_gpu)?;
+    Ok((backend.info().clone(), backend.is_gpu(), why))
 }
 
 fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>> {
@@ -628,24 +639,6 @@ fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
     )
 }
 
-/// Records already in a `results.jsonl` (unreadable lines are reported and skipped).
-pub fn read_records(path: &Path) -> Vec<Record> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .filter_map(|(i, l)| match serde_json::from_str(l) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("warning: {}:{}: skipped ({e})", path.display(), i + 1);
-                None
-            }
-        })
-        .collect()
-}
-
 /// Loads every candidate under the roots; invalid manifests are returned separately.
 pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::CandidateError>) {
     let mut ok = Vec::new();
@@ -709,5 +702,46 @@ fn attach_peer(reference: &mut Record, peers: &[(String, f64, String)]) {
             reference_over_pytorch: t.median_ms / ms,
             source: src.clone(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(problem: &str, group: &str, status: Status, message: &str) -> Record {
+        let mut r = Record::new(problem, "x", group, "origin");
+        r.status = status;
+        r.message = message.into();
+        r
+    }
+
+    #[test]
+    fn only_a_failed_reference_fails_the_run() {
+        let passed = [
+            rec("embedding_bag_sum", "reference", Status::Correct, ""),
+            rec("embedding_bag_sum", "examples", Status::Incorrect, "wrong"),
+            rec("kjt_permute", "examples", Status::Timeout, "hung"),
+            rec("-", "invalid", Status::InvalidManifest, "bad toml"),
+        ];
+        assert!(reference_failures(&passed).is_empty());
+        assert_eq!(exit_code(&passed), ExitCode::SUCCESS);
+        let mut failed = passed.to_vec();
+        failed.push(rec(
+            "kjt_permute",
+            "reference",
+            Status::RuntimeError,
+            "the worker failed while preparing the inputs and the reference:\nError: ...",
+        ));
+        failed.push(rec("fm_interaction", "reference", Status::Skipped, ""));
+        assert_eq!(
+            reference_failures(&failed),
+            [
+                "error: the reference of `kjt_permute` failed its own check (runtime_error): \
+                 the worker failed while preparing the inputs and the reference:",
+                "error: the reference of `fm_interaction` failed its own check (skipped): ",
+            ]
+        );
+        assert_eq!(exit_code(&failed), ExitCode::FAILURE);
     }
 }

@@ -4,7 +4,7 @@
 use crate::backend::{cuda::compile_cuda, ptx_params::entry_params};
 use crate::candidate::{load_candidate, ModuleSource};
 use bench_problems::{find_problem, Preset};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Checks one candidate directory; `Ok` holds one line per launch, `Err` says what is wrong.
 pub fn check_candidate(dir: &Path, arch: &'static str) -> Result<Vec<String>, String> {
@@ -60,6 +60,35 @@ pub fn check_candidate(dir: &Path, arch: &'static str) -> Result<Vec<String>, St
         ));
     }
     Ok(lines)
+}
+
+/// `dlrm-bench check`: checks each directory, printing `ok` with a line per launch or `FAIL`
+/// with the reason; an error when any failed.
+pub fn check_dirs(dirs: &[PathBuf], arch: &str) -> anyhow::Result<()> {
+    let arch: &'static str = Box::leak(arch.to_string().into_boxed_str());
+    let mut failed = 0;
+    for dir in dirs {
+        match check_candidate(dir, arch) {
+            Ok(lines) => {
+                println!("ok   {}", dir.display());
+                lines.iter().for_each(|l| println!("     {l}"));
+            }
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "FAIL {}\n     {}",
+                    dir.display(),
+                    e.replace('\n', "\n     ")
+                );
+            }
+        }
+    }
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} candidates failed the check",
+        dirs.len()
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub struct WorkerSpec {
     pub candidates: Vec<PathBuf>,
     /// Report the reference's record (the first worker of a problem does).
     pub report_reference: bool,
+    /// The backend the run's probe chose: the CPU emulator, or else CUDA device 0 (opened with
+    /// no fallback to the emulator).
     pub force_cpu: bool,
     pub ceilings: Option<Ceilings>,
 }
@@ -66,7 +68,7 @@ pub fn main() -> anyhow::Result<()> {
     let mut text = String::new();
     std::io::stdin().read_to_string(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;
-    let (mut backend, _) = backend::select(spec.force_cpu, false)?;
+    let mut backend = backend::open(spec.force_cpu)?;
     if spec.ceilings_only {
         let ceilings = crate::ceilings::measure(&mut *backend)
             .map_err(|e| anyhow::anyhow!("measuring the ceilings: {e}"))?;

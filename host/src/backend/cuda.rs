@@ -6,8 +6,8 @@
 //! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
 use super::{
     ptx_params, Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId,
+    ModuleSource,
 };
-use crate::candidate::ModuleSource;
 use cudarc::driver::{result, sys, CudaContext};
 use std::ffi::CString;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! The CPU-emulator backend: buffers in host memory, kernels from `gpu-kernels` run by its
 //! emulator, wall-clock timing. It checks correctness anywhere; its timings are not GPU timings.
-use super::{Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId};
-use crate::candidate::ModuleSource;
+use super::{
+    Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId, ModuleSource,
+};
 use gpu_kernels::emu::{self, LaunchConfig};
 use std::time::Instant;
 

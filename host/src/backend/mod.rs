@@ -4,9 +4,10 @@
 pub mod cuda;
 pub mod emu;
 pub mod ptx_params;
+mod source;
 
-use crate::candidate::ModuleSource;
 use serde::Serialize;
+pub use source::ModuleSource;
 
 /// A device buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,4 +120,25 @@ pub fn select(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(Box<dyn Bac
         Box::new(emu::EmuBackend::new()),
         "the CPU emulator was asked for".into(),
     ))
+}
+
+/// Opens the backend that the run's one probe ([`select`] in the parent) chose, in a worker:
+/// the CPU emulator, or CUDA device 0 with no fallback, so that a worker of a GPU run never
+/// quietly measures on the emulator.
+pub fn open(emulator: bool) -> anyhow::Result<Box<dyn Backend>> {
+    select(emulator, !emulator).map(|(backend, _)| backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_opens_what_the_probe_chose_and_never_falls_back() {
+        assert!(!open(true).unwrap().is_gpu());
+        match open(false) {
+            Ok(backend) => assert!(backend.is_gpu()),
+            Err(e) => assert!(e.to_string().starts_with("no usable CUDA device"), "{e}"),
+        }
+    }
 }

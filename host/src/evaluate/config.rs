@@ -1,0 +1,137 @@
+//! How a problem is evaluated ([`EvalConfig`]) and which input sets that gives it: the public
+//! sets from the public seed, the secret sets from the run's secret seed, then the problem's
+//! edge cases.
+use bench_problems::{Preset, Problem, Sizes};
+
+/// How a problem is evaluated.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct EvalConfig {
+    pub preset: Preset,
+    /// The public seed; public input set k uses [`public_seed`]`(seed, k)`.
+    pub seed: u64,
+    /// Drawn at run start, written to `run.json` only when the run ends.
+    #[serde(skip)]
+    pub secret_seed: u64,
+    pub public_sets: usize,
+    pub secret_sets: usize,
+    /// Input sets the timing rotates among (taken from the public ones).
+    pub rotation: usize,
+    pub warm_l2: bool,
+    pub min_pairs: usize,
+    pub max_pairs: usize,
+    /// Stop timing once the 95% interval's half-width is below this fraction of the median.
+    pub target_half_width: f64,
+    /// Seconds of timing per candidate at most.
+    pub budget_s: f64,
+    /// A win needs the speedup's lower 95% bound above this.
+    pub win_threshold: f64,
+}
+
+/// Seed of public input set `k` of a run with public seed `seed` (also what `gen` writes).
+pub fn public_seed(seed: u64, k: usize) -> u64 {
+    data_gen::seed::derive(seed, k as u64)
+}
+
+/// One input set to generate.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct SetPlan {
+    /// `public-0`, `secret-1`, `edge-0`, ...
+    pub label: String,
+    pub sizes: Sizes,
+    pub seed: u64,
+}
+
+impl EvalConfig {
+    /// The input sets of `problem`, in the order they are checked: public, secret, edge.
+    pub(super) fn input_sets(&self, problem: &dyn Problem) -> Vec<SetPlan> {
+        let base = problem.sizes(self.preset);
+        let set = |label: String, sizes: &Sizes, seed: u64| SetPlan {
+            label,
+            sizes: sizes.clone(),
+            seed,
+        };
+        let public = (0..self.public_sets)
+            .map(|k| set(format!("public-{k}"), &base, public_seed(self.seed, k)));
+        let secret = (0..self.secret_sets).map(|k| {
+            let seed = data_gen::seed::derive(self.secret_seed, k as u64);
+            set(format!("secret-{k}"), &base, seed)
+        });
+        let edge = problem
+            .edge_sizes(self.preset)
+            .into_iter()
+            .enumerate()
+            .map(|(k, sizes)| {
+                let seed = data_gen::seed::derive(self.seed, 1000 + k as u64);
+                set(format!("edge-{k}"), &sizes, seed)
+            });
+        public.chain(secret).chain(edge).collect()
+    }
+
+    /// A quick check on the emulator (the tests' configuration): `ci` sizes, two public and one
+    /// secret input set, both public sets rotated, two timed pairs, at most 5 s of timing.
+    pub fn quick_ci(seed: u64, secret_seed: u64) -> Self {
+        EvalConfig {
+            preset: Preset::Ci,
+            seed,
+            secret_seed,
+            public_sets: 2,
+            secret_sets: 1,
+            rotation: 2,
+            warm_l2: false,
+            min_pairs: 2,
+            max_pairs: 2,
+            target_half_width: 0.01,
+            budget_s: 5.0,
+            win_threshold: 1.0,
+        }
+    }
+
+    /// Input sets the timing rotates among: the first public ones.
+    pub(super) fn rotation_sets(&self) -> usize {
+        self.rotation.clamp(1, self.public_sets)
+    }
+}
+
+/// `quick_ci` with `public_sets` public and `secret_sets` secret sets, for the tests of
+/// `evaluate`.
+#[cfg(test)]
+pub(super) fn ci_config(public_sets: usize, secret_sets: usize) -> EvalConfig {
+    EvalConfig {
+        public_sets,
+        secret_sets,
+        ..EvalConfig::quick_ci(7, 99)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_are_public_then_secret_then_edge_with_their_seeds() {
+        let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let cfg = ci_config(2, 1);
+        let sets = cfg.input_sets(problem);
+        let edges = problem.edge_sizes(Preset::Ci);
+        assert!(!edges.is_empty());
+        let labels: Vec<&str> = sets.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(&labels[..3], ["public-0", "public-1", "secret-0"]);
+        assert_eq!(labels.len(), 3 + edges.len());
+        assert_eq!(sets[1].seed, public_seed(7, 1));
+        assert_eq!(sets[2].seed, data_gen::seed::derive(99, 0));
+        assert_eq!(sets[3].seed, data_gen::seed::derive(7, 1000));
+        assert_eq!(sets[0].sizes, problem.sizes(Preset::Ci));
+        assert_eq!(sets[3].sizes, edges[0]);
+    }
+
+    #[test]
+    fn the_rotation_takes_one_to_all_public_sets() {
+        assert_eq!(ci_config(1, 0).rotation_sets(), 1);
+        let mut cfg = ci_config(5, 0);
+        assert_eq!(cfg.rotation_sets(), 2);
+        cfg.rotation = 0;
+        assert_eq!(cfg.rotation_sets(), 1);
+        cfg.rotation = 9;
+        assert_eq!(cfg.rotation_sets(), 5);
+    }
+}

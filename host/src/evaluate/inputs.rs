@@ -1,0 +1,203 @@
+//! One problem's input sets on the device ([`DeviceSet`]): each set generated from its seed,
+//! its oracle and work computed, its inputs uploaded and fingerprinted, and its output buffers:
+//! one set for the reference and one for the candidate ([`Side`]), so the reference's outputs
+//! are never where a candidate writes, plus the initial values of in-out tensors, copied back
+//! into the outputs before every run.
+use super::config::SetPlan;
+use crate::backend::{Backend, BackendError};
+use crate::plan::Buffers;
+use bench_problems::check::poison_pattern;
+use bench_problems::spec::shape_of;
+use bench_problems::{InputSet, OracleOutput, Preset, Problem, Role, TensorSpec, Work};
+use std::collections::BTreeMap;
+
+/// Whose output buffers a run writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Side {
+    Reference,
+    Candidate,
+}
+
+/// One input set on the device.
+pub(super) struct DeviceSet {
+    /// `public-0`, `secret-1`, `edge-0`, ...
+    pub label: String,
+    pub input: InputSet,
+    pub oracle: BTreeMap<String, OracleOutput>,
+    pub work: Work,
+    pub inputs: Buffers,
+    /// Fingerprints of the inputs as uploaded.
+    pub fingerprints: BTreeMap<String, u64>,
+    ref_outputs: Buffers,
+    cand_outputs: Buffers,
+    /// Initial values of in-out tensors, copied into the outputs before every run.
+    pristine: Buffers,
+}
+
+/// The problem's input tensors.
+pub(super) fn input_specs(p: &dyn Problem) -> Vec<TensorSpec> {
+    p.tensors()
+        .into_iter()
+        .filter(|t| t.role == Role::Input)
+        .collect()
+}
+
+/// The problem's output and in-out tensors.
+pub(super) fn output_specs(p: &dyn Problem) -> Vec<TensorSpec> {
+    p.tensors()
+        .into_iter()
+        .filter(|t| t.role != Role::Input)
+        .collect()
+}
+
+impl DeviceSet {
+    /// Generates the set `plan` names, computes its oracle and puts it on the device.
+    pub fn generate(
+        backend: &mut dyn Backend,
+        problem: &dyn Problem,
+        preset: Preset,
+        plan: SetPlan,
+    ) -> anyhow::Result<Self> {
+        let input = problem.generate(preset, &plan.sizes, plan.seed)?;
+        let oracle = problem.oracle(&input)?;
+        let work = problem.work(&input);
+        let mut inputs = Buffers::new();
+        let mut fingerprints = BTreeMap::new();
+        for spec in input_specs(problem) {
+            let t = input.tensors.get(spec.name)?;
+            let buf = backend.alloc(t.bytes.len())?;
+            backend.upload(&buf, &t.bytes)?;
+            fingerprints.insert(spec.name.to_string(), backend.fingerprint(&buf)?);
+            inputs.insert(spec.name.to_string(), buf);
+        }
+        let mut ref_outputs = Buffers::new();
+        let mut cand_outputs = Buffers::new();
+        let mut pristine = Buffers::new();
+        for spec in output_specs(problem) {
+            let numel: usize = shape_of(&spec, &input.sizes)?.iter().product();
+            let bytes = numel * spec.dtype.size_bytes();
+            ref_outputs.insert(spec.name.to_string(), backend.alloc(bytes)?);
+            cand_outputs.insert(spec.name.to_string(), backend.alloc(bytes)?);
+            if spec.role == Role::InOut {
+                let initial = input.tensors.get(spec.name)?;
+                anyhow::ensure!(
+                    initial.bytes.len() == bytes,
+                    "in-out tensor `{}`: initial value has the wrong size",
+                    spec.name
+                );
+                let buf = backend.alloc(bytes)?;
+                backend.upload(&buf, &initial.bytes)?;
+                pristine.insert(spec.name.to_string(), buf);
+            }
+        }
+        Ok(DeviceSet {
+            label: plan.label,
+            input,
+            oracle,
+            work,
+            inputs,
+            fingerprints,
+            ref_outputs,
+            cand_outputs,
+            pristine,
+        })
+    }
+
+    /// The output buffers `side` writes.
+    pub fn outputs(&self, side: Side) -> &Buffers {
+        match side {
+            Side::Reference => &self.ref_outputs,
+            Side::Candidate => &self.cand_outputs,
+        }
+    }
+
+    /// Whether the problem has in-out tensors (restored before every run, timed ones too).
+    pub fn has_in_out(&self) -> bool {
+        !self.pristine.is_empty()
+    }
+
+    /// Before a run: in-out tensors of `side` get their initial value back; its outputs get the
+    /// poison (`poison`; timed runs skip it, so a kernel cannot lean on it).
+    pub fn reset_outputs(
+        &self,
+        backend: &mut dyn Backend,
+        problem: &dyn Problem,
+        side: Side,
+        poison: bool,
+    ) -> Result<(), BackendError> {
+        let outputs = self.outputs(side);
+        for spec in output_specs(problem) {
+            if let Some(initial) = self.pristine.get(spec.name) {
+                backend.copy(&outputs[spec.name], initial)?;
+            } else if poison {
+                backend.fill(&outputs[spec.name], &poison_pattern(spec.dtype))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees every device buffer of the set.
+    pub fn release(self, backend: &mut dyn Backend) {
+        let all = self
+            .inputs
+            .into_values()
+            .chain(self.ref_outputs.into_values())
+            .chain(self.cand_outputs.into_values());
+        for b in all.chain(self.pristine.into_values()) {
+            backend.free(b);
+        }
+    }
+}
+
+/// The first `n` public `ci` input sets of `problem` on `backend`, for the tests of `evaluate`.
+#[cfg(test)]
+pub(super) fn ci_sets(
+    backend: &mut dyn Backend,
+    problem: &dyn Problem,
+    n: usize,
+) -> Vec<DeviceSet> {
+    let plans = super::config::ci_config(n, 0).input_sets(problem);
+    let generate = |plan| DeviceSet::generate(&mut *backend, problem, Preset::Ci, plan).unwrap();
+    plans.into_iter().take(n).map(generate).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::emu::EmuBackend;
+
+    #[test]
+    fn each_side_has_its_own_outputs_and_in_out_tensors_start_from_their_initial_value() {
+        let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
+        let mut backend = EmuBackend::new();
+        let set = ci_sets(&mut backend, problem, 1).remove(0);
+        assert_eq!(set.label, "public-0");
+        for spec in input_specs(problem) {
+            let uploaded = backend.download(&set.inputs[spec.name]).unwrap();
+            assert_eq!(uploaded, set.input.tensors.get(spec.name).unwrap().bytes);
+            let fp = backend.fingerprint(&set.inputs[spec.name]).unwrap();
+            assert_eq!(fp, set.fingerprints[spec.name]);
+        }
+        assert!(set.has_in_out());
+        let (reference, candidate) = (set.outputs(Side::Reference), set.outputs(Side::Candidate));
+        for spec in output_specs(problem) {
+            assert_ne!(reference[spec.name], candidate[spec.name], "{}", spec.name);
+        }
+        set.reset_outputs(&mut backend, problem, Side::Candidate, true)
+            .unwrap();
+        for spec in output_specs(problem) {
+            let got = backend.download(&candidate[spec.name]).unwrap();
+            if spec.role == Role::InOut {
+                assert_eq!(got, set.input.tensors.get(spec.name).unwrap().bytes);
+            } else {
+                let poison = poison_pattern(spec.dtype);
+                assert!(
+                    got.chunks(poison.len()).all(|c| c == poison),
+                    "{}",
+                    spec.name
+                );
+            }
+        }
+        set.release(&mut backend);
+    }
+}

@@ -1,0 +1,146 @@
+//! Loading a plan for evaluation: its module loaded or compiled (a failure is the plan's status:
+//! `skipped`, `compile_error` or `runtime_error`), its scratch buffers allocated for every input
+//! set, and its launches bound to each set's buffers on one side.
+use super::inputs::{DeviceSet, Side};
+use crate::backend::{Backend, BackendError, Buffer, Launch, ModuleId};
+use crate::candidate::Candidate;
+use crate::plan;
+use crate::record::Status;
+
+/// A loaded plan: its module, the launches bound for every input set, and its scratch.
+pub(super) struct Loaded {
+    pub module: ModuleId,
+    /// One bound plan per input set, in the order of the sets.
+    pub plans: Vec<Vec<Launch>>,
+    pub scratch: Vec<Buffer>,
+}
+
+/// Where a candidate's plan comes from, for messages.
+fn manifest_path(cand: &Candidate) -> String {
+    if cand.origin == "reference" {
+        "the reference plan".into()
+    } else {
+        format!("{}/candidate.toml", cand.origin)
+    }
+}
+
+/// Loads `cand`'s module and binds its plan on every set, writing `side`'s outputs (scratch
+/// allocated per set).
+pub(super) fn load(
+    backend: &mut dyn Backend,
+    sets: &[DeviceSet],
+    cand: &Candidate,
+    side: Side,
+) -> Result<Loaded, (Status, String)> {
+    let module = backend.load_module(&cand.source).map_err(|e| match e {
+        BackendError::Unsupported(m) => (Status::Skipped, m),
+        BackendError::Compile(m) => (Status::CompileError, m),
+        other => (Status::RuntimeError, other.to_string()),
+    })?;
+    let mut plans = Vec::new();
+    let mut scratch = Vec::new();
+    for set in sets {
+        let mut buffers = set.inputs.clone();
+        buffers.extend(set.outputs(side).clone());
+        let sizes = &set.input.sizes;
+        for (k, s) in cand.scratch.iter().enumerate() {
+            let field = format!("{}: scratch[{k}].bytes (`{}`)", manifest_path(cand), s.name);
+            let bytes = s
+                .bytes
+                .eval(sizes)
+                .map_err(|e| (Status::RuntimeError, format!("{field}: {e}")))?;
+            if bytes < 0 {
+                return Err((Status::RuntimeError, format!("{field} = {bytes}: negative")));
+            }
+            let free = backend.free_memory();
+            if bytes as usize > free {
+                return Err((
+                    Status::RuntimeError,
+                    format!("{field} = {bytes}: more than the {free} bytes of device memory free"),
+                ));
+            }
+            let buf = backend
+                .alloc(bytes as usize)
+                .map_err(|e| (Status::RuntimeError, format!("scratch `{}`: {e}", s.name)))?;
+            scratch.push(buf);
+            buffers.insert(s.name.clone(), buf);
+        }
+        let scalars = &set.input.scalars;
+        let bound = plan::bind(cand, sizes, scalars, &buffers, backend, module)
+            .map_err(|e| (Status::RuntimeError, e))?;
+        plans.push(bound);
+    }
+    Ok(Loaded {
+        module,
+        plans,
+        scratch,
+    })
+}
+
+impl Loaded {
+    /// Runs the plan bound for set `set` (queued on the stream; no synchronisation).
+    pub fn run(&self, backend: &mut dyn Backend, set: usize) -> Result<(), BackendError> {
+        plan::run(backend, self.module, &self.plans[set])
+    }
+
+    /// Frees the scratch buffers (the module stays loaded).
+    pub fn free_scratch(self, backend: &mut dyn Backend) {
+        for b in self.scratch {
+            backend.free(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::inputs::ci_sets;
+    use super::*;
+    use crate::backend::emu::EmuBackend;
+    use crate::candidate::{reference_candidate, ModuleSource};
+    use bench_problems::{Dim, ScratchSpec};
+
+    #[test]
+    fn a_plan_is_bound_once_per_set_to_the_sides_outputs() {
+        let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let mut backend = EmuBackend::new();
+        let sets = ci_sets(&mut backend, problem, 2);
+        let cand = reference_candidate(problem);
+        let loaded = load(&mut backend, &sets, &cand, Side::Candidate).unwrap();
+        assert_eq!(loaded.plans.len(), 2);
+        let out = backend.address(&sets[1].outputs(Side::Candidate)["out"]);
+        let not = backend.address(&sets[1].outputs(Side::Reference)["out"]);
+        assert!(loaded.plans[1][0].args.contains(&out));
+        assert!(!loaded.plans[1][0].args.contains(&not));
+    }
+
+    #[test]
+    fn load_failures_become_statuses_naming_the_field() {
+        let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let mut backend = EmuBackend::new();
+        let sets = ci_sets(&mut backend, problem, 2);
+        let mut cuda = reference_candidate(problem);
+        cuda.source = ModuleSource::Cuda {
+            file: "k.cu".into(),
+            code: String::new(),
+        };
+        let (status, _) = load(&mut backend, &sets, &cuda, Side::Candidate)
+            .err()
+            .unwrap();
+        assert_eq!(status, Status::Skipped);
+        let mut huge = reference_candidate(problem);
+        huge.origin = "somewhere/huge".into();
+        huge.scratch = vec![ScratchSpec {
+            name: "tmp".into(),
+            bytes: Dim::Expr("B - B - 8".into()),
+        }];
+        let (status, msg) = load(&mut backend, &sets, &huge, Side::Candidate)
+            .err()
+            .unwrap();
+        assert_eq!(status, Status::RuntimeError);
+        assert!(
+            msg.contains("somewhere/huge/candidate.toml: scratch[0].bytes (`tmp`)")
+                && msg.contains("negative"),
+            "{msg}"
+        );
+    }
+}

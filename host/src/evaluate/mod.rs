@@ -1,0 +1,263 @@
+//! Evaluates candidates of one problem (DESIGN §6–7): generates the input sets (public seeds,
+//! secret seeds, edge cases), computes the oracle, checks the reference and each candidate on
+//! every set with poisoned outputs and input fingerprints, then times candidate and reference
+//! interleaved on rotating input sets with the L2 flushed, rechecks the timed outputs, and flags
+//! times below the physical floor as `suspect`.
+//!
+//! [`ProblemRun`] holds the run and decides the verdicts; its parts are `config` (which input
+//! sets), `inputs` (the sets on the device), `load` (a plan's module, scratch and bound
+//! launches), `verify` (poisoned runs, output and input checks, the recheck) and `timing`.
+mod config;
+mod inputs;
+mod load;
+mod timing;
+mod verify;
+
+pub use config::{public_seed, EvalConfig};
+
+use crate::backend::{Backend, BackendError};
+use crate::candidate::{reference_candidate, Candidate};
+use crate::record::{Ceilings, Record, Status};
+use bench_problems::{Problem, Work};
+use inputs::{DeviceSet, Side};
+use load::Loaded;
+use timing::{timing_stats, PairTimes, Timer};
+use verify::Verifier;
+
+/// One problem's input sets on the device, with the reference loaded.
+pub struct ProblemRun<'a> {
+    backend: &'a mut dyn Backend,
+    problem: &'static dyn Problem,
+    cfg: EvalConfig,
+    ceilings: Option<Ceilings>,
+    sets: Vec<DeviceSet>,
+    reference: Candidate,
+    /// The reference's plan, once it passed its own check.
+    reference_plan: Option<Loaded>,
+}
+
+impl<'a> ProblemRun<'a> {
+    /// Generates, uploads and computes the oracle of every input set.
+    pub fn prepare(
+        backend: &'a mut dyn Backend,
+        problem: &'static dyn Problem,
+        cfg: EvalConfig,
+        ceilings: Option<Ceilings>,
+    ) -> anyhow::Result<Self> {
+        let mut sets = Vec::new();
+        for plan in cfg.input_sets(problem) {
+            sets.push(DeviceSet::generate(
+                &mut *backend,
+                problem,
+                cfg.preset,
+                plan,
+            )?);
+        }
+        anyhow::ensure!(
+            cfg.public_sets >= 1,
+            "at least one public input set is needed"
+        );
+        let reference = reference_candidate(problem);
+        Ok(ProblemRun {
+            backend,
+            problem,
+            cfg,
+            ceilings,
+            sets,
+            reference,
+            reference_plan: None,
+        })
+    }
+
+    /// The sets the timing rotates among.
+    fn rotation(&self) -> &[DeviceSet] {
+        &self.sets[..self.cfg.rotation_sets()]
+    }
+
+    /// The mean work of one timed run.
+    fn work(&self) -> Work {
+        let sets = self.rotation();
+        let r = sets.len() as f64;
+        let mut w = Work::default();
+        for s in sets {
+            w.compulsory_bytes += s.work.compulsory_bytes / r;
+            w.logical_bytes += s.work.logical_bytes / r;
+            w.flops += s.work.flops / r;
+        }
+        w
+    }
+
+    /// A verifier on the backend, with every set (borrowed beside it).
+    fn verifier(&mut self) -> (Verifier<'_>, &[DeviceSet]) {
+        let verifier = Verifier {
+            backend: &mut *self.backend,
+            problem: self.problem,
+        };
+        (verifier, &self.sets)
+    }
+
+    /// A timer on the backend, with the sets the timing rotates among.
+    fn timer(&mut self) -> (Timer<'_>, &[DeviceSet]) {
+        let timer = Timer {
+            backend: &mut *self.backend,
+            problem: self.problem,
+            cfg: &self.cfg,
+        };
+        (timer, &self.sets[..self.cfg.rotation_sets()])
+    }
+
+    /// A record of `cand` with the work and floor of a timed run.
+    fn new_record(&self, cand: &Candidate) -> Record {
+        let mut rec = Record::new(self.problem.name(), &cand.name, &cand.group, &cand.origin);
+        rec.work = Some(self.work());
+        rec.floor_ms = self.ceilings.map(|c| c.floor_ms(&self.work()));
+        rec
+    }
+
+    /// Checks and times the reference alone. Must be called before [`Self::evaluate`].
+    pub fn reference_record(&mut self) -> Record {
+        let mut rec = self.new_record(&self.reference);
+        let stats: Vec<serde_json::Value> = self
+            .rotation()
+            .iter()
+            .map(|s| serde_json::json!({"set": s.label, "seed": s.input.seed, "sizes": s.input.sizes, "stats": self.problem.input_stats(&s.input)}))
+            .collect();
+        rec.input_stats = Some(serde_json::Value::Array(stats));
+        let plan = match load::load(
+            &mut *self.backend,
+            &self.sets,
+            &self.reference,
+            Side::Reference,
+        ) {
+            Ok(x) => x,
+            Err((status, msg)) => {
+                rec.status = status;
+                rec.message = msg;
+                return rec;
+            }
+        };
+        let (mut verifier, sets) = self.verifier();
+        let (checks, fail) = verifier.check_all(sets, &plan, Side::Reference);
+        rec.checks = checks;
+        if let Some((status, msg)) = fail {
+            rec.status = status;
+            rec.message = format!("THE REFERENCE FAILED ITS OWN CHECK: {msg}");
+            return rec;
+        }
+        let (mut timer, sets) = self.timer();
+        let series = timer.reference_series(sets, &plan);
+        self.reference_plan = Some(plan);
+        match series {
+            Ok(ms) => {
+                rec.status = Status::Correct;
+                rec.timing = Some(timing_stats(&ms, &self.work(), self.ceilings));
+            }
+            Err(e) => {
+                rec.status = Status::RuntimeError;
+                rec.message = e.to_string();
+            }
+        }
+        rec
+    }
+
+    /// Checks, times and rechecks one candidate against the reference.
+    pub fn evaluate(&mut self, cand: &Candidate) -> Record {
+        let mut rec = self.new_record(cand);
+        let Some(reference) = self.reference_plan.take() else {
+            rec.message = "the reference did not pass, so nothing is compared with it".into();
+            rec.expected_status = cand.expect.clone();
+            return rec;
+        };
+        match load::load(&mut *self.backend, &self.sets, cand, Side::Candidate) {
+            Ok(plan) => {
+                self.check_and_time(&reference, &plan, &mut rec);
+                plan.free_scratch(&mut *self.backend);
+            }
+            Err((status, msg)) => {
+                rec.status = status;
+                rec.message = msg;
+            }
+        }
+        self.reference_plan = Some(reference);
+        rec.expected_status = cand.expect.clone();
+        rec
+    }
+
+    /// The verdict on a loaded candidate: checked, timed against `reference`, rechecked, and
+    /// judged against the floor and the win threshold.
+    fn check_and_time(&mut self, reference: &Loaded, plan: &Loaded, rec: &mut Record) {
+        let (mut verifier, sets) = self.verifier();
+        let (checks, fail) = verifier.check_all(sets, plan, Side::Candidate);
+        rec.checks = checks;
+        if let Some((status, msg)) = fail {
+            rec.status = status;
+            rec.message = msg;
+            return;
+        }
+        let (mut timer, sets) = self.timer();
+        match timer.pairs(sets, reference, plan) {
+            Ok(pairs) => self.record_times(&pairs, rec),
+            Err(e) => {
+                rec.status = Status::RuntimeError;
+                rec.message = format!("while timing: {e}");
+                return;
+            }
+        }
+        // Recheck what the timed runs left (no poison in between): against the oracle and
+        // against the reference's output on the same inputs.
+        let rotation = self.cfg.rotation_sets();
+        let (mut verifier, sets) = self.verifier();
+        match verifier.recheck(&sets[..rotation], &mut rec.checks) {
+            Ok(None) => rec.status = Status::Correct,
+            Ok(Some(msg)) => {
+                rec.status = Status::Incorrect;
+                rec.message = msg;
+            }
+            Err(e) => {
+                rec.status = Status::RuntimeError;
+                rec.message = format!("while rechecking: {e}");
+            }
+        }
+        if rec.status == Status::Correct {
+            if let (Some(floor), Some(t)) = (rec.floor_ms, &rec.timing) {
+                if t.median_ms < floor {
+                    rec.status = Status::Suspect;
+                    rec.message = format!(
+                        "median {:.4} ms is below the physical floor {:.4} ms: impossible, not counted as a win",
+                        t.median_ms, floor
+                    );
+                }
+            }
+        }
+        rec.win = rec.status == Status::Correct
+            && rec
+                .speedup
+                .as_ref()
+                .is_some_and(|s| s.ci_low > self.cfg.win_threshold);
+    }
+
+    fn record_times(&self, pairs: &PairTimes, rec: &mut Record) {
+        let work = self.work();
+        rec.speedup = Some(pairs.speedup(self.cfg.seed));
+        rec.timing = Some(timing_stats(&pairs.candidate, &work, self.ceilings));
+        rec.reference_timing = Some(timing_stats(&pairs.reference, &work, self.ceilings));
+    }
+
+    /// Whether the device still works after a fault (a CUDA illegal address is sticky: every
+    /// later call fails).
+    pub fn device_health(&mut self) -> Result<(), BackendError> {
+        self.backend.synchronize()?;
+        let probe = self.backend.alloc(256)?;
+        self.backend.fill(&probe, &[0])?;
+        self.backend.synchronize()?;
+        self.backend.free(probe);
+        Ok(())
+    }
+
+    /// Frees every device buffer of the problem.
+    pub fn release(self) {
+        for set in self.sets {
+            set.release(&mut *self.backend);
+        }
+    }
+}
