@@ -30,16 +30,25 @@ pub trait Problem: Send + Sync {
         let _ = preset;
         Vec::new()
     }
-    /// Input sets with special values (±inf, NaN, −0, ties, all-equal), each a label and a set,
-    /// made from `seed`: the runner checks them like edge sets (`special-<label>`), never
-    /// times them. The oracle must say what each output is on them (NaN where eager gives NaN).
-    fn special_sets(
+    /// Names of the input sets with special values (±inf, NaN, −0, ties, all-equal) that the
+    /// runner checks like edge sets (`special-<name>`), never times. The oracle must say what
+    /// each output is on them (NaN where eager gives NaN).
+    fn special_sets(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+    /// Generates special-value set `name` (one of [`Problem::special_sets`]) at `preset`'s
+    /// sizes from `seed`.
+    fn generate_special(
         &self,
+        name: &str,
         preset: Preset,
         seed: u64,
-    ) -> Result<Vec<(String, InputSet)>, ProblemError> {
+    ) -> Result<InputSet, ProblemError> {
         let _ = (preset, seed);
-        Ok(Vec::new())
+        Err(ProblemError::invalid(
+            self.name(),
+            format!("no special-value input set `{name}`"),
+        ))
     }
     /// The oracle: every output (and in-out tensor after the update), by name.
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError>;

@@ -76,7 +76,8 @@ mod tests {
         use crate::signature::{shape_of, Role};
         let mut declared = 0;
         for p in crate::all_problems() {
-            for (label, set) in p.special_sets(crate::Preset::Ci, 3).unwrap() {
+            for label in p.special_sets() {
+                let set = p.generate_special(label, crate::Preset::Ci, 3).unwrap();
                 declared += 1;
                 let oracle = p.oracle(&set).unwrap();
                 let mut non_finite = 0;
@@ -104,6 +105,8 @@ mod tests {
             }
         }
         assert!(declared >= 3, "problems 1, 2 and 12 declare special sets");
+        let p = crate::find_problem("fm_interaction").unwrap();
+        assert!(p.generate_special("nope", crate::Preset::Ci, 3).is_err());
     }
 
     #[test]

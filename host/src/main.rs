@@ -1,12 +1,12 @@
 //! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `check`,
-//! `report` and `project`; this file parses them and calls the library, where all work lives.
+//! `report`, `project` and `new-problem`; this file parses them and calls the library, where all work lives.
 use bench_problems::Preset;
 use clap::{Parser, Subcommand};
 use dlrm_bench::evaluate::EvalConfig;
 use dlrm_bench::input_files::{self, GenArgs};
 use dlrm_bench::input_stats::{self, StatsArgs};
 use dlrm_bench::runner::{self, RunOptions};
-use dlrm_bench::{catalog, parse_preset, projection, report, static_check, worker};
+use dlrm_bench::{catalog, parse_preset, projection, report, scaffold, static_check, worker};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -64,6 +64,18 @@ enum Command {
         /// Use only this candidate group's wins (default: the fastest win of any group).
         #[arg(long)]
         group: Option<String>,
+    },
+    /// Write a new problem's module, kernel module and KernelBench file from a sibling, names
+    /// replaced, and register it (docs/adding-a-problem.md).
+    NewProblem {
+        /// The new problem's name (snake_case).
+        name: String,
+        /// The existing problem to start from.
+        #[arg(long)]
+        like: String,
+        /// The repository's root.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
     },
     /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
     /// each launch's arguments against the kernel's parameters.
@@ -140,6 +152,9 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Stats(args) => print!("{}", input_stats::render(&args)?),
         Command::Run(args) => return run(args),
         Command::Worker => worker::main()?,
+        Command::NewProblem { name, like, repo } => {
+            println!("{}", scaffold::new_problem_command(&repo, &name, &like)?)
+        }
         Command::Check { dirs, arch } => static_check::check_dirs(&dirs, &arch)?,
         Command::Report {
             results,

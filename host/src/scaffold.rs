@@ -242,6 +242,39 @@ pub fn new_problem(
     })
 }
 
+/// `dlrm-bench new-problem NAME --like EXISTING [--repo DIR]`: the next catalog number, the
+/// sibling from the registry; returns what to tell the user.
+pub fn new_problem_command(repo: &Path, name: &str, like: &str) -> anyhow::Result<String> {
+    let sibling = bench_problems::find_problem(like)
+        .with_context(|| format!("unknown problem `{like}` (see `dlrm-bench list`)"))?;
+    ensure!(
+        bench_problems::find_problem(name).is_none(),
+        "problem `{name}` exists already"
+    );
+    ensure!(
+        repo.join("bench-problems/src/problems/mod.rs").is_file(),
+        "{} is not the DLRM-Bench repository (no bench-problems/src/problems/mod.rs); pass --repo",
+        repo.display()
+    );
+    let number = bench_problems::all_problems().len() as u32 + 1;
+    let done = new_problem(repo, name, number, like, sibling.number())?;
+    let list = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|p| format!("  {}", p.strip_prefix(repo).unwrap_or(p).display()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Ok(format!(
+        "problem {number}, `{name}`, from `{like}`.\nwritten:\n{}\nregistered in:\n{}\n\
+         Now make them compute `{name}` (signature, inputs, oracle, work, reference kernels, \
+         the KernelBench Model, the peer's bytes and oracle), then run `cargo test --workspace`; \
+         docs/adding-a-problem.md is the guide.",
+        list(&done.written),
+        list(&done.registered)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

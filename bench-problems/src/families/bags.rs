@@ -101,6 +101,9 @@ pub fn one_bag(mut sizes: Sizes) -> Sizes {
     sizes
 }
 
+/// Name of the special-value set of [`non_finite_rows`].
+pub const NON_FINITE_ROWS: &str = "non-finite-rows";
+
 /// The special-value set of a bag problem (`Problem::special_sets`): a generated set whose
 /// weight rows looked up first by the first four nonempty bags start with NaN, +inf, −inf and
 /// −0, so those bags' sums must carry NaN and infinities exactly as eager's do.
@@ -108,7 +111,7 @@ pub fn non_finite_rows(
     problem: &dyn crate::problem::Problem,
     preset: Preset,
     seed: u64,
-) -> Result<Vec<(String, InputSet)>, ProblemError> {
+) -> Result<InputSet, ProblemError> {
     let set = problem.generate(preset, &problem.sizes(preset), seed)?;
     let (indices, offsets) = (set.i64s("indices")?, set.i64s("offsets")?);
     let rows: Vec<usize> = offsets
@@ -118,8 +121,7 @@ pub fn non_finite_rows(
         .map(|w| indices[w[0] as usize] as usize)
         .collect();
     let d = set.count("D");
-    let set = crate::special::with_special_values(set, "weight", d, &rows)?;
-    Ok(vec![("non-finite-rows".into(), set)])
+    crate::special::with_special_values(set, "weight", d, &rows)
 }
 
 /// The log-normal bag lengths (σ = 1) of a single-table problem: mean 8 up to 64 at `ci` (short

@@ -80,8 +80,15 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         vec![bags::one_bag(self.sizes(preset))]
     }
 
-    fn special_sets(&self, preset: Preset, seed: u64) -> Result<Vec<(String, InputSet)>, ProblemError> {
-        bags::non_finite_rows(self, preset, seed)
+    fn special_sets(&self) -> Vec<&'static str> {
+        vec![bags::NON_FINITE_ROWS]
+    }
+
+    fn generate_special(&self, name: &str, preset: Preset, seed: u64) -> Result<InputSet, ProblemError> {
+        match name {
+            bags::NON_FINITE_ROWS => bags::non_finite_rows(self, preset, seed),
+            _ => Err(ProblemError::invalid(NAME, format!("no special set `{name}`"))),
+        }
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {

@@ -51,6 +51,9 @@ pub fn fm_f64(x: &[f64], b: usize, f: usize, k: usize) -> Vec<f64> {
         .collect()
 }
 
+/// The special-value set: NaN, ±inf and −0 in x.
+const NON_FINITE_FIELDS: &str = "non-finite-fields";
+
 impl Problem for FmInteraction {
     problem_identity!(
         12,
@@ -88,13 +91,19 @@ impl Problem for FmInteraction {
         Ok(uniform(set, seed, "x", &[b, f, k], (-1.0, 1.0))?.build())
     }
 
-    fn special_sets(&self, preset: Preset, seed: u64) -> Result<Vec<(String, InputSet)>, ProblemError> {
+    fn special_sets(&self) -> Vec<&'static str> {
+        vec![NON_FINITE_FIELDS]
+    }
+
+    fn generate_special(&self, name: &str, preset: Preset, seed: u64) -> Result<InputSet, ProblemError> {
+        if name != NON_FINITE_FIELDS {
+            return Err(ProblemError::invalid(self.name(), format!("no special set `{name}`")));
+        }
         // x[b, 0, 0] of samples 1–4 is NaN, +inf, −inf and −0: out is NaN for the first three
         // ((Σx)² − Σx² is inf − inf), finite for the fourth.
         let set = self.generate(preset, &self.sizes(preset), seed)?;
         let row = set.count("F") * set.count("K");
-        let set = crate::special::with_special_values(set, "x", row, &[1, 2, 3, 4])?;
-        Ok(vec![("non-finite-fields".into(), set)])
+        crate::special::with_special_values(set, "x", row, &[1, 2, 3, 4])
     }
 
     fn edge_sizes(&self, _preset: Preset) -> Vec<Sizes> {

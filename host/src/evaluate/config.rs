@@ -39,16 +39,20 @@ pub(super) struct SetPlan {
     pub label: String,
     pub sizes: Sizes,
     pub seed: u64,
+    /// The problem's special-value set of this name instead of a plain generated one.
+    pub special: Option<&'static str>,
 }
 
 impl EvalConfig {
-    /// The input sets of `problem`, in the order they are checked: public, secret, edge.
+    /// The input sets of `problem`, in the order they are checked: public, secret, edge,
+    /// special-value (seed `derive(seed, 2000 + k)`).
     pub(super) fn input_sets(&self, problem: &dyn Problem) -> Vec<SetPlan> {
         let base = problem.sizes(self.preset);
         let set = |label: String, sizes: &Sizes, seed: u64| SetPlan {
             label,
             sizes: sizes.clone(),
             seed,
+            special: None,
         };
         let public = (0..self.public_sets)
             .map(|k| set(format!("public-{k}"), &base, public_seed(self.seed, k)));
@@ -64,7 +68,19 @@ impl EvalConfig {
                 let seed = data_gen::seed::derive(self.seed, 1000 + k as u64);
                 set(format!("edge-{k}"), &sizes, seed)
             });
-        public.chain(secret).chain(edge).collect()
+        let special = problem
+            .special_sets()
+            .into_iter()
+            .enumerate()
+            .map(|(k, name)| SetPlan {
+                special: Some(name),
+                ..set(
+                    format!("special-{name}"),
+                    &base,
+                    data_gen::seed::derive(self.seed, 2000 + k as u64),
+                )
+            });
+        public.chain(secret).chain(edge).chain(special).collect()
     }
 
     /// A quick check on the emulator (the tests' configuration): `ci` sizes, two public and one
@@ -108,7 +124,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sets_are_public_then_secret_then_edge_with_their_seeds() {
+    fn sets_are_public_then_secret_then_edge_then_special_with_their_seeds() {
         let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
         let cfg = ci_config(2, 1);
         let sets = cfg.input_sets(problem);
@@ -116,7 +132,13 @@ mod tests {
         assert!(!edges.is_empty());
         let labels: Vec<&str> = sets.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(&labels[..3], ["public-0", "public-1", "secret-0"]);
-        assert_eq!(labels.len(), 3 + edges.len());
+        let specials = problem.special_sets();
+        assert!(!specials.is_empty());
+        assert_eq!(labels.len(), 3 + edges.len() + specials.len());
+        let last = sets.last().unwrap();
+        assert_eq!(last.label, format!("special-{}", specials[0]));
+        assert_eq!(last.special, Some(specials[0]));
+        assert_eq!(last.seed, data_gen::seed::derive(7, 2000));
         assert_eq!(sets[1].seed, public_seed(7, 1));
         assert_eq!(sets[2].seed, data_gen::seed::derive(99, 0));
         assert_eq!(sets[3].seed, data_gen::seed::derive(7, 1000));

@@ -58,7 +58,10 @@ impl DeviceSet {
         preset: Preset,
         plan: SetPlan,
     ) -> anyhow::Result<Self> {
-        let input = problem.generate(preset, &plan.sizes, plan.seed)?;
+        let input = match plan.special {
+            Some(name) => problem.generate_special(name, preset, plan.seed)?,
+            None => problem.generate(preset, &plan.sizes, plan.seed)?,
+        };
         let oracle = problem.oracle(&input)?;
         let work = problem.work(&input);
         let mut inputs = Buffers::new();
