@@ -1,6 +1,7 @@
 //! The DLRM-Bench runner as a library: backends, candidates, launch plans, verification and
 //! timing, metrics and reports, and the work of every subcommand. `main.rs` is a thin CLI over
 //! it: it parses the arguments and calls one function here.
+pub mod activity;
 pub mod backend;
 pub mod candidate;
 pub mod catalog;

@@ -132,7 +132,9 @@ struct RunArgs {
     peer: Vec<PathBuf>,
     #[arg(long, default_value = "results")]
     out: PathBuf,
-    /// Seconds one candidate may take before its worker is killed (`timeout`).
+    /// Seconds one execution of a candidate's launch plan may run on the device before its
+    /// worker is killed (`timeout`); the limit is also at most 1000 times the reference's
+    /// median (but never under 10 s). The harness's own work never counts.
     #[arg(long, default_value_t = 180.0)]
     timeout_s: f64,
     /// Project the run's wins onto this workload profile (workloads/README.md): the

@@ -116,6 +116,11 @@ pub struct Record {
     /// Statistics of the timed input sets (reference records only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_stats: Option<serde_json::Value>,
+    /// Seconds of each phase: for a reference, the problem's preparation (inputs, oracle,
+    /// upload) and its own load, check and timing; for a candidate, its load, check, timing
+    /// and recheck.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<crate::activity::PhaseTimes>,
 }
 
 impl Record {
@@ -137,6 +142,7 @@ impl Record {
             pytorch: None,
             input_stats: None,
             expected_status: None,
+            phases: None,
         }
     }
 

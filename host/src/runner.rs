@@ -35,7 +35,8 @@ pub struct RunOptions {
     pub out: PathBuf,
     pub peer: Vec<PathBuf>,
     pub eval: EvalConfig,
-    /// Seconds one candidate may take (checks and timing) before its worker is killed.
+    /// Seconds one execution of a candidate's launch plan may run on the device before its
+    /// worker is killed ([`execution_limit_s`]); the harness's own work never counts.
     pub timeout_s: f64,
     pub command_line: String,
     /// A workload profile to project the run's wins onto (summary and run.json).
@@ -61,6 +62,25 @@ const EMULATOR_BANNER: &str = "\
 
 /// Seconds a worker may spend generating inputs and checking the reference.
 const PREPARE_TIMEOUT_S: f64 = 900.0;
+/// Seconds the harness may go without any report while it evaluates a candidate (a stall of
+/// the harness, never charged to the candidate as a `timeout`).
+const HARNESS_STALL_S: f64 = 900.0;
+/// An execution of a candidate's plan may take at most this many times the reference's median…
+const REFERENCE_MULTIPLE: f64 = 1000.0;
+/// …but is never cut before this many seconds.
+const MIN_EXECUTION_LIMIT_S: f64 = 10.0;
+
+/// Seconds one execution of a candidate's plan may run: `timeout_s`, and at most
+/// [`REFERENCE_MULTIPLE`] times the reference's median (`reference_ms`, when known), never under
+/// [`MIN_EXECUTION_LIMIT_S`] (unless `timeout_s` itself is lower).
+pub fn execution_limit_s(timeout_s: f64, reference_ms: Option<f64>) -> f64 {
+    match reference_ms {
+        Some(ms) if ms > 0.0 => {
+            timeout_s.min((REFERENCE_MULTIPLE * ms / 1e3).max(MIN_EXECUTION_LIMIT_S))
+        }
+        _ => timeout_s,
+    }
+}
 const SECRET_FILE: &str = ".secret_seed";
 
 /// Runs the suite (or finishes the run in `resume`).
@@ -195,6 +215,10 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
             log: &mut log,
             bar: &bar,
             reference_done,
+            reference_ms: previous
+                .iter()
+                .find(|r| r.problem == problem.name() && r.is_reference())
+                .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
         };
         fresh.extend(session.evaluate(&mut pending)?);
     }
@@ -211,6 +235,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
         .collect::<serde_json::Map<_, _>>()
         .into();
+    run_json["wall_s"] = json!((chrono::Utc::now() - started).as_seconds_f64());
+    run_json["phases"] = phase_table(&records);
     write_json(&dir.join("run.json"), &run_json)?;
     let _ = std::fs::remove_file(dir.join(SECRET_FILE));
     // Emulator timings say nothing about a GPU step: no projection from them.
@@ -239,12 +265,39 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         std::fs::write(&summary, md)?;
     }
     println!("results: {} ({} new records)", dir.display(), fresh.len());
+    let all: crate::activity::PhaseTimes =
+        serde_json::from_value(run_json["phases"]["all"].clone()).unwrap_or_default();
+    let phases: Vec<String> = all
+        .0
+        .iter()
+        .map(|(p, s)| format!("{} {s:.1} s", p.describe()))
+        .collect();
+    println!(
+        "time: {:.1} s in all; in the workers: {}",
+        run_json["wall_s"].as_f64().unwrap_or(0.0),
+        phases.join(", ")
+    );
     Ok(RunOutcome {
         dir,
         records,
         metrics,
         on_gpu,
     })
+}
+
+/// Where the run's time went: per problem, the seconds of each phase summed over its reference
+/// (with the problem's preparation) and its candidates, and the same over all problems.
+pub fn phase_table(records: &[Record]) -> serde_json::Value {
+    let mut per_problem: std::collections::BTreeMap<&str, crate::activity::PhaseTimes> =
+        Default::default();
+    let mut all = crate::activity::PhaseTimes::default();
+    for r in records {
+        if let Some(p) = &r.phases {
+            per_problem.entry(&r.problem).or_default().add(p);
+            all.add(p);
+        }
+    }
+    json!({"problems": per_problem, "all": all, "all_s": all.total()})
 }
 
 /// One line for each reference among `records` that failed its own check (a status other
@@ -425,6 +478,17 @@ fn measure_ceilings(exe: &Path, opts: &RunOptions, secret_seed: u64) -> anyhow::
     }
 }
 
+/// What a worker was doing when its time ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stall {
+    /// One execution of the candidate's plan on the device.
+    Execution,
+    /// The harness, between executions.
+    Harness,
+    /// Preparing the inputs and the reference.
+    Prepare,
+}
+
 /// The evaluation of one problem's candidates across as many workers as faults require.
 struct ProblemSession<'a> {
     problem: &'static dyn Problem,
@@ -436,6 +500,8 @@ struct ProblemSession<'a> {
     log: &'a mut RecordLog,
     bar: &'a ProgressBar,
     reference_done: bool,
+    /// The reference's median time, once known (it bounds a candidate's execution time).
+    reference_ms: Option<f64>,
 }
 
 impl ProblemSession<'_> {
@@ -443,6 +509,7 @@ impl ProblemSession<'_> {
         if r.is_reference() {
             attach_peer(&mut r, self.peers);
             self.reference_done = true;
+            self.reference_ms = r.timing.as_ref().map(|t| t.median_ms);
         }
         self.log.append(&r)?;
         self.bar.inc(1);
@@ -507,16 +574,32 @@ impl ProblemSession<'_> {
             let mut device_lost = None;
             let started = Instant::now();
             let progress_before = pending.len();
+            // While a candidate is current, the limit counts only its own device work (from
+            // `Running` to `Done`); between executions the harness may take its time, and only a
+            // silence of HARNESS_STALL_S is cut (and not charged to the candidate).
+            let mut running: Option<Instant> = None;
             let outcome = loop {
-                let (limit, since) = match &current {
-                    Some((_, t)) => (self.opts.timeout_s, *t),
-                    None => (PREPARE_TIMEOUT_S.max(self.opts.timeout_s), started),
+                let (limit, since, stall) = match (&current, running) {
+                    (Some(_), Some(t)) => (
+                        execution_limit_s(self.opts.timeout_s, self.reference_ms),
+                        t,
+                        Stall::Execution,
+                    ),
+                    (Some((_, t)), None) => (HARNESS_STALL_S, *t, Stall::Harness),
+                    (None, _) => (
+                        PREPARE_TIMEOUT_S.max(self.opts.timeout_s),
+                        started,
+                        Stall::Prepare,
+                    ),
                 };
                 let left = Duration::from_secs_f64(limit).saturating_sub(since.elapsed());
-                match worker
+                let event = worker
                     .events
-                    .recv_timeout(left.max(Duration::from_millis(1)))
-                {
+                    .recv_timeout(left.max(Duration::from_millis(1)));
+                if let (Ok(Some(_)), Some((_, last))) = (&event, current.as_mut()) {
+                    *last = Instant::now();
+                }
+                match event {
                     Ok(Some(Event::Record { record })) => {
                         let record = *record;
                         if record.is_reference() && record.status != Status::Correct {
@@ -524,6 +607,7 @@ impl ProblemSession<'_> {
                         }
                         pending.retain(|p| p.display().to_string() != record.origin);
                         current = None;
+                        running = None;
                         self.record(record, &mut out)?;
                     }
                     Ok(Some(Event::Start { candidate })) => {
@@ -531,13 +615,23 @@ impl ProblemSession<'_> {
                             .set_message(format!("{}: {candidate}", self.problem.name()));
                         current = Some((candidate, Instant::now()));
                     }
+                    Ok(Some(Event::Phase { phase })) => {
+                        let what = current.as_ref().map_or("reference", |(c, _)| c.as_str());
+                        self.bar.set_message(format!(
+                            "{}: {what}: {}",
+                            self.problem.name(),
+                            phase.describe()
+                        ));
+                    }
+                    Ok(Some(Event::Running)) => running = Some(Instant::now()),
+                    Ok(Some(Event::Done)) => running = None,
                     Ok(Some(Event::Ready)) => ready = true,
                     Ok(Some(Event::DeviceLost { message })) => device_lost = Some(message),
                     Ok(Some(Event::Ceilings { .. })) => {}
                     Ok(None) => break None,
                     Err(RecvTimeoutError::Timeout) => {
                         worker.kill();
-                        break Some(limit);
+                        break Some((limit, stall));
                     }
                     Err(RecvTimeoutError::Disconnected) => break None,
                 }
@@ -545,10 +639,22 @@ impl ProblemSession<'_> {
             let status = worker.child.wait().ok();
             let tail = worker.stderr_tail();
             match (outcome, current) {
-                (Some(limit), Some((cand, _))) => {
+                (Some((limit, Stall::Execution)), Some((cand, _))) => {
                     pending.retain(|p| p.display().to_string() != cand);
-                    let msg = format!("no result within {limit:.0} s: the worker was killed (a hang or an endless kernel)");
+                    let msg = format!(
+                        "one execution of its launch plan ran past {limit:.0} s on the device: the \
+                         worker was killed (a hang or an endless kernel; the limit counts only the \
+                         candidate's own device work)"
+                    );
                     self.fail(&cand, Status::Timeout, msg, &mut out)?;
+                }
+                (Some((limit, _)), Some((cand, _))) => {
+                    pending.retain(|p| p.display().to_string() != cand);
+                    let msg = format!(
+                        "the harness made no progress for {limit:.0} s while evaluating this \
+                         candidate (outside its device work): the worker was killed"
+                    );
+                    self.fail(&cand, Status::RuntimeError, msg, &mut out)?;
                 }
                 (None, Some((cand, _))) => {
                     pending.retain(|p| p.display().to_string() != cand);
@@ -560,7 +666,7 @@ impl ProblemSession<'_> {
                 (outcome, None) if !ready => {
                     // Preparation (inputs, oracle, reference) failed or hung: nothing can be compared.
                     let why = match outcome {
-                        Some(limit) => format!("preparing the inputs and the reference took over {limit:.0} s"),
+                        Some((limit, _)) => format!("preparing the inputs and the reference took over {limit:.0} s"),
                         None => format!("the worker failed while preparing the inputs and the reference:\n{tail}"),
                     };
                     if !self.reference_done {
@@ -743,5 +849,38 @@ mod tests {
             ]
         );
         assert_eq!(exit_code(&failed), ExitCode::FAILURE);
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn the_phase_table_sums_phases_per_problem_and_in_all() {
+        use crate::activity::{Phase, PhaseTimes};
+        let mut a = Record::new("p", "reference", "reference", "reference");
+        a.phases = Some(PhaseTimes(
+            [(Phase::Generate, 2.0), (Phase::Check, 1.0)].into(),
+        ));
+        let mut b = Record::new("p", "c", "examples", "c");
+        b.phases = Some(PhaseTimes([(Phase::Check, 0.5)].into()));
+        let t = phase_table(&[a, b, Record::new("q", "c", "g", "o")]);
+        assert_eq!(t["problems"]["p"]["check"], 1.5);
+        assert_eq!(t["all"]["generate"], 2.0);
+        assert_eq!(t["all_s"], 3.5);
+        assert!(t["problems"].get("q").is_none());
+    }
+
+    #[test]
+    fn the_execution_limit_is_the_timeout_capped_by_a_multiple_of_the_reference() {
+        assert_eq!(execution_limit_s(180.0, None), 180.0);
+        // 1.8 ms reference: 1000× is 1.8 s, raised to the 10 s floor.
+        assert_eq!(execution_limit_s(180.0, Some(1.8)), 10.0);
+        // 50 ms: 50 s, under the timeout.
+        assert_eq!(execution_limit_s(180.0, Some(50.0)), 50.0);
+        // A timeout below the floor stands.
+        assert_eq!(execution_limit_s(3.0, Some(1.8)), 3.0);
+        assert_eq!(execution_limit_s(180.0, Some(0.0)), 180.0);
     }
 }

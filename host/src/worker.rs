@@ -4,6 +4,7 @@
 //! enforces the time limit, and starts a fresh worker for the candidates left.
 //!
 //! Protocol: the spec arrives as one JSON document on stdin; stdout carries [`Event`] lines.
+use crate::activity::{Activity, Phase};
 use crate::backend;
 use crate::candidate::load_candidate;
 use crate::evaluate::{EvalConfig, ProblemRun};
@@ -47,6 +48,15 @@ pub enum Event {
     Ceilings {
         ceilings: Ceilings,
     },
+    /// A phase of the harness begins (for the progress bar).
+    Phase {
+        phase: Phase,
+    },
+    /// One execution of the candidate's launch plan is running on the device: the time limit
+    /// counts from here until [`Event::Done`].
+    Running,
+    /// That execution finished.
+    Done,
     /// The device is no longer usable (a sticky CUDA error): the worker stops here.
     DeviceLost {
         message: String,
@@ -63,8 +73,18 @@ fn emit(event: &Event) {
     let _ = out.flush();
 }
 
+/// Reports of [`crate::activity`] as events.
+fn emit_activity(activity: Activity) {
+    emit(&match activity {
+        Activity::Phase(phase) => Event::Phase { phase },
+        Activity::CandidateRunning => Event::Running,
+        Activity::CandidateDone => Event::Done,
+    });
+}
+
 /// Entry point of `dlrm-bench worker`: reads the spec from stdin and runs it.
 pub fn main() -> anyhow::Result<()> {
+    crate::activity::set_observer(emit_activity);
     let mut text = String::new();
     std::io::stdin().read_to_string(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;

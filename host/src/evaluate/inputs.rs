@@ -4,6 +4,7 @@
 //! are never where a candidate writes, plus the initial values of in-out tensors, copied back
 //! into the outputs before every run.
 use super::config::SetPlan;
+use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError};
 use crate::plan::Buffers;
 use bench_problems::check::poison_pattern;
@@ -51,19 +52,37 @@ pub(super) fn output_specs(p: &dyn Problem) -> Vec<TensorSpec> {
 }
 
 impl DeviceSet {
-    /// Generates the set `plan` names, computes its oracle and puts it on the device.
+    /// Generates the set `plan` names, computes its oracle and puts it on the device, adding
+    /// the seconds of each step to `phases`.
     pub fn generate(
         backend: &mut dyn Backend,
         problem: &dyn Problem,
         preset: Preset,
         plan: SetPlan,
+        phases: &mut PhaseTimes,
     ) -> anyhow::Result<Self> {
-        let input = match plan.special {
-            Some(name) => problem.generate_special(name, preset, plan.seed)?,
-            None => problem.generate(preset, &plan.sizes, plan.seed)?,
-        };
-        let oracle = problem.oracle(&input)?;
-        let work = problem.work(&input);
+        let input = phases.time(Phase::Generate, || match plan.special {
+            Some(name) => problem.generate_special(name, preset, plan.seed),
+            None => problem.generate(preset, &plan.sizes, plan.seed),
+        })?;
+        let (oracle, work) = phases.time(Phase::Oracle, || {
+            anyhow::Ok((problem.oracle(&input)?, problem.work(&input)))
+        })?;
+        phases.time(Phase::Upload, || {
+            Self::upload(backend, problem, plan.label, input, oracle, work)
+        })
+    }
+
+    /// Puts a generated set on the device: its inputs (fingerprinted), output buffers for both
+    /// sides, and the initial values of in-out tensors.
+    fn upload(
+        backend: &mut dyn Backend,
+        problem: &dyn Problem,
+        label: String,
+        input: InputSet,
+        oracle: bench_problems::Oracle,
+        work: Work,
+    ) -> anyhow::Result<Self> {
         let mut inputs = Buffers::new();
         let mut fingerprints = BTreeMap::new();
         for spec in input_specs(problem) {
@@ -94,7 +113,7 @@ impl DeviceSet {
             }
         }
         Ok(DeviceSet {
-            label: plan.label,
+            label,
             input,
             oracle,
             work,
@@ -160,7 +179,9 @@ pub(super) fn ci_sets(
     n: usize,
 ) -> Vec<DeviceSet> {
     let plans = super::config::ci_config(n, 0).input_sets(problem);
-    let generate = |plan| DeviceSet::generate(&mut *backend, problem, Preset::Ci, plan).unwrap();
+    let mut phases = PhaseTimes::default();
+    let generate =
+        |plan| DeviceSet::generate(&mut *backend, problem, Preset::Ci, plan, &mut phases).unwrap();
     plans.into_iter().take(n).map(generate).collect()
 }
 

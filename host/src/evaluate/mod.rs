@@ -15,6 +15,7 @@ mod verify;
 
 pub use config::{public_seed, EvalConfig};
 
+use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError};
 use crate::candidate::{reference_candidate, Candidate};
 use crate::record::{Ceilings, Record, Status};
@@ -34,6 +35,8 @@ pub struct ProblemRun<'a> {
     reference: Candidate,
     /// The reference's plan, once it passed its own check.
     reference_plan: Option<Loaded>,
+    /// Seconds of generating, computing the oracle of and uploading the sets.
+    prepare_phases: PhaseTimes,
 }
 
 impl<'a> ProblemRun<'a> {
@@ -45,12 +48,14 @@ impl<'a> ProblemRun<'a> {
         ceilings: Option<Ceilings>,
     ) -> anyhow::Result<Self> {
         let mut sets = Vec::new();
+        let mut prepare_phases = PhaseTimes::default();
         for plan in cfg.input_sets(problem) {
             sets.push(DeviceSet::generate(
                 &mut *backend,
                 problem,
                 cfg.preset,
                 plan,
+                &mut prepare_phases,
             )?);
         }
         anyhow::ensure!(
@@ -66,6 +71,7 @@ impl<'a> ProblemRun<'a> {
             sets,
             reference,
             reference_plan: None,
+            prepare_phases,
         })
     }
 
@@ -116,6 +122,13 @@ impl<'a> ProblemRun<'a> {
 
     /// Checks and times the reference alone. Must be called before [`Self::evaluate`].
     pub fn reference_record(&mut self) -> Record {
+        let mut phases = self.prepare_phases.clone();
+        let mut rec = self.reference_record_timed(&mut phases);
+        rec.phases = Some(phases);
+        rec
+    }
+
+    fn reference_record_timed(&mut self, phases: &mut PhaseTimes) -> Record {
         let mut rec = self.new_record(&self.reference);
         let stats: Vec<serde_json::Value> = self
             .rotation()
@@ -123,12 +136,15 @@ impl<'a> ProblemRun<'a> {
             .map(|s| serde_json::json!({"set": s.label, "seed": s.input.seed, "sizes": s.input.sizes, "stats": self.problem.input_stats(&s.input)}))
             .collect();
         rec.input_stats = Some(serde_json::Value::Array(stats));
-        let plan = match load::load(
-            &mut *self.backend,
-            &self.sets,
-            &self.reference,
-            Side::Reference,
-        ) {
+        let loaded = phases.time(Phase::Load, || {
+            load::load(
+                &mut *self.backend,
+                &self.sets,
+                &self.reference,
+                Side::Reference,
+            )
+        });
+        let plan = match loaded {
             Ok(x) => x,
             Err((status, msg)) => {
                 rec.status = status;
@@ -136,16 +152,20 @@ impl<'a> ProblemRun<'a> {
                 return rec;
             }
         };
-        let (mut verifier, sets) = self.verifier();
-        let (checks, fail) = verifier.check_all(sets, &plan, Side::Reference);
+        let (checks, fail) = phases.time(Phase::Check, || {
+            let (mut verifier, sets) = self.verifier();
+            verifier.check_all(sets, &plan, Side::Reference)
+        });
         rec.checks = checks;
         if let Some((status, msg)) = fail {
             rec.status = status;
             rec.message = format!("THE REFERENCE FAILED ITS OWN CHECK: {msg}");
             return rec;
         }
-        let (mut timer, sets) = self.timer();
-        let series = timer.reference_series(sets, &plan);
+        let series = phases.time(Phase::Time, || {
+            let (mut timer, sets) = self.timer();
+            timer.reference_series(sets, &plan)
+        });
         self.reference_plan = Some(plan);
         match series {
             Ok(ms) => {
@@ -168,9 +188,13 @@ impl<'a> ProblemRun<'a> {
             rec.expected_status = cand.expect.clone();
             return rec;
         };
-        match load::load(&mut *self.backend, &self.sets, cand, Side::Candidate) {
+        let mut phases = PhaseTimes::default();
+        let loaded = phases.time(Phase::Load, || {
+            load::load(&mut *self.backend, &self.sets, cand, Side::Candidate)
+        });
+        match loaded {
             Ok(plan) => {
-                self.check_and_time(&reference, &plan, &mut rec);
+                self.check_and_time(&reference, &plan, &mut rec, &mut phases);
                 plan.free_scratch(&mut *self.backend);
             }
             Err((status, msg)) => {
@@ -180,22 +204,34 @@ impl<'a> ProblemRun<'a> {
         }
         self.reference_plan = Some(reference);
         rec.expected_status = cand.expect.clone();
+        rec.phases = Some(phases);
         rec
     }
 
     /// The verdict on a loaded candidate: checked, timed against `reference`, rechecked, and
     /// judged against the floor and the win threshold.
-    fn check_and_time(&mut self, reference: &Loaded, plan: &Loaded, rec: &mut Record) {
-        let (mut verifier, sets) = self.verifier();
-        let (checks, fail) = verifier.check_all(sets, plan, Side::Candidate);
+    fn check_and_time(
+        &mut self,
+        reference: &Loaded,
+        plan: &Loaded,
+        rec: &mut Record,
+        phases: &mut PhaseTimes,
+    ) {
+        let (checks, fail) = phases.time(Phase::Check, || {
+            let (mut verifier, sets) = self.verifier();
+            verifier.check_all(sets, plan, Side::Candidate)
+        });
         rec.checks = checks;
         if let Some((status, msg)) = fail {
             rec.status = status;
             rec.message = msg;
             return;
         }
-        let (mut timer, sets) = self.timer();
-        match timer.pairs(sets, reference, plan) {
+        let pairs = phases.time(Phase::Time, || {
+            let (mut timer, sets) = self.timer();
+            timer.pairs(sets, reference, plan)
+        });
+        match pairs {
             Ok(pairs) => self.record_times(&pairs, rec),
             Err(e) => {
                 rec.status = Status::RuntimeError;
@@ -206,8 +242,11 @@ impl<'a> ProblemRun<'a> {
         // Recheck what the timed runs left (no poison in between): against the oracle and
         // against the reference's output on the same inputs.
         let rotation = self.cfg.rotation_sets();
-        let (mut verifier, sets) = self.verifier();
-        match verifier.recheck(&sets[..rotation], &mut rec.checks) {
+        let recheck = phases.time(Phase::Recheck, || {
+            let (mut verifier, sets) = self.verifier();
+            verifier.recheck(&sets[..rotation], &mut rec.checks)
+        });
+        match recheck {
             Ok(None) => rec.status = Status::Correct,
             Ok(Some(msg)) => {
                 rec.status = Status::Incorrect;

@@ -5,6 +5,7 @@
 use super::config::EvalConfig;
 use super::inputs::{DeviceSet, Side};
 use super::load::Loaded;
+use crate::activity::CandidateRun;
 use crate::backend::{Backend, BackendError};
 use crate::record::{Ceilings, Speedup, Timing};
 use crate::stats;
@@ -54,6 +55,7 @@ impl Timer<'_> {
         if !self.cfg.warm_l2 {
             self.backend.flush_l2()?;
         }
+        let _running = CandidateRun::start(side == Side::Candidate);
         self.backend.timer_start()?;
         plan.run(&mut *self.backend, i)?;
         self.backend.timer_stop()

@@ -6,6 +6,7 @@
 //! reference's outputs on the same inputs.
 use super::inputs::{input_specs, output_specs, DeviceSet, Side};
 use super::load::Loaded;
+use crate::activity::CandidateRun;
 use crate::backend::{Backend, BackendError, Buffer};
 use crate::record::{SetCheck, Status};
 use bench_problems::check::check_output;
@@ -58,8 +59,11 @@ impl Verifier<'_> {
         for s in &plan.scratch {
             self.backend.fill(s, &[SCRATCH_POISON])?;
         }
-        plan.run(&mut *self.backend, i)?;
-        self.backend.synchronize()?;
+        {
+            let _running = CandidateRun::start(side == Side::Candidate);
+            plan.run(&mut *self.backend, i)?;
+            self.backend.synchronize()?;
+        }
         let fail = self.check_outputs(set, side, &set.label, checks)?;
         if fail.is_some() {
             return Ok(fail);

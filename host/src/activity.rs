@@ -1,0 +1,151 @@
+//! What a worker is doing, for the orchestrator and the records: the phase it is in
+//! (generating inputs, checking, timing, ...) with the seconds each phase took, and when a
+//! candidate's own device work runs. The time limit counts only that device work
+//! ([`crate::runner`]), so the harness's own work (inputs, oracles, copies and checks of a
+//! 4 GiB table) never makes a correct candidate a `timeout`.
+//!
+//! A worker installs an [`Observer`] once ([`set_observer`]); without one (tests, the emulator
+//! in-process) reports go nowhere.
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// One report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// A phase of the harness begins (shown in the progress bar).
+    Phase(Phase),
+    /// One execution of the candidate's launch plan is queued; it ends at the next
+    /// [`Activity::CandidateDone`].
+    CandidateRunning,
+    /// That execution finished (the device synchronised).
+    CandidateDone,
+}
+
+/// The phases of a problem's evaluation, in the order they come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Drawing the input sets on the host.
+    Generate,
+    /// The f64 / exact oracle of every set.
+    Oracle,
+    /// Copies to the device, input fingerprints, output buffers.
+    Upload,
+    /// Loading or compiling a module and binding its plan.
+    Load,
+    /// Poisoned runs on every set and their checks.
+    Check,
+    /// Timed runs.
+    Time,
+    /// Checks of what the timed runs left.
+    Recheck,
+}
+
+impl Phase {
+    /// A few words for the progress bar.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Phase::Generate => "generating inputs",
+            Phase::Oracle => "computing the oracle",
+            Phase::Upload => "uploading inputs",
+            Phase::Load => "loading",
+            Phase::Check => "checking",
+            Phase::Time => "timing",
+            Phase::Recheck => "rechecking timed outputs",
+        }
+    }
+}
+
+/// Where reports go.
+pub type Observer = fn(Activity);
+
+static OBSERVER: OnceLock<Observer> = OnceLock::new();
+
+/// Sends reports of this process to `observer` (once; later calls are ignored).
+pub fn set_observer(observer: Observer) {
+    let _ = OBSERVER.set(observer);
+}
+
+/// Reports `activity` to the observer, if there is one.
+pub fn report(activity: Activity) {
+    if let Some(observe) = OBSERVER.get() {
+        observe(activity);
+    }
+}
+
+/// Reports the candidate's device work running until the guard drops; `watched` false (the
+/// reference's runs) reports nothing.
+pub struct CandidateRun(bool);
+
+impl CandidateRun {
+    pub fn start(watched: bool) -> Self {
+        if watched {
+            report(Activity::CandidateRunning);
+        }
+        CandidateRun(watched)
+    }
+}
+
+impl Drop for CandidateRun {
+    fn drop(&mut self) {
+        if self.0 {
+            report(Activity::CandidateDone);
+        }
+    }
+}
+
+/// Seconds spent in each phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTimes(pub BTreeMap<Phase, f64>);
+
+impl PhaseTimes {
+    /// Runs `f` as phase `phase`: reported when it begins, its seconds added.
+    pub fn time<T>(&mut self, phase: Phase, f: impl FnOnce() -> T) -> T {
+        report(Activity::Phase(phase));
+        let started = Instant::now();
+        let out = f();
+        *self.0.entry(phase).or_default() += started.elapsed().as_secs_f64();
+        out
+    }
+
+    /// Adds `other`'s seconds to these.
+    pub fn add(&mut self, other: &PhaseTimes) {
+        for (&p, &s) in &other.0 {
+            *self.0.entry(p).or_default() += s;
+        }
+    }
+
+    /// All phases together.
+    pub fn total(&self) -> f64 {
+        self.0.values().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_add_up_and_serialise_by_name() {
+        let mut a = PhaseTimes::default();
+        let v = a.time(Phase::Check, || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            7
+        });
+        assert_eq!(v, 7);
+        a.time(Phase::Check, || ());
+        let mut b = PhaseTimes::default();
+        b.0.insert(Phase::Time, 1.5);
+        b.add(&a);
+        assert!(b.0[&Phase::Check] >= 0.02 && (b.total() - 1.5 - b.0[&Phase::Check]).abs() < 1e-12);
+        let json = serde_json::to_string(&b).unwrap();
+        assert!(
+            json.contains("\"check\":") && json.contains("\"time\":1.5"),
+            "{json}"
+        );
+        let back: PhaseTimes = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, b);
+    }
+}

@@ -1,0 +1,132 @@
+//! The time limit is the candidate's own device work, never the harness's: on the CPU emulator,
+//! with `--timeout-s 3` (far below the many seconds the harness spends checking and timing a
+//! candidate there), a correct candidate twice as slow as the reference (its plan is the
+//! reference's, run twice) ends `correct` with a speedup below 1, while a kernel that never
+//! ends is still a `timeout`.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TWICE_THE_REFERENCE: &str = r#"
+problem = "embedding_bag_sum"
+name = "reference_twice"
+source = "gpu-kernels"
+[[scratch]]
+name = "offset2bag"
+bytes = "max(N, 1) * 8"
+[[scratch]]
+name = "bag_size"
+bytes = "(B + 1) * 8"
+[[launch]]
+kernel = "embedding_bag_sum_reference"
+grid = ["min(1024, ceil_div(B * ceil_div(D, 32), 8))", 1, 1]
+block = [32, 8, 1]
+args = ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1"]
+[[launch]]
+kernel = "embedding_bag_sum_reference"
+grid = ["min(1024, ceil_div(B * ceil_div(D, 32), 8))", 1, 1]
+block = [32, 8, 1]
+args = ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1"]
+"#;
+
+const HANG: &str = r#"
+problem = "embedding_bag_sum"
+name = "hang"
+source = "gpu-kernels"
+[[launch]]
+kernel = "fault_spin_forever"
+grid = [1, 1, 1]
+block = [32, 1, 1]
+args = ["out"]
+"#;
+
+fn write(root: &Path, dir: &str, manifest: &str) {
+    let d = root.join("corpus").join(dir);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("candidate.toml"), manifest).unwrap();
+}
+
+#[test]
+fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
+    let root: PathBuf =
+        std::env::temp_dir().join(format!("dlrm-bench-fair-timeout-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    write(&root, "a_slow", TWICE_THE_REFERENCE);
+    write(&root, "b_hang", HANG);
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args(["run", "--cpu", "--problem", "embedding_bag_sum"])
+        .args([
+            "--timeout-s",
+            "3",
+            "--public-sets",
+            "2",
+            "--secret-sets",
+            "1",
+        ])
+        .args(["--min-pairs", "20", "--max-pairs", "20"])
+        .arg("--candidates")
+        .arg(root.join("corpus"))
+        .arg("--out")
+        .arg(root.join("results"))
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let dir = std::fs::read_dir(root.join("results"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let find = |name: &str| {
+        records
+            .iter()
+            .find(|r| r["candidate"] == name)
+            .unwrap_or_else(|| panic!("no record of {name}: {stderr}"))
+    };
+    let slow = find("reference_twice");
+    assert_eq!(slow["status"], "correct", "{slow}");
+    let speedup = slow["speedup"]["median"].as_f64().unwrap();
+    assert!(speedup < 1.0, "twice the work is slower: {speedup}");
+    let phases = &slow["phases"];
+    let harness: f64 = ["load", "check", "time", "recheck"]
+        .iter()
+        .filter_map(|p| phases[p].as_f64())
+        .sum();
+    assert!(
+        phases["check"].as_f64().is_some(),
+        "phases recorded: {slow}"
+    );
+    let once_s = slow["timing"]["median_ms"].as_f64().unwrap() / 1e3;
+    eprintln!(
+        "slow candidate: {harness:.1} s in the harness, {once_s:.3} s an execution, limit 3 s, \
+         run {elapsed:.1} s"
+    );
+    // The point of the test: the whole evaluation took longer than the limit.
+    assert!(
+        harness > 3.0,
+        "the harness took only {harness:.1} s: raise the pairs"
+    );
+    let hang = find("hang");
+    assert_eq!(hang["status"], "timeout", "{hang}");
+    assert!(
+        hang["message"]
+            .as_str()
+            .unwrap()
+            .contains("own device work"),
+        "{hang}"
+    );
+    let reference = records.iter().find(|r| r["group"] == "reference").unwrap();
+    for p in ["generate", "oracle", "upload", "check", "time"] {
+        assert!(
+            reference["phases"][p].as_f64().is_some(),
+            "{p}: {reference}"
+        );
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
