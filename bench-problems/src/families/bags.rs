@@ -101,6 +101,22 @@ pub fn one_bag(mut sizes: Sizes) -> Sizes {
     sizes
 }
 
+/// Special-value set `name` of a bag problem: [`NON_FINITE_ROWS`] is the only one.
+pub fn special_set(
+    problem: &dyn crate::problem::Problem,
+    name: &str,
+    preset: Preset,
+    seed: u64,
+) -> Result<InputSet, ProblemError> {
+    match name {
+        NON_FINITE_ROWS => non_finite_rows(problem, preset, seed),
+        _ => Err(ProblemError::invalid(
+            problem.name(),
+            format!("no special-value set `{name}`"),
+        )),
+    }
+}
+
 /// Name of the special-value set of [`non_finite_rows`].
 pub const NON_FINITE_ROWS: &str = "non-finite-rows";
 

@@ -63,10 +63,7 @@ impl Problem for EmbeddingBagSum {
     }
 
     fn generate_special(&self, name: &str, preset: Preset, seed: u64) -> Result<InputSet, ProblemError> {
-        match name {
-            bags::NON_FINITE_ROWS => bags::non_finite_rows(self, preset, seed),
-            _ => Err(ProblemError::invalid(NAME, format!("no special set `{name}`"))),
-        }
+        bags::special_set(self, name, preset, seed)
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
