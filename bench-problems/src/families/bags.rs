@@ -101,6 +101,30 @@ pub fn one_bag(mut sizes: Sizes) -> Sizes {
     sizes
 }
 
+/// The extra input sets of a forward bag problem, in its `impl Problem`: the one-bag edge set
+/// and the [`NON_FINITE_ROWS`] special-value set.
+macro_rules! bag_check_sets {
+    () => {
+        fn edge_sizes(&self, preset: $crate::Preset) -> Vec<$crate::Sizes> {
+            vec![$crate::families::bags::one_bag(self.sizes(preset))]
+        }
+
+        fn special_sets(&self) -> Vec<&'static str> {
+            vec![$crate::families::bags::NON_FINITE_ROWS]
+        }
+
+        fn generate_special(
+            &self,
+            name: &str,
+            preset: $crate::Preset,
+            seed: u64,
+        ) -> Result<$crate::InputSet, $crate::ProblemError> {
+            $crate::families::bags::special_set(self, name, preset, seed)
+        }
+    };
+}
+pub(crate) use bag_check_sets;
+
 /// Special-value set `name` of a bag problem: [`NON_FINITE_ROWS`] is the only one.
 pub fn special_set(
     problem: &dyn crate::problem::Problem,

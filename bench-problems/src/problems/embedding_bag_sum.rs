@@ -54,17 +54,7 @@ impl Problem for EmbeddingBagSum {
             .build())
     }
 
-    fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
-        vec![bags::one_bag(self.sizes(preset))]
-    }
-
-    fn special_sets(&self) -> Vec<&'static str> {
-        vec![bags::NON_FINITE_ROWS]
-    }
-
-    fn generate_special(&self, name: &str, preset: Preset, seed: u64) -> Result<InputSet, ProblemError> {
-        bags::special_set(self, name, preset, seed)
-    }
+    crate::families::bags::bag_check_sets!();
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
         bags::pooled_weight_oracle(NAME, inputs, |acc, _, row| {

@@ -76,17 +76,7 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
             .build())
     }
 
-    fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
-        vec![bags::one_bag(self.sizes(preset))]
-    }
-
-    fn special_sets(&self) -> Vec<&'static str> {
-        vec![bags::NON_FINITE_ROWS]
-    }
-
-    fn generate_special(&self, name: &str, preset: Preset, seed: u64) -> Result<InputSet, ProblemError> {
-        bags::special_set(self, name, preset, seed)
-    }
+    crate::families::bags::bag_check_sets!();
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
         let psw = inputs.f32s("per_sample_weights")?;
