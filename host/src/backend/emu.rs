@@ -38,6 +38,11 @@ impl EmuBackend {
         }
     }
 
+    /// Buffers allocated and not freed (for tests of what the harness leaves behind).
+    pub fn live_buffers(&self) -> usize {
+        self.buffers.iter().filter(|b| b.is_some()).count()
+    }
+
     fn storage(&mut self, b: &Buffer) -> BackendResult<&mut [u8]> {
         let words = self
             .buffers

@@ -39,6 +39,33 @@ pub(super) fn load(
     })?;
     let mut plans = Vec::new();
     let mut scratch = Vec::new();
+    match bind_all(backend, sets, cand, side, module, &mut plans, &mut scratch) {
+        Ok(()) => Ok(Loaded {
+            module,
+            plans,
+            scratch,
+        }),
+        Err(e) => {
+            // Nothing a refused plan allocated stays behind for the next candidate.
+            for b in scratch {
+                backend.free(b);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Allocates the scratch of `cand` and binds its plan for every set, pushing both as it goes
+/// (so the caller can free what was allocated when a later set fails).
+fn bind_all(
+    backend: &mut dyn Backend,
+    sets: &[DeviceSet],
+    cand: &Candidate,
+    side: Side,
+    module: ModuleId,
+    plans: &mut Vec<Vec<Launch>>,
+    scratch: &mut Vec<Buffer>,
+) -> Result<(), (Status, String)> {
     for set in sets {
         let mut buffers = set.inputs.clone();
         buffers.extend(set.outputs(side).clone());
@@ -70,11 +97,7 @@ pub(super) fn load(
             .map_err(|e| (Status::RuntimeError, e))?;
         plans.push(bound);
     }
-    Ok(Loaded {
-        module,
-        plans,
-        scratch,
-    })
+    Ok(())
 }
 
 impl Loaded {
@@ -142,5 +165,36 @@ mod tests {
                 && msg.contains("negative"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_plan_refused_on_a_later_set_leaves_no_scratch_behind() {
+        let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let mut backend = EmuBackend::new();
+        let sets = ci_sets(&mut backend, problem, 2);
+        let before = backend.live_buffers();
+        // Scratch is allocated for set 0, then the launch is refused (one argument short).
+        let mut short = reference_candidate(problem);
+        short.launches[0].args.pop();
+        let (status, msg) = load(&mut backend, &sets, &short, Side::Candidate)
+            .err()
+            .unwrap();
+        assert_eq!(status, Status::RuntimeError);
+        assert!(msg.contains("parameters"), "{msg}");
+        assert_eq!(backend.live_buffers(), before, "scratch freed");
+        let loaded = load(
+            &mut backend,
+            &sets,
+            &reference_candidate(problem),
+            Side::Candidate,
+        )
+        .unwrap();
+        assert_eq!(
+            backend.live_buffers(),
+            before + 2 * 2,
+            "two scratch buffers per set"
+        );
+        loaded.free_scratch(&mut backend);
+        assert_eq!(backend.live_buffers(), before);
     }
 }

@@ -293,10 +293,30 @@ impl<'a> ProblemRun<'a> {
         Ok(())
     }
 
-    /// Frees every device buffer of the problem.
+    /// Frees every device buffer of the problem, the reference's scratch included.
     pub fn release(self) {
+        if let Some(reference) = self.reference_plan {
+            reference.free_scratch(&mut *self.backend);
+        }
         for set in self.sets {
             set.release(&mut *self.backend);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::emu::EmuBackend;
+
+    #[test]
+    fn release_frees_every_buffer_the_run_allocated() {
+        let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let mut backend = EmuBackend::new();
+        let mut run =
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None).unwrap();
+        assert_eq!(run.reference_record().status, Status::Correct);
+        run.release();
+        assert_eq!(backend.live_buffers(), 0, "the reference's scratch too");
     }
 }
