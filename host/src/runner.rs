@@ -4,6 +4,7 @@
 //! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there.
+use crate::activity::PhaseTimes;
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover, load_candidate, Candidate};
 use crate::evaluate::EvalConfig;
@@ -16,7 +17,7 @@ use bench_problems::{all_problems, Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -265,8 +266,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         std::fs::write(&summary, md)?;
     }
     println!("results: {} ({} new records)", dir.display(), fresh.len());
-    let all: crate::activity::PhaseTimes =
-        serde_json::from_value(run_json["phases"]["all"].clone()).unwrap_or_default();
+    let (_, all) = phase_totals(&records);
     let phases: Vec<String> = all
         .0
         .iter()
@@ -288,16 +288,22 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
 /// Where the run's time went: per problem, the seconds of each phase summed over its reference
 /// (with the problem's preparation) and its candidates, and the same over all problems.
 pub fn phase_table(records: &[Record]) -> serde_json::Value {
-    let mut per_problem: std::collections::BTreeMap<&str, crate::activity::PhaseTimes> =
-        Default::default();
-    let mut all = crate::activity::PhaseTimes::default();
-    for r in records {
-        if let Some(p) = &r.phases {
-            per_problem.entry(&r.problem).or_default().add(p);
-            all.add(p);
-        }
-    }
+    let (per_problem, all) = phase_totals(records);
     json!({"problems": per_problem, "all": all, "all_s": all.total()})
+}
+
+/// The phase seconds of `records`, per problem and over all of them.
+fn phase_totals(records: &[Record]) -> (BTreeMap<&str, PhaseTimes>, PhaseTimes) {
+    let mut per_problem: BTreeMap<&str, PhaseTimes> = BTreeMap::new();
+    let mut all = PhaseTimes::default();
+    for p in records
+        .iter()
+        .filter_map(|r| r.phases.as_ref().map(|p| (&r.problem, p)))
+    {
+        per_problem.entry(p.0).or_default().add(p.1);
+        all.add(p.1);
+    }
+    (per_problem, all)
 }
 
 /// One line for each reference among `records` that failed its own check (a status other

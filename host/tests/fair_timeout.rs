@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TWICE_THE_REFERENCE: &str = r#"
+/// The reference's scratch and one launch of its kernel; the candidate runs the launch twice.
+const REFERENCE_SCRATCH: &str = r#"
 problem = "embedding_bag_sum"
 name = "reference_twice"
 source = "gpu-kernels"
@@ -16,11 +17,8 @@ bytes = "max(N, 1) * 8"
 [[scratch]]
 name = "bag_size"
 bytes = "(B + 1) * 8"
-[[launch]]
-kernel = "embedding_bag_sum_reference"
-grid = ["min(1024, ceil_div(B * ceil_div(D, 32), 8))", 1, 1]
-block = [32, 8, 1]
-args = ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1"]
+"#;
+const REFERENCE_LAUNCH: &str = r#"
 [[launch]]
 kernel = "embedding_bag_sum_reference"
 grid = ["min(1024, ceil_div(B * ceil_div(D, 32), 8))", 1, 1]
@@ -50,7 +48,8 @@ fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
     let root: PathBuf =
         std::env::temp_dir().join(format!("dlrm-bench-fair-timeout-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    write(&root, "a_slow", TWICE_THE_REFERENCE);
+    let twice = format!("{REFERENCE_SCRATCH}{}", REFERENCE_LAUNCH.repeat(2));
+    write(&root, "a_slow", &twice);
     write(&root, "b_hang", HANG);
     let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
