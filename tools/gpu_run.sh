@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # One full GPU evaluation on a CUDA host with PyTorch, with a prebuilt dlrm-bench binary:
 #   [PROBLEMS="a b"] tools/gpu_run.sh OUT_DIR [PRESET] [extra `dlrm-bench run` arguments...]
-# 1. finds libnvrtc (CUDA toolkit or the pip wheel PyTorch ships) for the loader;
-# 2. writes the inputs of each problem's first two public sets (`dlrm-bench gen`) and times PyTorch
-#    eager on exactly those (`tools/torch_peer.py`);
-# 3. runs the suite with the peer timings beside the references.
-# Leaves OUT_DIR/peer.jsonl, OUT_DIR/log.txt and OUT_DIR/results/<run-id>/.
+# A thin wrapper: it finds libnvrtc (CUDA toolkit or the pip wheel PyTorch ships) for the loader,
+# prints the GPU, and runs `dlrm-bench run --torch`, which times PyTorch eager beside each
+# reference on the run's own input files (tools/torch_peer.py; nothing is generated twice).
+# Leaves OUT_DIR/log.txt and OUT_DIR/results/<run-id>/ (with peer.jsonl).
 set -euo pipefail
 out=${1:?usage: tools/gpu_run.sh OUT_DIR [PRESET] [run args...]}
 preset=${2:-full}
@@ -22,19 +21,6 @@ if [[ -n "$nvrtc" ]]; then export LD_LIBRARY_PATH="$(dirname "$nvrtc")${LD_LIBRA
 echo "libnvrtc: ${nvrtc:-not found}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
 
-# Inputs go to memory (/dev/shm) when it is there: the sets are gigabytes at `full`.
-default_inputs=/tmp/dlrm-bench-inputs
-[[ -d /dev/shm && -w /dev/shm ]] && default_inputs=/dev/shm/dlrm-bench-inputs
-inputs=${INPUTS_DIR:-$default_inputs}
-problems=${PROBLEMS:-$("$bin" list --names)}
 problem_args=()
-for p in $problems; do problem_args+=(--problem "$p"); done
-for p in $problems; do
-  rm -rf "$inputs"; mkdir -p "$inputs"
-  echo "== $p: $(date +%T)"
-  "$bin" gen "$p" --preset "$preset" --sets "${SETS:-2}" --out "$inputs"
-  python3 tools/torch_peer.py --problem "$p" --inputs "$inputs"/*.safetensors --out "$out/peer.jsonl" --check \
-    || echo "torch_peer failed for $p (continuing)"
-done
-rm -rf "$inputs"
-"$bin" run --preset "$preset" "${problem_args[@]}" --peer "$out/peer.jsonl" --out "$out/results" "$@"
+for p in ${PROBLEMS:-}; do problem_args+=(--problem "$p"); done
+"$bin" run --torch --preset "$preset" "${problem_args[@]}" --out "$out/results" "$@"

@@ -466,8 +466,43 @@ def import_kernelbench(path, problem):
     return mod
 
 
+def shared_files(path):
+    """Files holding tensors the set at `path` shares with other sets (a table), from its
+    `shared` metadata: the run's input cache stores each shared tensor once, beside the sets
+    (`dlrm-bench run --torch`); a file from `dlrm-bench gen` has none."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    shared = json.loads(header.get("__metadata__", {}).get("shared", "{}"))
+    return {name: os.path.join(os.path.dirname(path), file) for name, file in shared.items()}
+
+
 def load_set(mod, path):
-    """Load one input set through the KernelBench file (its load_inputs, else get_inputs)."""
+    """Load one input set through the KernelBench file (its load_inputs, else get_inputs).
+    Tensors the set shares (see shared_files) are merged into what the file's
+    safetensors.torch.load_file returns, so KernelBench files stay single-file readers."""
+    shared = shared_files(path)
+    if shared:
+        import safetensors.torch as st
+
+        original = st.load_file
+
+        def load_with_shared(p, *args, **kwargs):
+            tensors = original(p, *args, **kwargs)
+            if os.path.abspath(p) == os.path.abspath(path):
+                for name, file in shared.items():
+                    tensors[name] = original(file, *args, **kwargs)[name]
+            return tensors
+
+        st.load_file = load_with_shared
+        try:
+            return load_set_file(mod, path)
+        finally:
+            st.load_file = original
+    return load_set_file(mod, path)
+
+
+def load_set_file(mod, path):
     if hasattr(mod, "load_inputs"):
         return list(mod.load_inputs(path, device="cuda"))
     old = os.environ.get("DLRM_BENCH_INPUTS")

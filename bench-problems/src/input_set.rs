@@ -5,6 +5,40 @@ use crate::sizes::Sizes;
 use data_gen::{HostTensor, TensorSet};
 use std::collections::BTreeMap;
 
+/// The seeds of one input set. `table` draws the embedding tables (and the initial state an
+/// in-place update starts from), which every input set of a run shares, as one table serves
+/// every batch of a training run: so a run generates, stores and uploads each table once, while
+/// everything particular to a set (indices, lengths, per-sample weights, dense inputs) comes from
+/// `set`. A single seed (`Seeds::from(seed)`) is both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Seeds {
+    pub set: u64,
+    pub table: u64,
+}
+
+impl From<u64> for Seeds {
+    fn from(seed: u64) -> Self {
+        Seeds {
+            set: seed,
+            table: seed,
+        }
+    }
+}
+
+/// Table `tensor` of `problem` with `shape`, made by `make` from `seed` once per process while
+/// any input set holds it ([`data_gen::shared_tensor`]): the input sets of a run share its
+/// bytes. `make` must depend on nothing but `seed` and `shape`.
+pub fn shared_table(
+    problem: &str,
+    tensor: &str,
+    shape: &[usize],
+    seed: u64,
+    make: impl FnOnce(u64) -> Result<HostTensor, ProblemError>,
+) -> Result<HostTensor, ProblemError> {
+    let key = format!("{problem}/{tensor}/{shape:?}/{seed}");
+    data_gen::shared_tensor(&key, || make(seed))
+}
+
 /// One generated input set: its seed, the sizes (with data-dependent ones), float scalars
 /// (learning rate, epsilon, ...: passed to kernels as f32 or f64 by the parameter's width), and
 /// the tensors (inputs, and the initial value of every in-out tensor).

@@ -32,5 +32,6 @@ pub use check::{check_output, CheckReport, Tolerance};
 pub use launch::{Dim, LaunchSpec, ScratchSpec};
 pub use registry::{all_problems, find_problem};
 pub use spec::{
-    InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, Sizes, TensorSpec, Work,
+    InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, Seeds, Sizes, TensorSpec,
+    Work,
 };

@@ -1,7 +1,7 @@
 //! The [`Problem`] trait: everything the runner knows about a problem.
 use crate::check::Tolerance;
 use crate::error::ProblemError;
-use crate::input_set::InputSet;
+use crate::input_set::{InputSet, Seeds};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::oracle::{Oracle, Work};
 use crate::signature::TensorSpec;
@@ -22,9 +22,16 @@ pub trait Problem: Send + Sync {
     fn sizes(&self, preset: Preset) -> Sizes;
     /// The input recipe (distribution parameters) of a preset, for run records.
     fn recipe(&self, preset: Preset) -> serde_json::Value;
-    /// Generates an input set for `sizes` with the recipe of `preset`, from `seed`
-    /// (deterministic whatever the thread count).
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError>;
+    /// Generates an input set for `sizes` with the recipe of `preset`, from `seeds`
+    /// (deterministic whatever the thread count): embedding tables (and an in-place update's
+    /// initial state) from `seeds.table` through [`crate::input_set::shared_table`], everything
+    /// else from `seeds.set`.
+    fn generate(
+        &self,
+        preset: Preset,
+        sizes: &Sizes,
+        seeds: Seeds,
+    ) -> Result<InputSet, ProblemError>;
     /// Extra size sets worth checking once (edge cases such as a single bag).
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
         let _ = preset;
@@ -37,14 +44,14 @@ pub trait Problem: Send + Sync {
         Vec::new()
     }
     /// Generates special-value set `name` (one of [`Problem::special_sets`]) at `preset`'s
-    /// sizes from `seed`.
+    /// sizes from `seeds`.
     fn generate_special(
         &self,
         name: &str,
         preset: Preset,
-        seed: u64,
+        seeds: Seeds,
     ) -> Result<InputSet, ProblemError> {
-        let _ = (preset, seed);
+        let _ = (preset, seeds);
         Err(ProblemError::invalid(
             self.name(),
             format!("no special-value input set `{name}`"),

@@ -10,10 +10,10 @@ use data_gen::HostTensor;
 pub fn self_test(problem: &dyn Problem, preset: Preset) -> Result<(), String> {
     let sizes = problem.sizes(preset);
     let a = problem
-        .generate(preset, &sizes, 11)
+        .generate(preset, &sizes, 11.into())
         .map_err(|e| e.to_string())?;
     let b = problem
-        .generate(preset, &sizes, 12)
+        .generate(preset, &sizes, 12.into())
         .map_err(|e| e.to_string())?;
     let oracle_a = problem.oracle(&a).map_err(|e| e.to_string())?;
     let oracle_b = problem.oracle(&b).map_err(|e| e.to_string())?;
@@ -81,7 +81,7 @@ pub fn self_test(problem: &dyn Problem, preset: Preset) -> Result<(), String> {
                 .copied()
                 .cycle()
                 .take(numel * spec.dtype.size_bytes());
-            HostTensor::new(spec.dtype, shape.clone(), bytes.collect())
+            HostTensor::new(spec.dtype, shape.clone(), bytes.collect::<Vec<u8>>())
                 .map_err(|e| e.to_string())?
         } else {
             poisoned(spec, &a.sizes).map_err(|e| e.to_string())?

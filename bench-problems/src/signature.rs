@@ -80,7 +80,7 @@ pub fn poisoned(spec: &TensorSpec, sizes: &Sizes) -> Result<HostTensor, ProblemE
     let shape = shape_of(spec, sizes)?;
     let numel: usize = shape.iter().product();
     let pattern = poison_pattern(spec.dtype);
-    let bytes = pattern
+    let bytes: Vec<u8> = pattern
         .iter()
         .copied()
         .cycle()

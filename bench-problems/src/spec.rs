@@ -3,7 +3,7 @@
 //! [`crate::error`]) and of the [`Problem`] trait. It imports only those modules, and none of
 //! them imports it, so problem modules may take their vocabulary from here without a loop.
 pub use crate::error::ProblemError;
-pub use crate::input_set::{InputSet, InputSetBuilder};
+pub use crate::input_set::{shared_table, InputSet, InputSetBuilder, Seeds};
 pub use crate::oracle::{oracle_of, Oracle, OracleOutput, Work};
 pub use crate::problem::Problem;
 pub use crate::signature::{poisoned, shape_of, Role, TensorSpec};

@@ -77,7 +77,9 @@ mod tests {
         let mut declared = 0;
         for p in crate::all_problems() {
             for label in p.special_sets() {
-                let set = p.generate_special(label, crate::Preset::Ci, 3).unwrap();
+                let set = p
+                    .generate_special(label, crate::Preset::Ci, 3.into())
+                    .unwrap();
                 declared += 1;
                 let oracle = p.oracle(&set).unwrap();
                 let mut non_finite = 0;
@@ -106,7 +108,9 @@ mod tests {
         }
         assert!(declared >= 3, "problems 1, 2 and 12 declare special sets");
         let p = crate::find_problem("fm_interaction").unwrap();
-        assert!(p.generate_special("nope", crate::Preset::Ci, 3).is_err());
+        assert!(p
+            .generate_special("nope", crate::Preset::Ci, 3.into())
+            .is_err());
     }
 
     #[test]

@@ -2,16 +2,104 @@
 //! `.safetensors` file with string metadata, the format `dlrm-bench gen` shares with PyTorch.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use half::{bf16, f16};
-use safetensors::SafeTensors;
 
 pub use crate::dtype::DType;
 use crate::error::DataGenError;
 
 #[cfg(target_endian = "big")]
 compile_error!("data-gen stores tensors as native bytes and assumes a little-endian host");
+
+/// A tensor's bytes, shared: a clone is a reference (the input sets of a run share their
+/// embedding tables, gigabytes each), and writing through `DerefMut` first copies bytes that
+/// are shared (copy on write), so no holder ever sees another's change.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Bytes(Arc<Vec<u8>>);
+
+impl Bytes {
+    /// Whether `self` and `other` are the same bytes in memory (not merely equal).
+    pub fn same_as(&self, other: &Bytes) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The bytes as a vector (a copy only when they are shared).
+    pub fn into_vec(self) -> Vec<u8> {
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| (*shared).clone())
+    }
+
+    /// A handle that does not keep the bytes alive ([`Bytes::upgrade`] gets them back while
+    /// anyone still holds them).
+    pub fn downgrade(&self) -> std::sync::Weak<Vec<u8>> {
+        Arc::downgrade(&self.0)
+    }
+
+    /// Whether `weak` refers to these bytes.
+    pub fn is(&self, weak: &std::sync::Weak<Vec<u8>>) -> bool {
+        std::ptr::eq(weak.as_ptr(), Arc::as_ptr(&self.0))
+    }
+
+    /// The bytes behind `weak`, if any holder is left.
+    pub fn upgrade(weak: &std::sync::Weak<Vec<u8>>) -> Option<Bytes> {
+        weak.upgrade().map(Bytes)
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Self {
+        Bytes(Arc::new(v))
+    }
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl DerefMut for Bytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        Arc::make_mut(&mut self.0).as_mut_slice()
+    }
+}
+
+impl AsRef<[u8]> for Bytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl PartialEq<Vec<u8>> for Bytes {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        self.0.as_slice() == other.as_slice()
+    }
+}
+
+impl PartialEq<Bytes> for Vec<u8> {
+    fn eq(&self, other: &Bytes) -> bool {
+        self.as_slice() == other.0.as_slice()
+    }
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const SHOWN: usize = 16;
+        write!(
+            f,
+            "Bytes({} bytes: {:?}",
+            self.0.len(),
+            &self.0[..self.0.len().min(SHOWN)]
+        )?;
+        if self.0.len() > SHOWN {
+            write!(f, " ...")?;
+        }
+        write!(f, ")")
+    }
+}
 
 /// A host tensor: dtype, shape, little-endian bytes (row-major). The bytes carry no alignment
 /// guarantee, so the typed accessors copy out.
@@ -22,12 +110,17 @@ pub struct HostTensor {
     /// Shape (row-major); `[]` is a scalar.
     pub shape: Vec<usize>,
     /// `numel * dtype.size_bytes()` little-endian bytes.
-    pub bytes: Vec<u8>,
+    pub bytes: Bytes,
 }
 
 impl HostTensor {
     /// A tensor from raw bytes, checked against shape and dtype.
-    pub fn new(dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Result<Self, DataGenError> {
+    pub fn new(
+        dtype: DType,
+        shape: Vec<usize>,
+        bytes: impl Into<Bytes>,
+    ) -> Result<Self, DataGenError> {
+        let bytes = bytes.into();
         let expected = shape.iter().product::<usize>() * dtype.size_bytes();
         if bytes.len() != expected {
             return Err(DataGenError::ShapeMismatch {
@@ -50,7 +143,7 @@ impl HostTensor {
         Self {
             dtype,
             shape,
-            bytes: vec![0; len],
+            bytes: vec![0; len].into(),
         }
     }
 
@@ -188,6 +281,9 @@ impl HostTensor {
     }
 }
 
+/// The largest safetensors header [`TensorSet::read`] accepts (the format's own limit).
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
 /// Named tensors + string metadata, written/read as one `.safetensors` file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TensorSet {
@@ -253,33 +349,60 @@ impl TensorSet {
     }
 
     /// Read a set written by [`TensorSet::write`] (or any safetensors file of supported dtypes).
+    /// The header is parsed and checked by `safetensors`; each tensor's bytes are then read from
+    /// the file straight into its own buffer (one copy, so gigabyte tables load at file speed).
     pub fn read(path: &Path) -> Result<Self, DataGenError> {
-        let buf = std::fs::read(path).map_err(|source| DataGenError::Io {
+        use std::io::Read;
+        let io_err = |source| DataGenError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
         let st_err = |source| DataGenError::Safetensors {
             path: path.to_path_buf(),
             source,
         };
-        let st = SafeTensors::deserialize(&buf).map_err(st_err)?;
-        let (_, header) = SafeTensors::read_metadata(&buf).map_err(st_err)?;
+        let mut file = std::io::BufReader::new(std::fs::File::open(path).map_err(io_err)?);
+        let file_len = file.get_ref().metadata().map_err(io_err)?.len();
+        let mut n = [0u8; 8];
+        file.read_exact(&mut n)
+            .map_err(|_| st_err(safetensors::SafeTensorError::HeaderTooSmall))?;
+        let n = u64::from_le_bytes(n);
+        if n > MAX_HEADER_BYTES || 8 + n > file_len {
+            return Err(st_err(safetensors::SafeTensorError::InvalidHeaderLength));
+        }
+        let mut header = vec![0u8; n as usize];
+        file.read_exact(&mut header).map_err(io_err)?;
+        let header: safetensors::tensor::Metadata =
+            serde_json::from_slice(&header).map_err(|e| {
+                st_err(safetensors::SafeTensorError::InvalidHeaderDeserialization(
+                    e,
+                ))
+            })?;
+        if 8 + n + header.data_len() as u64 != file_len {
+            return Err(st_err(
+                safetensors::SafeTensorError::MetadataIncompleteBuffer,
+            ));
+        }
         let metadata = header
             .metadata()
             .as_ref()
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default();
         let mut tensors = BTreeMap::new();
-        for (name, view) in st.iter() {
-            let dtype = DType::from_safetensors(view.dtype()).ok_or_else(|| {
+        // In file order: the data of one tensor follows the other's.
+        for name in header.offset_keys() {
+            let info = header.info(&name).expect("a key of the header");
+            let dtype = DType::from_safetensors(info.dtype).ok_or_else(|| {
                 DataGenError::UnsupportedDType {
-                    tensor: name.to_owned(),
-                    dtype: view.dtype().to_string(),
+                    tensor: name.clone(),
+                    dtype: info.dtype.to_string(),
                     path: path.to_path_buf(),
                 }
             })?;
-            let t = HostTensor::new(dtype, view.shape().to_vec(), view.data().to_vec())?;
-            tensors.insert(name.to_owned(), t);
+            let (start, end) = info.data_offsets;
+            let mut bytes = vec![0u8; end - start];
+            file.read_exact(&mut bytes).map_err(io_err)?;
+            tensors.insert(name, HostTensor::new(dtype, info.shape.clone(), bytes)?);
         }
         Ok(Self { tensors, metadata })
     }

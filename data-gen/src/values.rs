@@ -5,6 +5,7 @@
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+use crate::dtype::DType;
 use crate::seed::{derive_str, mix64, GOLDEN_GAMMA};
 
 /// Elements per parallel task (only a work-splitting grain: values do not depend on it).
@@ -63,6 +64,42 @@ pub fn uniform_f32(len: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
                 *x = scale(unit_at(k, base + j as u64), lo, hi);
             }
         });
+    out
+}
+
+/// [`uniform_f32`]`(out.len() / size, seed, lo, hi)` as the little-endian bytes of `dtype`
+/// (f32, or bf16 or f16 rounded to nearest even, as [`uniform_bf16`] and [`uniform_f16`]), written
+/// into `out` in parallel: a table of gigabytes with no f32 copy. Panics for other dtypes, when
+/// `out` is not whole elements, or unless `lo` and `hi` are finite and `lo <= hi`.
+pub fn fill_uniform_bytes(out: &mut [u8], seed: u64, lo: f32, hi: f32, dtype: DType) {
+    check_range(lo, hi);
+    let size = dtype.size_bytes();
+    assert!(
+        matches!(dtype, DType::F32 | DType::BF16 | DType::F16) && out.len() % size == 0,
+        "uniform bytes are whole f32, bf16 or f16 elements, not {} bytes of {}",
+        out.len(),
+        dtype.name()
+    );
+    let k = key(seed);
+    out.par_chunks_mut(FILL_CHUNK * size)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let base = (c * FILL_CHUNK) as u64;
+            for (j, x) in chunk.chunks_exact_mut(size).enumerate() {
+                let v = scale(unit_at(k, base + j as u64), lo, hi);
+                match dtype {
+                    DType::F32 => x.copy_from_slice(&v.to_le_bytes()),
+                    DType::BF16 => x.copy_from_slice(&bf16::from_f32(v).to_bits().to_le_bytes()),
+                    _ => x.copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes()),
+                }
+            }
+        });
+}
+
+/// `len` elements of [`fill_uniform_bytes`].
+pub fn uniform_bytes(len: usize, seed: u64, lo: f32, hi: f32, dtype: DType) -> Vec<u8> {
+    let mut out = vec![0u8; len * dtype.size_bytes()];
+    fill_uniform_bytes(&mut out, seed, lo, hi, dtype);
     out
 }
 
@@ -172,5 +209,17 @@ mod tests {
             assert!((b[i].to_f32() - f[i]).abs() <= f[i].abs() / 128.0 + 1e-30);
             assert!((h[i].to_f32() - f[i]).abs() <= f[i].abs() / 1024.0 + 1e-7);
         }
+    }
+
+    #[test]
+    fn uniform_bytes_are_the_uniform_values_of_each_dtype() {
+        let (n, seed) = (100_003, 77);
+        let f = uniform_f32(n, seed, -1.0, 1.0);
+        let bytes = |dtype| uniform_bytes(n, seed, -1.0, 1.0, dtype);
+        assert_eq!(bytes(DType::F32), bytemuck::cast_slice::<f32, u8>(&f));
+        let bf = uniform_bf16(n, seed, -1.0, 1.0);
+        assert_eq!(bytes(DType::BF16), bytemuck::cast_slice::<bf16, u8>(&bf));
+        let h = uniform_f16(n, seed, -1.0, 1.0);
+        assert_eq!(bytes(DType::F16), bytemuck::cast_slice::<f16, u8>(&h));
     }
 }

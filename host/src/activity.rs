@@ -27,10 +27,14 @@ pub enum Activity {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Reading input sets (and their oracles) from the run's input cache.
+    Read,
     /// Drawing the input sets on the host.
     Generate,
     /// The f64 / exact oracle of every set.
     Oracle,
+    /// Writing new input sets to the run's input cache.
+    Store,
     /// Copies to the device, input fingerprints, output buffers.
     Upload,
     /// Loading or compiling a module and binding its plan.
@@ -41,19 +45,24 @@ pub enum Phase {
     Time,
     /// Checks of what the timed runs left.
     Recheck,
+    /// PyTorch eager timed on the run's input files (`run --torch`).
+    Peer,
 }
 
 impl Phase {
     /// A few words for the progress bar.
     pub fn describe(self) -> &'static str {
         match self {
+            Phase::Read => "reading cached inputs",
             Phase::Generate => "generating inputs",
             Phase::Oracle => "computing the oracle",
+            Phase::Store => "caching inputs",
             Phase::Upload => "uploading inputs",
             Phase::Load => "loading",
             Phase::Check => "checking",
             Phase::Time => "timing",
             Phase::Recheck => "rechecking timed outputs",
+            Phase::Peer => "timing PyTorch eager",
         }
     }
 }
@@ -111,6 +120,12 @@ impl PhaseTimes {
     }
 
     /// Adds `other`'s seconds to these.
+    /// Whether no phase took any time yet.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `other`'s seconds, phase by phase.
     pub fn add(&mut self, other: &PhaseTimes) {
         for (&p, &s) in &other.0 {
             *self.0.entry(p).or_default() += s;

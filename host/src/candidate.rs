@@ -207,7 +207,7 @@ fn sample_symbols(
     problem: &dyn bench_problems::Problem,
 ) -> (bench_problems::Sizes, BTreeMap<String, f64>) {
     let base = problem.sizes(bench_problems::Preset::Ci);
-    match problem.generate(bench_problems::Preset::Ci, &base, 0) {
+    match problem.generate(bench_problems::Preset::Ci, &base, 0.into()) {
         Ok(set) => (set.sizes, set.scalars),
         Err(_) => (with_data_sizes(&base), BTreeMap::new()),
     }

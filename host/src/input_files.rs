@@ -145,7 +145,11 @@ pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
         if let Some(r) = &replay {
             r.resize(&mut sizes);
         }
-        let mut set = p.generate(preset, &sizes, set_seed)?;
+        let seeds = bench_problems::Seeds {
+            set: set_seed,
+            table: crate::evaluate::table_seed(a.seed),
+        };
+        let mut set = p.generate(preset, &sizes, seeds)?;
         if let Some(r) = &replay {
             r.apply(&mut set)?;
         }
@@ -154,6 +158,7 @@ pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
         meta.insert("problem".into(), p.name().into());
         meta.insert("preset".into(), preset.name().into());
         meta.insert("seed".into(), set_seed.to_string());
+        meta.insert("table_seed".into(), seeds.table.to_string());
         meta.insert("sizes".into(), serde_json::to_string(&set.sizes)?);
         meta.insert("recipe".into(), p.recipe(preset).to_string());
         let path = set_path(out, p, preset, k);
@@ -219,7 +224,11 @@ mod tests {
         for k in 0..2 {
             let file = TensorSet::read(&set_path(&dir, p, Preset::Ci, k)).unwrap();
             let seed = crate::evaluate::public_seed(5, k);
-            let want = p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed).unwrap();
+            let seeds = bench_problems::Seeds {
+                set: seed,
+                table: crate::evaluate::table_seed(5),
+            };
+            let want = p.generate(Preset::Ci, &p.sizes(Preset::Ci), seeds).unwrap();
             assert_eq!(file.tensors, want.tensors.tensors);
             assert_eq!(file.metadata["seed"], seed.to_string());
             assert_eq!(file.metadata["problem"], "embedding_bag_sum");

@@ -141,6 +141,18 @@ struct RunArgs {
     /// addressable fraction and the projected step speedup, in the summary and run.json.
     #[arg(long)]
     workload: Option<PathBuf>,
+    /// Time PyTorch eager beside the references (`tools/torch_peer.py`, when python3 with torch
+    /// and a GPU are there) on the run's own input files, before each problem's candidates.
+    #[arg(long)]
+    torch: bool,
+    /// Where the run's input cache goes (default: /dev/shm/dlrm-bench/<run-id> when /dev/shm is
+    /// writable, else <run dir>/inputs).
+    #[arg(long)]
+    input_cache: Option<PathBuf>,
+    /// Keep the input cache when the run ends (by default each problem's files are removed once
+    /// its candidates are done).
+    #[arg(long)]
+    keep_inputs: bool,
     /// Finish the interrupted run in this results directory (its options are reused).
     #[arg(long)]
     resume: Option<PathBuf>,
@@ -211,6 +223,9 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         timeout_s: a.timeout_s,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
         workload: a.workload,
+        torch: a.torch,
+        input_cache: a.input_cache,
+        keep_inputs: a.keep_inputs,
     };
     let outcome = runner::run(opts, a.resume.as_deref())?;
     Ok(runner::exit_code(&outcome.records))

@@ -4,10 +4,10 @@
 //! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there.
-use crate::activity::PhaseTimes;
+use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover, load_candidate, Candidate};
-use crate::evaluate::EvalConfig;
+use crate::evaluate::{EvalConfig, InputCache};
 use crate::metrics::{self, GroupMetrics};
 use crate::projection::{self, Workload};
 use crate::record::{read_records, Ceilings, PeerTime, Record, RecordLog, Status, GIT_COMMIT};
@@ -43,6 +43,15 @@ pub struct RunOptions {
     /// A workload profile to project the run's wins onto (summary and run.json).
     #[serde(default)]
     pub workload: Option<PathBuf>,
+    /// Time PyTorch eager (`tools/torch_peer.py`) on the run's own input files.
+    #[serde(default)]
+    pub torch: bool,
+    /// The input cache's directory (default [`default_input_cache`]).
+    #[serde(default)]
+    pub input_cache: Option<PathBuf>,
+    /// Keep the input cache after the run.
+    #[serde(default)]
+    pub keep_inputs: bool,
 }
 
 /// What a finished run produced.
@@ -83,6 +92,25 @@ pub fn execution_limit_s(timeout_s: f64, reference_ms: Option<f64>) -> f64 {
     }
 }
 const SECRET_FILE: &str = ".secret_seed";
+/// Seconds PyTorch's peer may take on one problem.
+const PEER_TIMEOUT_S: f64 = 900.0;
+/// The peer's script, relative to the working directory (the repository root).
+const TORCH_PEER: &str = "tools/torch_peer.py";
+
+/// Where a run's input cache goes by default: memory-backed `/dev/shm/dlrm-bench/<run-id>`
+/// when `/dev/shm` is a writable directory (sets are gigabytes at `full`), else the run
+/// directory's `inputs/`.
+pub fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let writable = shm.is_dir()
+        && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
+        && std::fs::create_dir_all(shm.join("dlrm-bench")).is_ok();
+    if writable {
+        shm.join("dlrm-bench").join(run_id)
+    } else {
+        run_dir.join("inputs")
+    }
+}
 
 /// Runs the suite (or finishes the run in `resume`).
 pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome> {
@@ -132,6 +160,11 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let cache_root = opts
+        .input_cache
+        .clone()
+        .unwrap_or_else(|| default_input_cache(&dir, &run_id));
+    eprintln!("input cache: {}", cache_root.display());
     let mut log = RecordLog::open(&dir)?;
     let previous = read_records(&dir.join("results.jsonl"));
     let done: BTreeSet<(String, String)> = previous
@@ -187,7 +220,19 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         log.append(&r)?;
         fresh.push(r);
     }
-    let peers = load_peers(&opts.peer);
+    let mut peers = load_peers(&opts.peer);
+    let torch = opts.torch && on_gpu && torch_available();
+    if opts.torch && !torch {
+        eprintln!(
+            "warning: --torch: no PyTorch peer ({}): python3 with torch and a GPU are needed",
+            if on_gpu {
+                "python3 cannot import torch"
+            } else {
+                "no GPU"
+            }
+        );
+    }
+    let peer_file = dir.join("peer.jsonl");
     let total: usize = problems
         .iter()
         .map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count())
@@ -205,6 +250,13 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
             .map(|c| PathBuf::from(&c.origin))
             .collect();
         let reference_done = done.contains(&(problem.name().to_string(), "reference".to_string()));
+        let cache = InputCache::new(&cache_root, problem);
+        let mut carried = PhaseTimes::default();
+        if torch && (!reference_done || !pending.is_empty()) {
+            bar.set_message(format!("{}: PyTorch eager", problem.name()));
+            carried = peer_problem(&exe, &opts, secret_seed, problem, &cache, &peer_file)?;
+            peers = load_peers(&[opts.peer.clone(), vec![peer_file.clone()]].concat());
+        }
         bar.inc((1 + mine.len() - pending.len()) as u64 - u64::from(!reference_done));
         let mut session = ProblemSession {
             problem,
@@ -220,8 +272,16 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
                 .iter()
                 .find(|r| r.problem == problem.name() && r.is_reference())
                 .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
+            input_cache: cache_root.clone(),
+            carried,
         };
         fresh.extend(session.evaluate(&mut pending)?);
+        if !opts.keep_inputs {
+            let _ = std::fs::remove_dir_all(cache.dir());
+        }
+    }
+    if !opts.keep_inputs {
+        let _ = std::fs::remove_dir(&cache_root);
     }
     bar.finish_and_clear();
 
@@ -335,6 +395,106 @@ pub fn exit_code(records: &[Record]) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Whether `python3` can import torch (so `--torch` can run the peer).
+fn torch_available() -> bool {
+    Command::new("python3")
+        .args(["-c", "import torch, safetensors"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// PyTorch's peer on one problem (`run --torch`): a worker stores the problem's input sets in
+/// the run's input cache (`prepare_only`), then [`TORCH_PEER`] times eager on the files of the
+/// sets the timing rotates among, appending its record to `peer_file`. The workers that follow
+/// read the same files. A failure is a warning (the run goes on without the peer for this
+/// problem). Returns the seconds of each phase (the worker's, then [`Phase::Peer`]).
+fn peer_problem(
+    exe: &Path,
+    opts: &RunOptions,
+    secret_seed: u64,
+    problem: &'static dyn Problem,
+    cache: &InputCache,
+    peer_file: &Path,
+) -> anyhow::Result<PhaseTimes> {
+    let mut phases = PhaseTimes::default();
+    let spec = WorkerSpec {
+        problem: problem.name().to_string(),
+        prepare_only: true,
+        input_cache: cache.dir().parent().map(Path::to_path_buf),
+        ..base_spec(opts, secret_seed)
+    };
+    let mut worker = spawn_worker(exe, &spec)?;
+    let prepared = loop {
+        match worker
+            .events
+            .recv_timeout(Duration::from_secs_f64(PREPARE_TIMEOUT_S))
+        {
+            Ok(Some(Event::Prepared { phases: p })) => break Some(p),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break None,
+        }
+    };
+    worker.kill();
+    let Some(p) = prepared else {
+        eprintln!(
+            "warning: {}: storing the inputs for PyTorch failed; no peer for it:
+{}",
+            problem.name(),
+            worker.stderr_tail()
+        );
+        return Ok(phases);
+    };
+    phases.add(&p);
+    let files = crate::evaluate::rotation_files(problem, &opts.eval, cache);
+    let outcome = phases.time(Phase::Peer, || {
+        let mut child = Command::new("python3")
+            .arg(TORCH_PEER)
+            .args(["--problem", problem.name(), "--check", "--out"])
+            .arg(peer_file)
+            .arg("--inputs")
+            .args(&files)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait()? {
+                let out = child.wait_with_output()?;
+                return anyhow::Ok((status, out.stdout, out.stderr));
+            }
+            if started.elapsed().as_secs_f64() > PEER_TIMEOUT_S {
+                let _ = child.kill();
+                let out = child.wait_with_output()?;
+                anyhow::bail!(
+                    "{TORCH_PEER} ran past {PEER_TIMEOUT_S:.0} s and was killed:
+{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    match outcome {
+        Ok((status, stdout, stderr)) if status.success() => {
+            for line in String::from_utf8_lossy(&stdout).lines() {
+                eprintln!("  [torch] {line}");
+            }
+            let _ = stderr;
+        }
+        Ok((status, stdout, stderr)) => eprintln!(
+            "warning: {}: {TORCH_PEER} failed ({status}):
+{}{}",
+            problem.name(),
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
+        Err(e) => eprintln!("warning: {}: {e:#}", problem.name()),
+    }
+    Ok(phases)
 }
 
 /// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
@@ -460,6 +620,8 @@ fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
         report_reference: false,
         force_cpu: opts.force_cpu,
         ceilings: None,
+        input_cache: None,
+        prepare_only: false,
     }
 }
 
@@ -508,10 +670,20 @@ struct ProblemSession<'a> {
     reference_done: bool,
     /// The reference's median time, once known (it bounds a candidate's execution time).
     reference_ms: Option<f64>,
+    /// The run's input cache (its root directory).
+    input_cache: PathBuf,
+    /// Phases of work done for the problem but not yet in a record (a worker's preparation):
+    /// added to the next record logged.
+    carried: PhaseTimes,
 }
 
 impl ProblemSession<'_> {
     fn record(&mut self, mut r: Record, out: &mut Vec<Record>) -> anyhow::Result<()> {
+        if !self.carried.is_empty() {
+            r.phases
+                .get_or_insert_with(PhaseTimes::default)
+                .add(&std::mem::take(&mut self.carried));
+        }
         if r.is_reference() {
             attach_peer(&mut r, self.peers);
             self.reference_done = true;
@@ -571,6 +743,7 @@ impl ProblemSession<'_> {
                 candidates: pending.clone(),
                 report_reference: !self.reference_done,
                 ceilings: self.ceilings,
+                input_cache: Some(self.input_cache.clone()),
                 ..base_spec(self.opts, self.secret_seed)
             };
             let mut worker = spawn_worker(self.exe, &spec)?;
@@ -632,6 +805,7 @@ impl ProblemSession<'_> {
                     Ok(Some(Event::Running)) => running = Some(Instant::now()),
                     Ok(Some(Event::Done)) => running = None,
                     Ok(Some(Event::Ready)) => ready = true,
+                    Ok(Some(Event::Prepared { phases })) => self.carried.add(&phases),
                     Ok(Some(Event::DeviceLost { message })) => device_lost = Some(message),
                     Ok(Some(Event::Ceilings { .. })) => {}
                     Ok(None) => break None,

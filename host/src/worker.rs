@@ -4,10 +4,10 @@
 //! enforces the time limit, and starts a fresh worker for the candidates left.
 //!
 //! Protocol: the spec arrives as one JSON document on stdin; stdout carries [`Event`] lines.
-use crate::activity::{Activity, Phase};
+use crate::activity::{Activity, Phase, PhaseTimes};
 use crate::backend;
 use crate::candidate::load_candidate;
-use crate::evaluate::{EvalConfig, ProblemRun};
+use crate::evaluate::{cache_inputs, EvalConfig, InputCache, ProblemRun};
 use crate::record::{Ceilings, Record, Status};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -30,12 +30,25 @@ pub struct WorkerSpec {
     /// no fallback to the emulator).
     pub force_cpu: bool,
     pub ceilings: Option<Ceilings>,
+    /// The run's input cache (a directory with one subdirectory per problem): sets are read
+    /// from it when there, else generated and stored in it.
+    #[serde(default)]
+    pub input_cache: Option<PathBuf>,
+    /// Only make the problem's input sets and store them in the cache (no device needed), then
+    /// report [`Event::Prepared`].
+    #[serde(default)]
+    pub prepare_only: bool,
 }
 
 /// One line of worker output.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// The worker's input sets are ready (read from the cache, or generated): the seconds of
+    /// each phase it took. The orchestrator adds them to the next record it logs.
+    Prepared {
+        phases: PhaseTimes,
+    },
     /// Inputs generated and the reference checked; candidates follow.
     Ready,
     /// Evaluation of a candidate (its directory) begins.
@@ -88,6 +101,9 @@ pub fn main() -> anyhow::Result<()> {
     let mut text = String::new();
     std::io::stdin().read_to_string(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;
+    if spec.prepare_only {
+        return prepare_only(&spec);
+    }
     let mut backend = backend::open(spec.force_cpu)?;
     if spec.ceilings_only {
         let ceilings = crate::ceilings::measure(&mut *backend)
@@ -99,7 +115,14 @@ pub fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
     let mut eval = spec.eval.clone();
     eval.secret_seed = spec.secret_seed;
-    let mut run = ProblemRun::prepare(&mut *backend, problem, eval, spec.ceilings)?;
+    let cache = spec
+        .input_cache
+        .as_deref()
+        .map(|root| InputCache::new(root, problem));
+    let mut run = ProblemRun::prepare(&mut *backend, problem, eval, spec.ceilings, cache.as_ref())?;
+    emit(&Event::Prepared {
+        phases: run.prepare_phases().clone(),
+    });
     let reference = run.reference_record();
     let reference_ok = reference.status == Status::Correct;
     if spec.report_reference {
@@ -139,5 +162,20 @@ pub fn main() -> anyhow::Result<()> {
         }
     }
     run.release();
+    Ok(())
+}
+
+/// `prepare_only`: stores every input set of the problem that the cache lacks.
+fn prepare_only(spec: &WorkerSpec) -> anyhow::Result<()> {
+    let problem = bench_problems::find_problem(&spec.problem)
+        .ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
+    let root = spec
+        .input_cache
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("prepare_only needs an input cache"))?;
+    let mut eval = spec.eval.clone();
+    eval.secret_seed = spec.secret_seed;
+    let phases = cache_inputs(problem, &eval, &InputCache::new(root, problem))?;
+    emit(&Event::Prepared { phases });
     Ok(())
 }

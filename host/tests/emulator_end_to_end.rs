@@ -61,7 +61,7 @@ fn reference_and_rust_candidates_pass_every_check(
 ) {
     assert!(invalid.is_empty(), "{invalid:?}");
     let mut backend = EmuBackend::new();
-    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
+    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None, None).unwrap();
     let reference = run.reference_record();
     assert_eq!(
         reference.status,
@@ -104,7 +104,7 @@ fn cuda_candidates_are_skipped_on_the_emulator_not_failed() {
         .expect("an example");
     let problem = bench_problems::find_problem(&cuda.problem).unwrap();
     let mut backend = EmuBackend::new();
-    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
+    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None, None).unwrap();
     run.reference_record();
     let rec = run.evaluate(cuda);
     assert_eq!(rec.status, Status::Skipped, "{}", rec.message);
@@ -121,7 +121,7 @@ fn a_plan_that_covers_half_the_bags_is_incorrect() {
     partial.launches[0].grid[0] = Dim::Number(1);
     partial.launches[0].args[6] = "B / 2".into();
     let mut backend = EmuBackend::new();
-    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None).unwrap();
+    let mut run = ProblemRun::prepare(&mut backend, problem, config(), None, None).unwrap();
     run.reference_record();
     let rec = run.evaluate(&partial);
     assert_eq!(rec.status, Status::Incorrect);

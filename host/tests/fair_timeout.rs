@@ -2,7 +2,8 @@
 //! with `--timeout-s 3` (far below the many seconds the harness spends checking and timing a
 //! candidate there), a correct candidate twice as slow as the reference (its plan is the
 //! reference's, run twice) ends `correct` with a speedup below 1, while a kernel that never
-//! ends is still a `timeout`.
+//! ends is still a `timeout`. The hang comes first, so the slow candidate runs in a fresh worker:
+//! that worker reads the input sets the first one cached and generates none.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -49,8 +50,8 @@ fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
         std::env::temp_dir().join(format!("dlrm-bench-fair-timeout-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let twice = format!("{REFERENCE_SCRATCH}{}", REFERENCE_LAUNCH.repeat(2));
-    write(&root, "a_slow", &twice);
-    write(&root, "b_hang", HANG);
+    write(&root, "a_hang", HANG);
+    write(&root, "b_slow", &twice);
     let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .args(["run", "--cpu", "--problem", "embedding_bag_sum"])
@@ -67,6 +68,8 @@ fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
         .arg(root.join("corpus"))
         .arg("--out")
         .arg(root.join("results"))
+        .arg("--input-cache")
+        .arg(root.join("cache"))
         .output()
         .unwrap();
     let elapsed = started.elapsed().as_secs_f64();
@@ -121,11 +124,22 @@ fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
         "{hang}"
     );
     let reference = records.iter().find(|r| r["group"] == "reference").unwrap();
-    for p in ["generate", "oracle", "upload", "check", "time"] {
+    for p in ["generate", "oracle", "store", "upload", "check", "time"] {
         assert!(
             reference["phases"][p].as_f64().is_some(),
             "{p}: {reference}"
         );
     }
+    // The worker after the hang read every set from the cache and generated none.
+    for p in ["read", "upload"] {
+        assert!(phases[p].as_f64().is_some(), "{p}: {slow}");
+    }
+    for p in ["generate", "oracle", "store"] {
+        assert!(phases[p].is_null(), "{p} again after the restart: {slow}");
+    }
+    assert!(
+        !root.join("cache").join("embedding_bag_sum").exists(),
+        "the problem's cache is removed once it is done"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }

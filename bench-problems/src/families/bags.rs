@@ -17,14 +17,14 @@
 //! - Reference: PyTorch's embedding-bag launch ([`embedding_bag_launch`],
 //!   [`embedding_bag_plan`]) and the side outputs it writes ([`embedding_bag_scratch`]).
 use crate::error::ProblemError;
-use crate::input_set::{InputSet, InputSetBuilder};
+use crate::input_set::{shared_table, InputSet, InputSetBuilder, Seeds};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::oracle::{oracle_of, Oracle, OracleOutput, Work};
 use crate::signature::TensorSpec;
 use crate::sizes::{size, sizes_of, Preset, Sizes};
 use data_gen::{
-    bag_indices, offsets_from_lengths, seed::derive_str, uniform_f32_at, DType, IndexRecipe,
-    Pooling,
+    bag_indices, offsets_from_lengths, seed::derive_str, uniform_f32_at, DType, HostTensor,
+    IndexRecipe, Pooling,
 };
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -95,6 +95,20 @@ pub fn table_dims(problem: &str, sizes: &Sizes) -> Result<(usize, usize), Proble
     ))
 }
 
+/// The table `weight` [E, D] of `problem` in `dtype` (f32, bf16 or f16), uniform in [-1, 1)
+/// from `table_seed`, shared by every input set of the seed ([`shared_table`]).
+pub fn uniform_table(
+    problem: &str,
+    [e, d]: [usize; 2],
+    dtype: DType,
+    table_seed: u64,
+) -> Result<HostTensor, ProblemError> {
+    shared_table(problem, "weight", &[e, d], table_seed, |seed| {
+        let bytes = data_gen::uniform_bytes(e * d, derive_str(seed, "weight"), -1.0, 1.0, dtype);
+        Ok(HostTensor::new(dtype, vec![e, d], bytes)?)
+    })
+}
+
 /// The one-bag edge set: `sizes` with B = 1.
 pub fn one_bag(mut sizes: Sizes) -> Sizes {
     sizes.insert("B".into(), 1);
@@ -117,9 +131,9 @@ macro_rules! bag_check_sets {
             &self,
             name: &str,
             preset: $crate::Preset,
-            seed: u64,
+            seeds: $crate::Seeds,
         ) -> Result<$crate::InputSet, $crate::ProblemError> {
-            $crate::families::bags::special_set(self, name, preset, seed)
+            $crate::families::bags::special_set(self, name, preset, seeds)
         }
     };
 }
@@ -130,10 +144,10 @@ pub fn special_set(
     problem: &dyn crate::problem::Problem,
     name: &str,
     preset: Preset,
-    seed: u64,
+    seeds: Seeds,
 ) -> Result<InputSet, ProblemError> {
     match name {
-        NON_FINITE_ROWS => non_finite_rows(problem, preset, seed),
+        NON_FINITE_ROWS => non_finite_rows(problem, preset, seeds),
         _ => Err(ProblemError::invalid(
             problem.name(),
             format!("no special-value set `{name}`"),
@@ -150,9 +164,9 @@ pub const NON_FINITE_ROWS: &str = "non-finite-rows";
 pub fn non_finite_rows(
     problem: &dyn crate::problem::Problem,
     preset: Preset,
-    seed: u64,
+    seeds: Seeds,
 ) -> Result<InputSet, ProblemError> {
-    let set = problem.generate(preset, &problem.sizes(preset), seed)?;
+    let set = problem.generate(preset, &problem.sizes(preset), seeds)?;
     let (indices, offsets) = (set.i64s("indices")?, set.i64s("offsets")?);
     let rows: Vec<usize> = offsets
         .windows(2)

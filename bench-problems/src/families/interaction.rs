@@ -192,7 +192,7 @@ pub(crate) mod testing {
     /// they are the same for the same seed and differ for another.
     pub fn assert_uniform_inputs(p: &dyn Problem, expect: &[(&str, &[usize], (f32, f32))]) {
         let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 5).unwrap();
+        let set = p.generate(Preset::Ci, &sizes, 5.into()).unwrap();
         for &(name, shape, (low, high)) in expect {
             let t = set.tensors.get(name).unwrap();
             assert_eq!(t.shape, shape, "{name}");
@@ -201,9 +201,9 @@ pub(crate) mod testing {
                 "{name} in [{low}, {high})"
             );
         }
-        let again = p.generate(Preset::Ci, &sizes, 5).unwrap();
+        let again = p.generate(Preset::Ci, &sizes, 5.into()).unwrap();
         assert_eq!(again.tensors, set.tensors, "deterministic for a seed");
-        let other = p.generate(Preset::Ci, &sizes, 6).unwrap();
+        let other = p.generate(Preset::Ci, &sizes, 6.into()).unwrap();
         assert_ne!(other.tensors, set.tensors);
     }
 

@@ -24,6 +24,7 @@ use crate::families::sparse::{
     CumsumI32, KjtInputs, SortScratch,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{
     oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
     TensorSpec, Work,
@@ -133,7 +134,8 @@ impl Problem for BlockBucketizeSparseFeatures {
         })
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, preset: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let [t, b, w] = sizes_in(sizes, NAME, ["T", "B", "W"])?;
         let same = sizes.get("SAME_ID").copied().unwrap_or(0) != 0;
         if t < 1 || b < 1 || w < 1 {
@@ -488,7 +490,7 @@ mod tests {
     fn inputs_have_ids_past_the_last_block_and_edge_sets_hold() {
         let p = BlockBucketizeSparseFeatures;
         let set = p
-            .generate(Preset::Small, &p.sizes(Preset::Small), 3)
+            .generate(Preset::Small, &p.sizes(Preset::Small), 3.into())
             .unwrap();
         let stats = p.input_stats(&set);
         let past = stats["past_last_block"].as_f64().unwrap();
@@ -499,9 +501,9 @@ mod tests {
         let per_rank: Vec<u64> = serde_json::from_value(stats["ids_per_rank"].clone()).unwrap();
         assert!(per_rank.iter().all(|&c| c > 0));
         let edges = p.edge_sizes(Preset::Ci);
-        let same = p.generate(Preset::Ci, &edges[1], 1).unwrap();
+        let same = p.generate(Preset::Ci, &edges[1], 1.into()).unwrap();
         assert!(same.i64s("indices").unwrap().iter().all(|&i| i == 0));
-        let one = p.generate(Preset::Ci, &edges[0], 1).unwrap();
+        let one = p.generate(Preset::Ci, &edges[0], 1.into()).unwrap();
         assert_eq!(one.tensors.get("block_sizes").unwrap().numel(), 1);
         let out = p.oracle(&same).unwrap();
         let OracleOutput::Int(nl) = &out["new_lengths"] else {

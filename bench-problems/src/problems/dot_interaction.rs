@@ -21,6 +21,7 @@ use crate::families::interaction::{
     dot_sizes, pairs, t_row, tril, EMB, OUT_WIDTH, X,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{
     oracle_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes, TensorSpec,
     Work,
@@ -75,7 +76,8 @@ impl Problem for DotInteraction {
         recipe
     }
 
-    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, _: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let dims = bfd(self.name(), sizes)?;
         Ok(dot_inputs(InputSet::builder(seed, sizes), seed, dims)?.build())
     }
@@ -155,7 +157,7 @@ mod tests {
             ],
         );
         let p = DotInteraction;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 5).unwrap();
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 5.into()).unwrap();
         assert!(set.f32s("emb").unwrap().iter().any(|&v| v < 0.0));
     }
 
@@ -163,7 +165,7 @@ mod tests {
     fn oracle_matches_direct_dot_products() {
         let p = DotInteraction;
         for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 3).unwrap();
+            let set = p.generate(Preset::Ci, &sizes, 3.into()).unwrap();
             let [b, f, d] = bfd("t", &sizes).unwrap();
             let x = set.f32s("x").unwrap();
             let emb = set.f32s("emb").unwrap();
@@ -196,7 +198,7 @@ mod tests {
     #[test]
     fn work_counts_bytes_and_pair_flops() {
         let p = DotInteraction;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 1).unwrap();
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 1.into()).unwrap();
         let w = p.work(&set);
         // B = 19, F = 6, D = 36, P = 21.
         assert_eq!(w.flops, 2.0 * 19.0 * 21.0 * 36.0);

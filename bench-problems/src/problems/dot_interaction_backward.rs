@@ -16,6 +16,7 @@ use crate::families::interaction::{
     dot_sizes, elementwise, pairs, t_row, tril, uniform, EMB, OUT_WIDTH, X,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{
     oracle_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes, TensorSpec,
     Work,
@@ -92,7 +93,8 @@ impl Problem for DotInteractionBackward {
         recipe
     }
 
-    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, _: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let [b, f, d] = bfd(self.name(), sizes)?;
         let set = dot_inputs(InputSet::builder(seed, sizes), seed, [b, f, d])?;
         let width = d + f * (f + 1) / 2;
@@ -186,8 +188,8 @@ mod tests {
     fn inputs_share_problem_10s_draw() {
         let p = DotInteractionBackward;
         let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 8).unwrap();
-        let fwd = DotInteraction.generate(Preset::Ci, &sizes, 8).unwrap();
+        let set = p.generate(Preset::Ci, &sizes, 8.into()).unwrap();
+        let fwd = DotInteraction.generate(Preset::Ci, &sizes, 8.into()).unwrap();
         assert_eq!(set.tensors.get("x").unwrap(), fwd.tensors.get("x").unwrap());
         assert_eq!(
             set.tensors.get("emb").unwrap(),
@@ -203,7 +205,7 @@ mod tests {
     fn oracle_is_the_gradient_of_the_forward() {
         let p = DotInteractionBackward;
         for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 4).unwrap();
+            let set = p.generate(Preset::Ci, &sizes, 4.into()).unwrap();
             let [b, f, d] = bfd("t", &sizes).unwrap();
             let [x, emb, g] = f64_tensors(&set, ["x", "emb", "grad_out"]).unwrap();
             let oracle = p.oracle(&set).unwrap();

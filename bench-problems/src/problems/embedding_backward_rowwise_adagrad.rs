@@ -22,11 +22,12 @@
 use crate::problem::problem_identity;
 use crate::families::bags::{self, touched_rows, BagRecipe, BagSizes, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::{shared_table, Seeds};
 use crate::spec::{
     oracle_of, size, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
     TensorSpec, Work,
 };
-use data_gen::{seed::derive_str, uniform_f32, DType, HostTensor};
+use data_gen::{seed::derive_str, uniform_bytes, uniform_f32, DType, HostTensor};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -169,20 +170,24 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         }))
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, preset: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let (e, d) = bags::table_dims(NAME, sizes)?;
         let bags = recipe(preset).draw(NAME, sizes, seed)?;
         let b = bags.count();
         let grad = uniform_f32(b * d, derive_str(seed, "grad_output"), -1.0, 1.0);
-        let weight = uniform_f32(e * d, derive_str(seed, "weight"), -1.0, 1.0);
-        let momentum = uniform_f32(e, derive_str(seed, "momentum"), 0.0, 1.0);
+        let weight = bags::uniform_table(NAME, [e, d], DType::F32, seeds.table)?;
+        let momentum = shared_table(NAME, "momentum", &[e], seeds.table, |seed| {
+            let m = uniform_bytes(e, derive_str(seed, "momentum"), 0.0, 1.0, DType::F32);
+            Ok(HostTensor::new(DType::F32, vec![e], m)?)
+        })?;
         Ok(bags
             .builder(seed, sizes)?
             .scalar("lr", LR)
             .scalar("eps", EPS)
             .f32("grad_output", &[b, d], grad)?
-            .f32("weight", &[e, d], weight)?
-            .f32("momentum", &[e], momentum)?
+            .tensor("weight", weight)
+            .tensor("momentum", momentum)
             .build())
     }
 
@@ -383,7 +388,7 @@ mod tests {
 
     fn set(seed: u64) -> InputSet {
         let p = EmbeddingBackwardRowwiseAdagrad;
-        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed).unwrap()
+        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed.into()).unwrap()
     }
 
     /// The oracle's outputs rounded to f32, as a correct kernel writes them.

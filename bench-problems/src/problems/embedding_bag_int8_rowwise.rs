@@ -19,9 +19,10 @@
 use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Counts};
 use crate::launch::LaunchSpec;
+use crate::spec::{shared_table, Seeds};
 use crate::spec::{InputSet, Oracle, Preset, Problem, ProblemError, Sizes, TensorSpec, Work};
 use data_gen::seed::{derive_str, mix64, GOLDEN_GAMMA};
-use data_gen::{uniform_f32, DType};
+use data_gen::{uniform_f32, DType, HostTensor};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -101,7 +102,8 @@ impl Problem for EmbeddingBagInt8Rowwise {
         }))
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, preset: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let (e, d) = bags::table_dims(NAME, sizes)?;
         if d % 4 != 0 {
             return Err(ProblemError::invalid(
@@ -110,11 +112,12 @@ impl Problem for EmbeddingBagInt8Rowwise {
             ));
         }
         let bags = recipe(preset).draw(NAME, sizes, seed)?;
-        let table = quantized_table(e, d, derive_str(seed, "weight"));
-        Ok(bags
-            .builder(seed, sizes)?
-            .u8("weight", &[e, d + ROW_TAIL_BYTES], table)?
-            .build())
+        let shape = [e, d + ROW_TAIL_BYTES];
+        let table = shared_table(NAME, "weight", &shape, seeds.table, |seed| {
+            let bytes = quantized_table(e, d, derive_str(seed, "weight"));
+            Ok(HostTensor::new(DType::U8, shape.to_vec(), bytes)?)
+        })?;
+        Ok(bags.builder(seed, sizes)?.tensor("weight", table).build())
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
@@ -165,7 +168,7 @@ mod tests {
 
     fn ci(seed: u64) -> InputSet {
         EmbeddingBagInt8Rowwise
-            .generate(Preset::Ci, &SIZES.of(Preset::Ci), seed)
+            .generate(Preset::Ci, &SIZES.of(Preset::Ci), seed.into())
             .unwrap()
     }
 
@@ -230,7 +233,7 @@ mod tests {
         let p = EmbeddingBagInt8Rowwise;
         let mut sizes = p.sizes(Preset::Ci);
         sizes.insert("D".into(), 42);
-        assert!(p.generate(Preset::Ci, &sizes, 1).is_err());
+        assert!(p.generate(Preset::Ci, &sizes, 1.into()).is_err());
         let set = ci(3);
         let w = p.work(&set);
         let n = set.sizes["N"] as f64;

@@ -8,8 +8,9 @@
 use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{InputSet, Oracle, Preset, Problem, ProblemError, Sizes, TensorSpec, Work};
-use data_gen::{seed::derive_str, uniform_f32, DType};
+use data_gen::DType;
 use serde_json::json;
 
 /// The problem.
@@ -44,14 +45,12 @@ impl Problem for EmbeddingBagSum {
         }))
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, preset: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let (e, d) = bags::table_dims(NAME, sizes)?;
         let bags = recipe(preset).draw(NAME, sizes, seed)?;
-        let weight = uniform_f32(e * d, derive_str(seed, "weight"), -1.0, 1.0);
-        Ok(bags
-            .builder(seed, sizes)?
-            .f32("weight", &[e, d], weight)?
-            .build())
+        let weight = bags::uniform_table(NAME, [e, d], DType::F32, seeds.table)?;
+        Ok(bags.builder(seed, sizes)?.tensor("weight", weight).build())
     }
 
     crate::families::bags::bag_check_sets!();
@@ -91,7 +90,7 @@ mod tests {
 
     fn set(seed: u64) -> InputSet {
         let p = EmbeddingBagSum;
-        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed).unwrap()
+        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed.into()).unwrap()
     }
 
     #[test]

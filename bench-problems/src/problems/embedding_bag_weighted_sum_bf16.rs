@@ -20,6 +20,7 @@
 use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{InputSet, Oracle, Preset, Problem, ProblemError, Sizes, TensorSpec, Work};
 use data_gen::{seed::derive_str, values::uniform_bf16, DType};
 use serde_json::json;
@@ -63,15 +64,16 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         }))
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, preset: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let (e, d) = bags::table_dims(NAME, sizes)?;
         let bags = recipe(preset).draw(NAME, sizes, seed)?;
         let n = bags.n();
-        let weight = uniform_bf16(e * d, derive_str(seed, "weight"), -1.0, 1.0);
+        let weight = bags::uniform_table(NAME, [e, d], DType::BF16, seeds.table)?;
         let psw = uniform_bf16(n, derive_str(seed, "per_sample_weights"), 0.0, PSW_HIGH);
         Ok(bags
             .builder(seed, sizes)?
-            .bf16("weight", &[e, d], weight)?
+            .tensor("weight", weight)
             .bf16("per_sample_weights", &[n], psw)?
             .build())
     }
@@ -120,7 +122,7 @@ mod tests {
 
     fn draw(preset: Preset, sizes: &Sizes, seed: u64) -> InputSet {
         EmbeddingBagWeightedSumBf16
-            .generate(preset, sizes, seed)
+            .generate(preset, sizes, seed.into())
             .unwrap()
     }
 

@@ -11,6 +11,7 @@ use crate::problem::problem_identity;
 use crate::families::interaction::{elementwise, f64_tensors, uniform};
 use crate::sizes::counts_in;
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{
     oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
     TensorSpec, Work,
@@ -85,7 +86,8 @@ impl Problem for FmInteraction {
         })
     }
 
-    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, _: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let [b, f, k] = bfk(sizes)?;
         let set = InputSet::builder(seed, sizes);
         Ok(uniform(set, seed, "x", &[b, f, k], (-1.0, 1.0))?.build())
@@ -95,13 +97,13 @@ impl Problem for FmInteraction {
         vec![NON_FINITE_FIELDS]
     }
 
-    fn generate_special(&self, name: &str, preset: Preset, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate_special(&self, name: &str, preset: Preset, seeds: Seeds) -> Result<InputSet, ProblemError> {
         if name != NON_FINITE_FIELDS {
             return Err(ProblemError::invalid(self.name(), format!("no special set `{name}`")));
         }
         // x[b, 0, 0] of samples 1–4 is NaN, +inf, −inf and −0: out is NaN for the first three
         // ((Σx)² − Σx² is inf − inf), finite for the fourth.
-        let set = self.generate(preset, &self.sizes(preset), seed)?;
+        let set = self.generate(preset, &self.sizes(preset), seeds)?;
         let row = set.count("F") * set.count("K");
         crate::special::with_special_values(set, "x", row, &[1, 2, 3, 4])
     }
@@ -210,7 +212,7 @@ mod tests {
     fn oracle_equals_the_sum_over_field_pairs() {
         let p = FmInteraction;
         for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 9).unwrap();
+            let set = p.generate(Preset::Ci, &sizes, 9.into()).unwrap();
             let [b, f, k] = bfk(&sizes).unwrap();
             let x = set.f32s("x").unwrap();
             let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else {

@@ -25,6 +25,7 @@ use crate::families::sparse::{
     repeat_interleave, scratch_of, sizes_in, with_sizes, CumsumI32, KjtInputs, KJT_ALPHA,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{
     oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
     TensorSpec, Work,
@@ -154,7 +155,8 @@ impl Problem for KjtPermute {
         })
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, preset: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let [t, b, p] = sizes_in(sizes, NAME, ["T", "B", "P"])?;
         if t < 1 || b < 4 || p < 1 || b % 4 != 0 {
             return Err(ProblemError::invalid(
@@ -338,7 +340,7 @@ mod tests {
     fn inputs_are_consistent_and_sizes_count_the_values() {
         let p = KjtPermute;
         for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 8).unwrap();
+            let set = p.generate(Preset::Ci, &sizes, 8.into()).unwrap();
             let lengths = set.i64s("lengths").unwrap();
             let n: i64 = lengths.iter().sum();
             assert_eq!(set.sizes["N"], n);
@@ -353,7 +355,7 @@ mod tests {
     #[test]
     fn oracle_copies_whole_features_in_permuted_order() {
         let p = KjtPermute;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2).unwrap();
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2.into()).unwrap();
         let permute = set.i64s("permute").unwrap();
         let lengths = set.i64s("lengths").unwrap();
         let values = set.i64s("values").unwrap();

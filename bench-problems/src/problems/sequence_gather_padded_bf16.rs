@@ -21,12 +21,14 @@ use crate::families::sparse::{
     sizes_in, with_sizes,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::{shared_table, Seeds};
 use crate::spec::{
     oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
     TensorSpec, Work,
 };
 use data_gen::{
-    bag_indices, seed::derive_str, uniform_f32_at, DType, HostTensor, IndexRecipe, Pooling,
+    uniform_bytes,
+    bag_indices, seed::derive_str, DType, HostTensor, IndexRecipe, Pooling,
 };
 use rayon::prelude::*;
 use serde_json::json;
@@ -46,22 +48,6 @@ fn pooling(max_len: i64) -> Pooling {
     }
 }
 
-/// bf16 bits of `len` values uniform in [-1, 1) (element i from (seed, i)), filled in place in
-/// parallel without an f32 copy of the table.
-fn uniform_bf16_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut bytes = vec![0u8; len * 2];
-    bytes
-        .par_chunks_mut(1 << 16)
-        .enumerate()
-        .for_each(|(c, chunk)| {
-            let base = c * (1 << 15);
-            for (j, pair) in chunk.chunks_exact_mut(2).enumerate() {
-                let x = uniform_f32_at(seed, (base + j) as u64, -1.0, 1.0);
-                pair.copy_from_slice(&half::bf16::from_f32(x).to_bits().to_le_bytes());
-            }
-        });
-    bytes
-}
 
 impl Problem for SequenceGatherPaddedBf16 {
     problem_identity!(
@@ -99,7 +85,8 @@ impl Problem for SequenceGatherPaddedBf16 {
         })
     }
 
-    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, _: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let [e, d, b, l] = sizes_in(sizes, NAME, ["E", "D", "B", "L"])?;
         if e < 1 || b < 1 || l < 1 || d < 8 || d % 8 != 0 {
             return Err(ProblemError::invalid(NAME, format!("need E, B, L >= 1 and D a multiple of 8 (16-byte rows), got E={e} D={d} B={b} L={l}")));
@@ -123,12 +110,15 @@ impl Problem for SequenceGatherPaddedBf16 {
         };
         let indices = bag_indices(&recipe, &lengths, derive_str(seed, "indices"))?;
         let (e, d) = (e as usize, d as usize);
-        let weight = uniform_bf16_bytes(e * d, derive_str(seed, "weight"));
+        let weight = shared_table(NAME, "weight", &[e, d], seeds.table, |seed| {
+            let bytes = uniform_bytes(e * d, derive_str(seed, "weight"), -1.0, 1.0, DType::BF16);
+            Ok(HostTensor::new(DType::BF16, vec![e, d], bytes)?)
+        })?;
         let n = indices.len();
         let lengths: Vec<i64> = lengths.into_iter().map(i64::from).collect();
         Ok(InputSet::builder(seed, sizes)
             .size("N", n)
-            .tensor("weight", HostTensor::new(DType::BF16, vec![e, d], weight)?)
+            .tensor("weight", weight)
             .i64("indices", &[n], indices)?
             .i64("lengths", &[b as usize], lengths)?
             .build())
@@ -266,7 +256,7 @@ mod tests {
     fn inputs_hold_the_edge_sequences_and_are_deterministic() {
         let p = SequenceGatherPaddedBf16;
         let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 5).unwrap();
+        let set = p.generate(Preset::Ci, &sizes, 5.into()).unwrap();
         let lengths = set.i64s("lengths").unwrap();
         let indices = set.i64s("indices").unwrap();
         assert_eq!(lengths.len(), 12);
@@ -282,11 +272,11 @@ mod tests {
         assert_eq!(w.len(), 4096 * 24);
         assert!(w.iter().all(|x| (-1.0..=1.0).contains(&x.to_f32())));
         assert_eq!(
-            p.generate(Preset::Ci, &sizes, 5).unwrap().tensors,
+            p.generate(Preset::Ci, &sizes, 5.into()).unwrap().tensors,
             set.tensors
         );
         for edge in p.edge_sizes(Preset::Ci) {
-            let s = p.generate(Preset::Ci, &edge, 9).unwrap();
+            let s = p.generate(Preset::Ci, &edge, 9.into()).unwrap();
             assert!(s.sizes["N"] >= 1, "the Model needs an id to read");
         }
     }
@@ -294,7 +284,7 @@ mod tests {
     #[test]
     fn oracle_copies_rows_cuts_at_l_and_pads_with_zeros() {
         let p = SequenceGatherPaddedBf16;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3.into()).unwrap();
         let w = set.tensors.get("weight").unwrap().to_bf16_vec().unwrap();
         let idx = set.i64s("indices").unwrap();
         let lengths = set.i64s("lengths").unwrap();
@@ -323,7 +313,7 @@ mod tests {
     #[test]
     fn work_counts_kept_lookups_and_the_whole_output() {
         let p = SequenceGatherPaddedBf16;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3).unwrap();
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3.into()).unwrap();
         let lengths = set.i64s("lengths").unwrap();
         let kept: i64 = lengths.iter().map(|&x| x.min(16)).sum();
         let w = p.work(&set);

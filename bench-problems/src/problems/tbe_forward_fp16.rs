@@ -27,13 +27,14 @@ use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::bags::{self, distinct_rows, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::{shared_table, Seeds};
 use crate::spec::{
     oracle_of, size, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError,
     Sizes, TensorSpec, Work,
 };
 use data_gen::seed::{derive, derive_str};
 use data_gen::tables::{TableSet, MLPERF_DLRMV2_HOTNESS};
-use data_gen::values::uniform_f16;
+use data_gen::{fill_uniform_bytes, HostTensor};
 use data_gen::{bag_indices, offsets_from_lengths, DType, IndexRecipe};
 use half::f16;
 use rayon::prelude::*;
@@ -129,7 +130,8 @@ impl Problem for TbeForwardFp16 {
         })
     }
 
-    fn generate(&self, preset: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, preset: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let (t, e, d, b) = (
             size(sizes, NAME, "T")? as usize,
             size(sizes, NAME, "E")?,
@@ -161,15 +163,22 @@ impl Problem for TbeForwardFp16 {
             lengths.extend(table_lengths);
         }
         let offsets = offsets_from_lengths(&lengths);
-        // Filled table by table (each table its own value stream) to bound the f32 scratch.
-        let mut weight = Vec::with_capacity(e as usize * d);
-        for (table, spec) in tables.tables.iter().enumerate() {
-            let table_seed = derive(derive_str(seed, "weight"), table as u64);
-            weight.extend(uniform_f16(spec.rows as usize * d, table_seed, -1.0, 1.0));
-        }
+        let shape = [e as usize, d];
+        let weight = shared_table(NAME, "weight", &shape, seeds.table, |seed| {
+            // Table by table, each its own value stream, straight into the fp16 bytes.
+            let mut bytes = vec![0u8; shape[0] * d * 2];
+            let mut rest = bytes.as_mut_slice();
+            for (table, spec) in tables.tables.iter().enumerate() {
+                let (this, next) = rest.split_at_mut(spec.rows as usize * d * 2);
+                let table_seed = derive(derive_str(seed, "weight"), table as u64);
+                fill_uniform_bytes(this, table_seed, -1.0, 1.0, DType::F16);
+                rest = next;
+            }
+            Ok(HostTensor::new(DType::F16, shape.to_vec(), bytes)?)
+        })?;
         Ok(Bags { indices, offsets }
             .builder(seed, sizes)?
-            .f16("weight", &[e as usize, d], weight)?
+            .tensor("weight", weight)
             .i64("table_offsets", &[t + 1], row_offsets)?
             .build())
     }
@@ -282,7 +291,7 @@ mod tests {
 
     fn ci(seed: u64) -> InputSet {
         let p = TbeForwardFp16;
-        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed).unwrap()
+        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed.into()).unwrap()
     }
 
     /// The bags and the tables' first rows of `set`.
@@ -392,7 +401,7 @@ mod tests {
         sizes.insert("B".into(), 64);
         sizes.insert("D".into(), 32);
         for seed in [1, 2] {
-            let set = p.generate(Preset::Small, &sizes, seed).unwrap();
+            let set = p.generate(Preset::Small, &sizes, seed.into()).unwrap();
             let oracle = &p.oracle(&set).unwrap()["out"];
             let exact = check_output(&with_rounding(&set, |x| x, false), oracle, &tol);
             assert!(exact.passed && exact.rel_l2 < 1e-6, "{exact:?}");

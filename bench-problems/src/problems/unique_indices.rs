@@ -20,6 +20,7 @@ use crate::families::sparse::{
     with_sizes, SortScratch,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::spec::Seeds;
 use crate::spec::{
     oracle_of, sizes_of, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Sizes,
     TensorSpec, Work,
@@ -90,7 +91,8 @@ impl Problem for UniqueIndices {
         })
     }
 
-    fn generate(&self, _: Preset, sizes: &Sizes, seed: u64) -> Result<InputSet, ProblemError> {
+    fn generate(&self, _: Preset, sizes: &Sizes, seeds: Seeds) -> Result<InputSet, ProblemError> {
+        let seed = seeds.set;
         let [n, e] = sizes_in(sizes, NAME, ["N", "E"])?;
         let distinct = sizes.get("DISTINCT").copied().unwrap_or(0) != 0;
         if n < 1 || e < 1 || (distinct && n > e) {
@@ -242,7 +244,7 @@ mod tests {
     fn inputs_are_skewed_ids_in_range_and_deterministic() {
         let p = UniqueIndices;
         let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 5).unwrap();
+        let set = p.generate(Preset::Ci, &sizes, 5.into()).unwrap();
         let idx = set.i64s("indices").unwrap();
         assert_eq!(idx.len(), 3000);
         assert!(idx.iter().all(|&i| (0..2000).contains(&i)));
@@ -254,11 +256,11 @@ mod tests {
         );
         assert!(*counts.iter().max().unwrap() > 100, "a hot id");
         assert_eq!(
-            p.generate(Preset::Ci, &sizes, 5).unwrap().tensors,
+            p.generate(Preset::Ci, &sizes, 5.into()).unwrap().tensors,
             set.tensors
         );
         assert_ne!(
-            p.generate(Preset::Ci, &sizes, 6).unwrap().tensors,
+            p.generate(Preset::Ci, &sizes, 6.into()).unwrap().tensors,
             set.tensors
         );
     }
@@ -268,7 +270,7 @@ mod tests {
         let p = UniqueIndices;
         let edges = p.edge_sizes(Preset::Ci);
         let ids = |s: &Sizes| {
-            p.generate(Preset::Ci, s, 1)
+            p.generate(Preset::Ci, s, 1.into())
                 .unwrap()
                 .i64s("indices")
                 .unwrap()
@@ -293,7 +295,7 @@ mod tests {
         assert_eq!(inv, vec![2, 1, 2, 3, 1, 2, 0]);
         assert_eq!(c, vec![1, 2, 3, 1]);
         let p = UniqueIndices;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2).unwrap();
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2.into()).unwrap();
         let out = p.oracle(&set).unwrap();
         let OracleOutput::Int(num) = &out["num_unique"] else {
             panic!()
@@ -311,7 +313,7 @@ mod tests {
     #[test]
     fn work_counts_the_compulsory_traffic() {
         let p = UniqueIndices;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2).unwrap();
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2.into()).unwrap();
         let OracleOutput::Int(num) = &p.oracle(&set).unwrap()["num_unique"] else {
             panic!()
         };

@@ -32,6 +32,12 @@ pub fn public_seed(seed: u64, k: usize) -> u64 {
     data_gen::seed::derive(seed, k as u64)
 }
 
+/// Seed of the embedding tables every input set of a run with public seed `seed` shares (also
+/// what `gen` writes): see [`bench_problems::Seeds`].
+pub fn table_seed(seed: u64) -> u64 {
+    data_gen::seed::derive_str(seed, "tables")
+}
+
 /// One input set to generate.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct SetPlan {
@@ -39,8 +45,20 @@ pub(super) struct SetPlan {
     pub label: String,
     pub sizes: Sizes,
     pub seed: u64,
+    /// The seed of the tables ([`table_seed`] of the run's public seed, for every set).
+    pub table_seed: u64,
     /// The problem's special-value set of this name instead of a plain generated one.
     pub special: Option<&'static str>,
+}
+
+impl SetPlan {
+    /// The seeds the set is generated from.
+    pub fn seeds(&self) -> bench_problems::Seeds {
+        bench_problems::Seeds {
+            set: self.seed,
+            table: self.table_seed,
+        }
+    }
 }
 
 impl EvalConfig {
@@ -52,6 +70,7 @@ impl EvalConfig {
             label,
             sizes: sizes.clone(),
             seed,
+            table_seed: table_seed(self.seed),
             special: None,
         };
         let public = (0..self.public_sets)
@@ -143,6 +162,10 @@ mod tests {
         assert_eq!(sets[2].seed, data_gen::seed::derive(99, 0));
         assert_eq!(sets[3].seed, data_gen::seed::derive(7, 1000));
         assert_eq!(sets[0].sizes, problem.sizes(Preset::Ci));
+        assert!(
+            sets.iter().all(|s| s.table_seed == table_seed(7)),
+            "one table for every set, secret ones too"
+        );
         assert_eq!(sets[3].sizes, edges[0]);
     }
 

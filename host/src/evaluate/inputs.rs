@@ -1,16 +1,19 @@
-//! One problem's input sets on the device ([`DeviceSet`]): each set generated from its seed,
-//! its oracle and work computed, its inputs uploaded and fingerprinted, and its output buffers:
+//! One problem's input sets on the device ([`DeviceSet`]): each set read from the run's input
+//! cache, or else generated from its seeds with its oracle and work computed (and cached), its
+//! inputs uploaded and fingerprinted (a tensor the sets share, such as the table, once for all:
+//! [`SharedUploads`]), and its output buffers:
 //! one set for the reference and one for the candidate ([`Side`]), so the reference's outputs
 //! are never where a candidate writes, plus the initial values of in-out tensors, copied back
 //! into the outputs before every run.
+use super::cache::{CachedSet, InputCache};
 use super::config::SetPlan;
 use crate::activity::{Phase, PhaseTimes};
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, Buffer};
 use crate::plan::Buffers;
 use bench_problems::check::poison_pattern;
 use bench_problems::spec::shape_of;
 use bench_problems::{InputSet, OracleOutput, Preset, Problem, Role, TensorSpec, Work};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Whose output buffers a run writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +38,30 @@ pub(super) struct DeviceSet {
     pristine: Buffers,
 }
 
+/// Device copies of the host tensors already uploaded for a problem's sets, with their
+/// fingerprints: a tensor whose bytes another set shares (the table, an in-place update's
+/// initial state) is uploaded and fingerprinted once.
+#[derive(Default)]
+pub(super) struct SharedUploads(Vec<(data_gen::Bytes, Buffer, u64)>);
+
+impl SharedUploads {
+    /// The device copy of `bytes` and its fingerprint, uploading them if none is there yet.
+    fn upload(
+        &mut self,
+        backend: &mut dyn Backend,
+        bytes: &data_gen::Bytes,
+    ) -> Result<(Buffer, u64), BackendError> {
+        if let Some((_, buf, fp)) = self.0.iter().find(|(b, _, _)| b.same_as(bytes)) {
+            return Ok((*buf, *fp));
+        }
+        let buf = backend.alloc(bytes.len())?;
+        backend.upload(&buf, bytes)?;
+        let fp = backend.fingerprint(&buf)?;
+        self.0.push((bytes.clone(), buf, fp));
+        Ok((buf, fp))
+    }
+}
+
 /// The problem's input tensors.
 pub(super) fn input_specs(p: &dyn Problem) -> Vec<TensorSpec> {
     p.tensors()
@@ -51,25 +78,92 @@ pub(super) fn output_specs(p: &dyn Problem) -> Vec<TensorSpec> {
         .collect()
 }
 
+/// Generates set `plan` and computes its oracle and work.
+fn generate(
+    problem: &dyn Problem,
+    preset: Preset,
+    plan: &SetPlan,
+    phases: &mut PhaseTimes,
+) -> anyhow::Result<CachedSet> {
+    let input = phases.time(Phase::Generate, || match plan.special {
+        Some(name) => problem.generate_special(name, preset, plan.seeds()),
+        None => problem.generate(preset, &plan.sizes, plan.seeds()),
+    })?;
+    let (oracle, work) = phases.time(Phase::Oracle, || {
+        anyhow::Ok((problem.oracle(&input)?, problem.work(&input)))
+    })?;
+    Ok(CachedSet {
+        input,
+        oracle,
+        work,
+    })
+}
+
+fn store(
+    problem: &dyn Problem,
+    preset: Preset,
+    plan: &SetPlan,
+    set: &CachedSet,
+    cache: &InputCache,
+    phases: &mut PhaseTimes,
+) -> anyhow::Result<()> {
+    phases.time(Phase::Store, || {
+        cache.store(problem, preset, plan, &set.input, &set.oracle, &set.work)
+    })
+}
+
+/// Generates set `plan` and stores it in `cache` (the set is returned: holding it keeps its
+/// shared tables alive for the next set).
+pub(super) fn cache_set(
+    problem: &dyn Problem,
+    preset: Preset,
+    plan: &SetPlan,
+    cache: &InputCache,
+    phases: &mut PhaseTimes,
+) -> anyhow::Result<CachedSet> {
+    let set = generate(problem, preset, plan, phases)?;
+    store(problem, preset, plan, &set, cache, phases)?;
+    Ok(set)
+}
+
 impl DeviceSet {
-    /// Generates the set `plan` names, computes its oracle and puts it on the device, adding
-    /// the seconds of each step to `phases`.
-    pub fn generate(
+    /// The set `plan` names, from `cache` when it holds it, else generated with its oracle
+    /// (and then cached), put on the device; the seconds of each step are added to `phases`.
+    /// A cache that cannot be read or written is reported and bypassed, never fatal.
+    pub fn prepare(
         backend: &mut dyn Backend,
         problem: &dyn Problem,
         preset: Preset,
         plan: SetPlan,
+        cache: Option<&InputCache>,
+        uploads: &mut SharedUploads,
         phases: &mut PhaseTimes,
     ) -> anyhow::Result<Self> {
-        let input = phases.time(Phase::Generate, || match plan.special {
-            Some(name) => problem.generate_special(name, preset, plan.seed),
-            None => problem.generate(preset, &plan.sizes, plan.seed),
-        })?;
-        let (oracle, work) = phases.time(Phase::Oracle, || {
-            anyhow::Ok((problem.oracle(&input)?, problem.work(&input)))
-        })?;
+        let cached = cache.and_then(|c| {
+            phases
+                .time(Phase::Read, || c.load(problem, preset, &plan))
+                .unwrap_or_else(|e| {
+                    eprintln!(
+                        "warning: input cache: {e:#}; generating {} again",
+                        plan.label
+                    );
+                    None
+                })
+        });
+        let set = match cached {
+            Some(set) => set,
+            None => {
+                let set = generate(problem, preset, &plan, phases)?;
+                if let Some(c) = cache {
+                    if let Err(e) = store(problem, preset, &plan, &set, c, phases) {
+                        eprintln!("warning: input cache: {e:#}; {} not cached", plan.label);
+                    }
+                }
+                set
+            }
+        };
         phases.time(Phase::Upload, || {
-            Self::upload(backend, problem, plan.label, input, oracle, work)
+            Self::upload(backend, problem, plan.label, set, uploads)
         })
     }
 
@@ -79,17 +173,20 @@ impl DeviceSet {
         backend: &mut dyn Backend,
         problem: &dyn Problem,
         label: String,
-        input: InputSet,
-        oracle: bench_problems::Oracle,
-        work: Work,
+        set: CachedSet,
+        uploads: &mut SharedUploads,
     ) -> anyhow::Result<Self> {
+        let CachedSet {
+            input,
+            oracle,
+            work,
+        } = set;
         let mut inputs = Buffers::new();
         let mut fingerprints = BTreeMap::new();
         for spec in input_specs(problem) {
             let t = input.tensors.get(spec.name)?;
-            let buf = backend.alloc(t.bytes.len())?;
-            backend.upload(&buf, &t.bytes)?;
-            fingerprints.insert(spec.name.to_string(), backend.fingerprint(&buf)?);
+            let (buf, fp) = uploads.upload(backend, &t.bytes)?;
+            fingerprints.insert(spec.name.to_string(), fp);
             inputs.insert(spec.name.to_string(), buf);
         }
         let mut ref_outputs = Buffers::new();
@@ -107,8 +204,7 @@ impl DeviceSet {
                     "in-out tensor `{}`: initial value has the wrong size",
                     spec.name
                 );
-                let buf = backend.alloc(bytes)?;
-                backend.upload(&buf, &initial.bytes)?;
+                let (buf, _) = uploads.upload(backend, &initial.bytes)?;
                 pristine.insert(spec.name.to_string(), buf);
             }
         }
@@ -158,15 +254,18 @@ impl DeviceSet {
         Ok(())
     }
 
-    /// Frees every device buffer of the set.
-    pub fn release(self, backend: &mut dyn Backend) {
+    /// Frees every device buffer of the set not in `freed` (buffers the sets share are freed
+    /// once), adding them to it.
+    pub fn release(self, backend: &mut dyn Backend, freed: &mut BTreeSet<usize>) {
         let all = self
             .inputs
             .into_values()
             .chain(self.ref_outputs.into_values())
             .chain(self.cand_outputs.into_values());
         for b in all.chain(self.pristine.into_values()) {
-            backend.free(b);
+            if freed.insert(b.id) {
+                backend.free(b);
+            }
         }
     }
 }
@@ -180,9 +279,20 @@ pub(super) fn ci_sets(
 ) -> Vec<DeviceSet> {
     let plans = super::config::ci_config(n, 0).input_sets(problem);
     let mut phases = PhaseTimes::default();
-    let generate =
-        |plan| DeviceSet::generate(&mut *backend, problem, Preset::Ci, plan, &mut phases).unwrap();
-    plans.into_iter().take(n).map(generate).collect()
+    let mut uploads = SharedUploads::default();
+    let mut prepare = |plan| {
+        DeviceSet::prepare(
+            &mut *backend,
+            problem,
+            Preset::Ci,
+            plan,
+            None,
+            &mut uploads,
+            &mut phases,
+        )
+        .unwrap()
+    };
+    plans.into_iter().take(n).map(&mut prepare).collect()
 }
 
 #[cfg(test)]
@@ -222,6 +332,6 @@ mod tests {
                 );
             }
         }
-        set.release(&mut backend);
+        set.release(&mut backend, &mut BTreeSet::new());
     }
 }

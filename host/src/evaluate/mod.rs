@@ -5,25 +5,64 @@
 //! times below the physical floor as `suspect`.
 //!
 //! [`ProblemRun`] holds the run and decides the verdicts; its parts are `config` (which input
-//! sets), `inputs` (the sets on the device), `load` (a plan's module, scratch and bound
+//! sets), `cache` (the run's input cache), `inputs` (the sets on the device), `load` (a plan's module, scratch and bound
 //! launches), `verify` (poisoned runs, output and input checks, the recheck) and `timing`.
+mod cache;
 mod config;
 mod inputs;
 mod load;
 mod timing;
 mod verify;
 
-pub use config::{public_seed, EvalConfig};
+pub use cache::InputCache;
+pub use config::{public_seed, table_seed, EvalConfig};
 
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError};
 use crate::candidate::{reference_candidate, Candidate};
 use crate::record::{Ceilings, Record, Status};
 use bench_problems::{Problem, Work};
-use inputs::{DeviceSet, Side};
+use inputs::{DeviceSet, SharedUploads, Side};
 use load::Loaded;
 use timing::{timing_stats, PairTimes, Timer};
 use verify::Verifier;
+
+/// Stores in `cache` every input set of `problem` under `cfg` that it lacks (generated, with its
+/// oracle); returns the seconds of each phase. The sets are held until all are stored, so their
+/// shared tables are made once.
+pub fn cache_inputs(
+    problem: &'static dyn Problem,
+    cfg: &EvalConfig,
+    cache: &InputCache,
+) -> anyhow::Result<PhaseTimes> {
+    let mut phases = PhaseTimes::default();
+    let mut held = Vec::new();
+    for plan in cfg.input_sets(problem) {
+        if !cache.set_path(problem, cfg.preset, &plan).exists() {
+            held.push(inputs::cache_set(
+                problem,
+                cfg.preset,
+                &plan,
+                cache,
+                &mut phases,
+            )?);
+        }
+    }
+    Ok(phases)
+}
+
+/// The cache files of the input sets the timing rotates among (what PyTorch's peer times).
+pub fn rotation_files(
+    problem: &'static dyn Problem,
+    cfg: &EvalConfig,
+    cache: &InputCache,
+) -> Vec<std::path::PathBuf> {
+    let plans = cfg.input_sets(problem);
+    plans[..cfg.rotation_sets().min(plans.len())]
+        .iter()
+        .map(|plan| cache.set_path(problem, cfg.preset, plan))
+        .collect()
+}
 
 /// One problem's input sets on the device, with the reference loaded.
 pub struct ProblemRun<'a> {
@@ -40,21 +79,26 @@ pub struct ProblemRun<'a> {
 }
 
 impl<'a> ProblemRun<'a> {
-    /// Generates, uploads and computes the oracle of every input set.
+    /// Reads from `cache` (or else generates, computes the oracle of and caches) and uploads
+    /// every input set.
     pub fn prepare(
         backend: &'a mut dyn Backend,
         problem: &'static dyn Problem,
         cfg: EvalConfig,
         ceilings: Option<Ceilings>,
+        cache: Option<&InputCache>,
     ) -> anyhow::Result<Self> {
         let mut sets = Vec::new();
         let mut prepare_phases = PhaseTimes::default();
+        let mut uploads = SharedUploads::default();
         for plan in cfg.input_sets(problem) {
-            sets.push(DeviceSet::generate(
+            sets.push(DeviceSet::prepare(
                 &mut *backend,
                 problem,
                 cfg.preset,
                 plan,
+                cache,
+                &mut uploads,
                 &mut prepare_phases,
             )?);
         }
@@ -73,6 +117,11 @@ impl<'a> ProblemRun<'a> {
             reference_plan: None,
             prepare_phases,
         })
+    }
+
+    /// Seconds of reading or generating, computing the oracle of, caching and uploading the sets.
+    pub fn prepare_phases(&self) -> &PhaseTimes {
+        &self.prepare_phases
     }
 
     /// The sets the timing rotates among.
@@ -120,9 +169,10 @@ impl<'a> ProblemRun<'a> {
         rec
     }
 
-    /// Checks and times the reference alone. Must be called before [`Self::evaluate`].
+    /// Checks and times the reference alone. Must be called before [`Self::evaluate`]. Its
+    /// phases are the reference's own (the preparation's are [`Self::prepare_phases`]).
     pub fn reference_record(&mut self) -> Record {
-        let mut phases = self.prepare_phases.clone();
+        let mut phases = PhaseTimes::default();
         let mut rec = self.reference_record_timed(&mut phases);
         rec.phases = Some(phases);
         rec
@@ -298,8 +348,9 @@ impl<'a> ProblemRun<'a> {
         if let Some(reference) = self.reference_plan {
             reference.free_scratch(&mut *self.backend);
         }
+        let mut freed = std::collections::BTreeSet::new();
         for set in self.sets {
-            set.release(&mut *self.backend);
+            set.release(&mut *self.backend, &mut freed);
         }
     }
 }
@@ -314,7 +365,8 @@ mod tests {
         let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
         let mut backend = EmuBackend::new();
         let mut run =
-            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None).unwrap();
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+                .unwrap();
         assert_eq!(run.reference_record().status, Status::Correct);
         run.release();
         assert_eq!(backend.live_buffers(), 0, "the reference's scratch too");

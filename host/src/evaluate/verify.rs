@@ -85,7 +85,7 @@ impl Verifier<'_> {
         HostTensor {
             dtype: got.dtype,
             shape: vec![n],
-            bytes: got.bytes[..n * got.dtype.size_bytes()].to_vec(),
+            bytes: got.bytes[..n * got.dtype.size_bytes()].to_vec().into(),
         }
     }
 
@@ -149,7 +149,7 @@ impl Verifier<'_> {
             let original = &set.input.tensors.get(spec.name).expect("generated").bytes;
             let first = now
                 .iter()
-                .zip(original)
+                .zip(original.iter())
                 .position(|(a, b)| a != b)
                 .unwrap_or(0);
             return Ok(Some(format!(
