@@ -139,6 +139,7 @@ pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|path| TraceReplay::load(p, path, a.table, a.rows))
         .transpose()?;
+    let mut previous = None;
     for k in 0..a.sets {
         let set_seed = crate::evaluate::public_seed(a.seed, k);
         let mut sizes = p.sizes(preset);
@@ -174,7 +175,10 @@ pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
         if a.stats {
             print_bag_stats(&set)?;
         }
+        // Held until the next set is made: the sets share their tables (made once).
+        previous = Some(set);
     }
+    drop(previous);
     Ok(())
 }
 

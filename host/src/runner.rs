@@ -233,6 +233,10 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         );
     }
     let peer_file = dir.join("peer.jsonl");
+    if torch {
+        run_json["peer_files"] = json!([opts.peer.clone(), vec![peer_file.clone()]].concat());
+        write_json(&dir.join("run.json"), &run_json)?;
+    }
     let total: usize = problems
         .iter()
         .map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count())
@@ -252,7 +256,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         let reference_done = done.contains(&(problem.name().to_string(), "reference".to_string()));
         let cache = InputCache::new(&cache_root, problem);
         let mut carried = PhaseTimes::default();
-        if torch && (!reference_done || !pending.is_empty()) {
+        // The peer's time goes beside the reference: only a problem whose reference is to come.
+        if torch && !reference_done {
             bar.set_message(format!("{}: PyTorch eager", problem.name()));
             carried = peer_problem(&exe, &opts, secret_seed, problem, &cache, &peer_file)?;
             peers = load_peers(&[opts.peer.clone(), vec![peer_file.clone()]].concat());
