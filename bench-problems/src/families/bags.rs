@@ -17,6 +17,7 @@
 //! - Reference: PyTorch's embedding-bag launch ([`embedding_bag_launch`],
 //!   [`embedding_bag_plan`]) and the side outputs it writes ([`embedding_bag_scratch`]).
 use crate::error::ProblemError;
+use crate::families::rows::Rows;
 use crate::input_set::{shared_table, InputSet, InputSetBuilder, Seeds};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::oracle::{oracle_of, Oracle, OracleOutput, Work};
@@ -343,12 +344,25 @@ impl Bags {
     /// Sum pooling in f64, bags in parallel: bag b's `d` accumulators (from 0) get
     /// `add(acc, j, row)` for each of its lookups j (row `indices[j]`), in order.
     pub fn pool(&self, d: usize, add: impl Fn(&mut [f64], usize, usize) + Sync) -> Vec<f64> {
+        self.pool_with(d, || (), |_, acc, j, row| add(acc, j, row))
+    }
+
+    /// [`Bags::pool`] with a scratch value per worker (`init()`, e.g. a row buffer) handed to
+    /// every `add(scratch, acc, j, row)`; the sums are the same whatever the thread count.
+    pub fn pool_with<S>(
+        &self,
+        d: usize,
+        init: impl Fn() -> S + Sync + Send,
+        add: impl Fn(&mut S, &mut [f64], usize, usize) + Sync,
+    ) -> Vec<f64> {
         let mut out = vec![0.0f64; self.count() * d];
-        out.par_chunks_mut(d).enumerate().for_each(|(bag, acc)| {
-            for j in self.lookups(bag) {
-                add(acc, j, self.indices[j] as usize);
-            }
-        });
+        out.par_chunks_mut(d)
+            .enumerate()
+            .for_each_init(init, |scratch, (bag, acc)| {
+                for j in self.lookups(bag) {
+                    add(scratch, acc, j, self.indices[j] as usize);
+                }
+            });
         out
     }
 }
@@ -366,17 +380,30 @@ pub fn pooled_oracle(
 }
 
 /// [`pooled_oracle`] over a `weight` [E, D] that reads as f32: `add(acc, j, w)` gets lookup j's
-/// row `w` of `weight`.
+/// row `w` of `weight`. Only the looked-up rows are decoded (from the tensor's bytes, as
+/// `to_f32_vec` would), one at a time: the work is the lookups', not the table's.
 pub fn pooled_weight_oracle(
     problem: &str,
     inputs: &InputSet,
     add: impl Fn(&mut [f64], usize, &[f32]) + Sync,
 ) -> Result<Oracle, ProblemError> {
-    let weight = inputs.f32s("weight")?;
-    pooled_oracle(problem, inputs, |acc, j, row| {
-        let d = acc.len();
-        add(acc, j, &weight[row * d..(row + 1) * d]);
-    })
+    let d = size(&inputs.sizes, problem, "D")? as usize;
+    let weight = Rows::named(problem, inputs, "weight")?;
+    if weight.width() != d {
+        return Err(ProblemError::invalid(
+            problem,
+            format!("`weight` rows have {} elements, D = {d}", weight.width()),
+        ));
+    }
+    let out = Bags::of(inputs)?.pool_with(
+        d,
+        || vec![0.0f32; d],
+        |row_buf, acc, j, row| {
+            weight.f32_into(row, row_buf);
+            add(acc, j, row_buf);
+        },
+    );
+    Ok(oracle_of([("out", OracleOutput::Float(out))]))
 }
 
 /// One flag per row of a table of `rows` rows: whether any of `indices` looks it up.

@@ -3,6 +3,7 @@
 //! tensor, the pair order of the lower triangle, and the eager kernels' launch shapes (cat,
 //! batched GEMM, lower-triangle gather and scatter, elementwise).
 use crate::error::ProblemError;
+use crate::families::rows::Rows;
 use crate::input_set::{InputSet, InputSetBuilder};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::signature::TensorSpec;
@@ -22,13 +23,17 @@ pub fn bfd(problem: &str, sizes: &Sizes) -> Result<[usize; 3], ProblemError> {
     counts_in(sizes, problem, ["B", "F", "D"])
 }
 
-/// (B, F, D) of a dot-interaction input set and its float tensors `names` in f64.
-pub fn dot_operands<const K: usize>(
+/// Float tensor `name` of an input set as `samples` rows of `width` values (one sample's
+/// worth each), decoded from its bytes as each sample needs them: the oracles convert no whole
+/// tensor, and their samples run in parallel.
+pub fn sample_rows<'a>(
     problem: &str,
-    inputs: &InputSet,
-    names: [&str; K],
-) -> Result<([usize; 3], [Vec<f64>; K]), ProblemError> {
-    Ok((bfd(problem, &inputs.sizes)?, f64_tensors(inputs, names)?))
+    inputs: &'a InputSet,
+    name: &str,
+    samples: usize,
+    width: usize,
+) -> Result<Rows<'a>, ProblemError> {
+    Rows::flat(problem, name, inputs.tensors.get(name)?, samples, width)
 }
 
 /// Float tensors `names` of an input set in f64.

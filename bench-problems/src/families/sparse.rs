@@ -36,6 +36,18 @@ pub fn exclusive_sums(lengths: &[i64]) -> Vec<i64> {
         .collect()
 }
 
+/// `v` cut into consecutive pieces of `lengths` elements (their sum at most `v.len()`), for
+/// filling the pieces of an output in parallel.
+pub fn split_by<'a, T>(mut v: &'a mut [T], lengths: &[usize]) -> Vec<&'a mut [T]> {
+    let mut pieces = Vec::with_capacity(lengths.len());
+    for &len in lengths {
+        let (piece, rest) = std::mem::take(&mut v).split_at_mut(len);
+        pieces.push(piece);
+        v = rest;
+    }
+    pieces
+}
+
 /// The share of zeros in `lengths` (empty bags), 0 for no lengths.
 pub fn empty_share(lengths: &[i64]) -> f64 {
     lengths.iter().filter(|&&l| l == 0).count() as f64 / lengths.len().max(1) as f64

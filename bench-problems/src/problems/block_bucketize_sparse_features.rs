@@ -20,7 +20,8 @@ use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
     apply_grid, elementwise, empty_share, exclusive_sums, kjt_inputs, kjt_max_rows,
-    kjt_weights_recipe, repeat_interleave, scratch_of, sizes_in, sort_with_positions, with_sizes,
+    kjt_weights_recipe, repeat_interleave, scratch_of, sizes_in, sort_with_positions, split_by,
+    with_sizes,
     CumsumI32, KjtInputs, SortScratch,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
@@ -30,6 +31,7 @@ use crate::spec::{
     TensorSpec, Work,
 };
 use data_gen::DType;
+use rayon::prelude::*;
 use serde_json::json;
 
 /// The problem.
@@ -54,7 +56,11 @@ pub fn bucketize(id: i64, s: i64, w: i64) -> (i64, i64) {
 }
 
 /// The outputs: new lengths [W·T·B], new ids, new weights (as given), and the permutation back.
-pub fn bucketize_kjt<W: Copy + Into<f64>>(
+///
+/// In parallel over groups of consecutive segments (feature, sample): rank r's output is its
+/// segments in order, so a group's share of it is one contiguous piece, which that group fills
+/// alone. The result is the same whatever the thread count.
+pub fn bucketize_kjt<W: Copy + Into<f64> + Sync>(
     lengths: &[i64],
     ids: &[i64],
     weights: &[W],
@@ -64,32 +70,82 @@ pub fn bucketize_kjt<W: Copy + Into<f64>>(
     w: usize,
 ) -> (Vec<i64>, Vec<i64>, Vec<f64>, Vec<i64>) {
     let tb = t * b;
+    let lengths = &lengths[..tb];
+    // Group g: segments [g·per_group, (g + 1)·per_group), ids from bounds[its first segment].
+    let per_group = tb.div_ceil(SEGMENT_GROUPS).max(1);
+    let groups = tb.div_ceil(per_group);
+    let segments = |g: usize| g * per_group..((g + 1) * per_group).min(tb);
+    let mut bounds = exclusive_sums(lengths);
+    bounds.push(lengths.iter().sum());
+    let first_id = |g: usize| bounds[(g * per_group).min(tb)] as usize;
+    let bucket = |i: usize, seg: usize| bucketize(ids[i], block_sizes[seg / b], w as i64);
+    // Pass 1: new_lengths[r·TB + seg]; each group counts into its piece of every rank's row.
     let mut new_lengths = vec![0i64; w * tb];
-    let mut pos = 0usize;
-    for seg in 0..tb {
-        for &id in &ids[pos..pos + lengths[seg] as usize] {
-            let (r, _) = bucketize(id, block_sizes[seg / b], w as i64);
-            new_lengths[r as usize * tb + seg] += 1;
+    let mut counts: Vec<Vec<&mut [i64]>> = (0..groups).map(|_| Vec::with_capacity(w)).collect();
+    for rank_row in new_lengths.chunks_mut(tb.max(1)) {
+        for (g, piece) in rank_row.chunks_mut(per_group).enumerate() {
+            counts[g].push(piece);
         }
-        pos += lengths[seg] as usize;
     }
-    let mut cursor = exclusive_sums(&new_lengths);
+    counts.into_par_iter().enumerate().for_each(|(g, mut counts)| {
+        let segs = segments(g);
+        for seg in segs.clone() {
+            for i in bounds[seg] as usize..bounds[seg + 1] as usize {
+                counts[bucket(i, seg).0 as usize][seg - segs.start] += 1;
+            }
+        }
+    });
+    // Pass 2: rank r's piece of group g starts at the exclusive sum of new_lengths before
+    // (r, the group's first segment), pieces in order rank by rank, group by group.
+    let cursor = exclusive_sums(&new_lengths);
+    let starts: Vec<usize> = (0..w)
+        .flat_map(|r| (0..groups).map(move |g| r * tb + g * per_group))
+        .map(|k| cursor[k] as usize)
+        .collect();
+    let total = bounds[tb] as usize;
+    let piece_lengths: Vec<usize> = starts
+        .iter()
+        .zip(starts.iter().skip(1).chain([&total]))
+        .map(|(&a, &b)| b - a)
+        .collect();
     let n = ids.len();
     let (mut new_ids, mut new_weights, mut back) = (vec![0i64; n], vec![0f64; n], vec![0i64; n]);
-    let mut i = 0usize;
-    for seg in 0..tb {
-        for _ in 0..lengths[seg] {
-            let (r, nid) = bucketize(ids[i], block_sizes[seg / b], w as i64);
-            let c = &mut cursor[r as usize * tb + seg];
-            new_ids[*c as usize] = nid;
-            new_weights[*c as usize] = weights[i].into();
-            back[i] = *c;
-            *c += 1;
-            i += 1;
-        }
+    let mut id_pieces: Vec<Vec<&mut [i64]>> = (0..groups).map(|_| Vec::with_capacity(w)).collect();
+    let mut weight_pieces: Vec<Vec<&mut [f64]>> =
+        (0..groups).map(|_| Vec::with_capacity(w)).collect();
+    let pieces = split_by(&mut new_ids[..total], &piece_lengths)
+        .into_iter()
+        .zip(split_by(&mut new_weights[..total], &piece_lengths));
+    for (k, (ids_piece, weights_piece)) in pieces.enumerate() {
+        id_pieces[k % groups].push(ids_piece);
+        weight_pieces[k % groups].push(weights_piece);
     }
+    let back_lengths: Vec<usize> = (0..groups).map(|g| first_id(g + 1) - first_id(g)).collect();
+    let back_pieces = split_by(&mut back, &back_lengths);
+    id_pieces
+        .into_par_iter()
+        .zip(weight_pieces)
+        .zip(back_pieces)
+        .enumerate()
+        .for_each(|(g, ((mut out_ids, mut out_weights), back))| {
+            let mut filled = vec![0usize; w];
+            let from = first_id(g);
+            for seg in segments(g) {
+                for i in bounds[seg] as usize..bounds[seg + 1] as usize {
+                    let (r, nid) = bucket(i, seg);
+                    let (r, c) = (r as usize, &mut filled[r as usize]);
+                    out_ids[r][*c] = nid;
+                    out_weights[r][*c] = weights[i].into();
+                    back[i - from] = (starts[r * groups + g] + *c) as i64;
+                    *c += 1;
+                }
+            }
+        });
     (new_lengths, new_ids, new_weights, back)
 }
+
+/// At most this many segment groups share [`bucketize_kjt`]'s work.
+const SEGMENT_GROUPS: usize = 512;
 
 impl Problem for BlockBucketizeSparseFeatures {
     problem_identity!(
@@ -483,6 +539,58 @@ mod tests {
         assert_eq!(back, vec![3, 0, 1, 4, 5, 2]);
         for (i, &p) in back.iter().enumerate() {
             assert_eq!(nw[p as usize], weights[i], "the permutation back");
+        }
+    }
+
+    /// The serial two-pass bucketize the parallel one replaced.
+    fn serial_bucketize(
+        lengths: &[i64],
+        ids: &[i64],
+        weights: &[f32],
+        block_sizes: &[i64],
+        (t, b, w): (usize, usize, usize),
+    ) -> (Vec<i64>, Vec<i64>, Vec<f64>, Vec<i64>) {
+        let tb = t * b;
+        let mut new_lengths = vec![0i64; w * tb];
+        let mut pos = 0usize;
+        for seg in 0..tb {
+            for &id in &ids[pos..pos + lengths[seg] as usize] {
+                let (r, _) = bucketize(id, block_sizes[seg / b], w as i64);
+                new_lengths[r as usize * tb + seg] += 1;
+            }
+            pos += lengths[seg] as usize;
+        }
+        let mut cursor = exclusive_sums(&new_lengths);
+        let n = ids.len();
+        let (mut new_ids, mut new_weights, mut back) = (vec![0i64; n], vec![0f64; n], vec![0i64; n]);
+        let mut i = 0usize;
+        for seg in 0..tb {
+            for _ in 0..lengths[seg] {
+                let (r, nid) = bucketize(ids[i], block_sizes[seg / b], w as i64);
+                let c = &mut cursor[r as usize * tb + seg];
+                new_ids[*c as usize] = nid;
+                new_weights[*c as usize] = weights[i].into();
+                back[i] = *c;
+                *c += 1;
+                i += 1;
+            }
+        }
+        (new_lengths, new_ids, new_weights, back)
+    }
+
+    #[test]
+    fn the_parallel_bucketize_is_the_serial_one() {
+        let p = BlockBucketizeSparseFeatures;
+        // 2000 and 6000 segments: several segments per group, a partial last group.
+        for (t, b, w) in [(5, 400, 4), (3, 2000, 3), (1, 1, 2)] {
+            let sizes = with_sizes(&p.sizes(Preset::Ci), &[("T", t), ("B", b), ("W", w)]);
+            let set = p.generate(Preset::Ci, &sizes, 11.into()).unwrap();
+            let (lengths, ids) = (set.i64s("lengths").unwrap(), set.i64s("indices").unwrap());
+            let (weights, blocks) = (set.f32s("weights").unwrap(), set.i64s("block_sizes").unwrap());
+            let dims = (t as usize, b as usize, w as usize);
+            let want = serial_bucketize(&lengths, &ids, &weights, &blocks, dims);
+            let got = bucketize_kjt(&lengths, &ids, &weights, &blocks, dims.0, dims.1, dims.2);
+            assert_eq!(got, want, "T={t} B={b} W={w}");
         }
     }
 

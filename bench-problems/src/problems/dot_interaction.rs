@@ -17,8 +17,8 @@
 //! lower-triangle gather, cat (out).
 use crate::problem::problem_identity;
 use crate::families::interaction::{
-    bfd, bmm, cat, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_operands, dot_recipe,
-    dot_sizes, pairs, t_row, tril, EMB, OUT_WIDTH, X,
+    bfd, bmm, cat, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_recipe, dot_sizes, pairs,
+    sample_rows, tril, EMB, OUT_WIDTH, X,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::Seeds;
@@ -35,16 +35,53 @@ pub struct DotInteraction;
 
 /// The forward in f64: out [B, D + P] for x [B, D] and emb [B, F, D] (any element type).
 pub fn forward_f64(x: &[f64], emb: &[f64], b: usize, f: usize, d: usize) -> Vec<f64> {
+    forward_by_sample(b, f, d, |s, t| {
+        t[..d].copy_from_slice(&x[s * d..(s + 1) * d]);
+        t[d..].copy_from_slice(&emb[s * f * d..(s + 1) * f * d]);
+    })
+}
+
+/// The forward in f64, samples in parallel: `fill(s, t)` writes sample s's T = [x; emb]
+/// [(F+1)·D]. Each pair's dot product sums its D products in order from −0.0 (as
+/// `Iterator::sum` does), four pairs at a time so that the four sums overlap.
+pub fn forward_by_sample(
+    b: usize,
+    f: usize,
+    d: usize,
+    fill: impl Fn(usize, &mut [f64]) + Sync,
+) -> Vec<f64> {
     let pairs = pairs(f);
     let width = d + pairs.len();
     let mut out = vec![0.0f64; b * width];
-    out.par_chunks_mut(width).enumerate().for_each(|(s, row)| {
-        let t = |i: usize| t_row(x, emb, (f, d), s, i);
-        row[..d].copy_from_slice(t(0));
-        for (p, &(i, j)) in pairs.iter().enumerate() {
-            row[d + p] = t(i).iter().zip(t(j)).map(|(u, v)| u * v).sum();
-        }
-    });
+    out.par_chunks_mut(width).enumerate().for_each_init(
+        || vec![0.0f64; (f + 1) * d],
+        |t, (s, row)| {
+            fill(s, t);
+            let t: &[f64] = t;
+            let r = |i: usize| &t[i * d..(i + 1) * d];
+            row[..d].copy_from_slice(r(0));
+            let quads = pairs.chunks_exact(4);
+            let rest = quads.remainder();
+            let mut col = d;
+            for quad in quads {
+                let [a0, a1, a2, a3] = [0, 1, 2, 3].map(|k| r(quad[k].0));
+                let [b0, b1, b2, b3] = [0, 1, 2, 3].map(|k| r(quad[k].1));
+                let mut sums = [-0.0f64; 4];
+                for c in 0..d {
+                    sums[0] += a0[c] * b0[c];
+                    sums[1] += a1[c] * b1[c];
+                    sums[2] += a2[c] * b2[c];
+                    sums[3] += a3[c] * b3[c];
+                }
+                row[col..col + 4].copy_from_slice(&sums);
+                col += 4;
+            }
+            for &(i, j) in rest {
+                row[col] = r(i).iter().zip(r(j)).map(|(u, v)| u * v).sum();
+                col += 1;
+            }
+        },
+    );
     out
 }
 
@@ -87,8 +124,13 @@ impl Problem for DotInteraction {
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
-        let ([b, f, d], [x, emb]) = dot_operands(self.name(), inputs, ["x", "emb"])?;
-        let out = forward_f64(&x, &emb, b, f, d);
+        let [b, f, d] = bfd(self.name(), &inputs.sizes)?;
+        let x = sample_rows(self.name(), inputs, "x", b, d)?;
+        let emb = sample_rows(self.name(), inputs, "emb", b, f * d)?;
+        let out = forward_by_sample(b, f, d, |s, t| {
+            x.f64_into(s, &mut t[..d]);
+            emb.f64_into(s, &mut t[d..]);
+        });
         Ok(oracle_of([("out", OracleOutput::Float(out))]))
     }
 
@@ -144,6 +186,7 @@ impl Problem for DotInteraction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::families::interaction::t_row;
     use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
     crate::selftest::self_test_case!(DotInteraction);
 

@@ -12,8 +12,8 @@
 //! zeros (dZ), the lower-triangle scatter, dZ + dZᵀ, one batched SGEMM, the add for dx.
 use crate::problem::problem_identity;
 use crate::families::interaction::{
-    bfd, bmm, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_operands, dot_recipe,
-    dot_sizes, elementwise, pairs, t_row, tril, uniform, EMB, OUT_WIDTH, X,
+    bfd, bmm, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_recipe, dot_sizes,
+    elementwise, pairs, sample_rows, tril, uniform, EMB, OUT_WIDTH, X,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::Seeds;
@@ -38,22 +38,53 @@ pub fn backward_f64(
     f: usize,
     d: usize,
 ) -> (Vec<f64>, Vec<f64>) {
+    let width = d + f * (f + 1) / 2;
+    backward_by_sample(
+        b,
+        f,
+        d,
+        |s, t| {
+            t[..d].copy_from_slice(&x[s * d..(s + 1) * d]);
+            t[d..].copy_from_slice(&emb[s * f * d..(s + 1) * f * d]);
+        },
+        |s, g| g.copy_from_slice(&grad_out[s * width..(s + 1) * width]),
+    )
+}
+
+/// The backward in f64, samples in parallel: `fill_t(s, t)` writes sample s's T = [x; emb]
+/// [(F+1)·D] and `fill_g(s, g)` its grad_out row [D + P]. Each element of dT sums its pairs'
+/// terms in pair order.
+pub fn backward_by_sample(
+    b: usize,
+    f: usize,
+    d: usize,
+    fill_t: impl Fn(usize, &mut [f64]) + Sync,
+    fill_g: impl Fn(usize, &mut [f64]) + Sync,
+) -> (Vec<f64>, Vec<f64>) {
     let pairs = pairs(f);
     let width = d + pairs.len();
     let mut dx = vec![0.0f64; b * d];
     let mut d_emb = vec![0.0f64; b * f * d];
+    let scratch = || {
+        let rows = vec![0.0f64; (f + 1) * d];
+        (rows.clone(), vec![0.0f64; width], rows)
+    };
     dx.par_chunks_mut(d)
         .zip(d_emb.par_chunks_mut(f * d))
         .enumerate()
-        .for_each(|(s, (dx_row, de_rows))| {
-            let t = |i: usize| t_row(x, emb, (f, d), s, i);
-            let g = &grad_out[s * width..(s + 1) * width];
-            let mut dt = vec![0.0f64; (f + 1) * d];
+        .for_each_init(scratch, |(t, g, dt), (s, (dx_row, de_rows))| {
+            fill_t(s, t);
+            fill_g(s, g);
+            dt.fill(0.0);
             for (p, &(i, j)) in pairs.iter().enumerate() {
                 let gp = g[d + p];
+                // j < i: row j lies before row i.
+                let (below, from_i) = dt.split_at_mut(i * d);
+                let (dt_i, dt_j) = (&mut from_i[..d], &mut below[j * d..(j + 1) * d]);
+                let (t_i, t_j) = (&t[i * d..(i + 1) * d], &t[j * d..(j + 1) * d]);
                 for c in 0..d {
-                    dt[i * d + c] += gp * t(j)[c];
-                    dt[j * d + c] += gp * t(i)[c];
+                    dt_i[c] += gp * t_j[c];
+                    dt_j[c] += gp * t_i[c];
                 }
             }
             for c in 0..d {
@@ -106,8 +137,20 @@ impl Problem for DotInteractionBackward {
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
-        let ([b, f, d], [x, emb, g]) = dot_operands(self.name(), inputs, ["x", "emb", "grad_out"])?;
-        let (dx, d_emb) = backward_f64(&x, &emb, &g, b, f, d);
+        let [b, f, d] = bfd(self.name(), &inputs.sizes)?;
+        let x = sample_rows(self.name(), inputs, "x", b, d)?;
+        let emb = sample_rows(self.name(), inputs, "emb", b, f * d)?;
+        let g = sample_rows(self.name(), inputs, "grad_out", b, d + f * (f + 1) / 2)?;
+        let (dx, d_emb) = backward_by_sample(
+            b,
+            f,
+            d,
+            |s, t| {
+                x.f64_into(s, &mut t[..d]);
+                emb.f64_into(s, &mut t[d..]);
+            },
+            |s, row| g.f64_into(s, row),
+        );
         Ok(oracle_of([
             ("dx", OracleOutput::Float(dx)),
             ("d_emb", OracleOutput::Float(d_emb)),

@@ -8,7 +8,7 @@
 //! mirrors the eager `Model` of `kernelbench/12_fm_interaction.py` launch for launch: sum, pow,
 //! pow, sum, sub, sum, mul (seven launches, a full [B, F, K] temporary for x²).
 use crate::problem::problem_identity;
-use crate::families::interaction::{elementwise, f64_tensors, uniform};
+use crate::families::interaction::{elementwise, sample_rows, uniform};
 use crate::sizes::counts_in;
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::Seeds;
@@ -33,22 +33,37 @@ fn bfk(sizes: &Sizes) -> Result<[usize; 3], ProblemError> {
 
 /// The FM term in f64 by its O(F·K) formula: ½ Σ_k ((Σ_f x)² − Σ_f x²) per sample.
 pub fn fm_f64(x: &[f64], b: usize, f: usize, k: usize) -> Vec<f64> {
+    fm_by_sample(b, f, k, |s, xs| {
+        xs.copy_from_slice(&x[s * f * k..(s + 1) * f * k])
+    })
+}
+
+/// [`fm_f64`], samples in parallel: `fill(s, xs)` writes sample s's x [F·K].
+pub fn fm_by_sample(
+    b: usize,
+    f: usize,
+    k: usize,
+    fill: impl Fn(usize, &mut [f64]) + Sync,
+) -> Vec<f64> {
     (0..b)
         .into_par_iter()
-        .map(|s| {
-            let xs = &x[s * f * k..(s + 1) * f * k];
-            let mut total = 0.0;
-            for c in 0..k {
-                let (mut sum, mut sq) = (0.0, 0.0);
-                for g in 0..f {
-                    let v = xs[g * k + c];
-                    sum += v;
-                    sq += v * v;
+        .map_init(
+            || vec![0.0f64; f * k],
+            |xs, s| {
+                fill(s, xs);
+                let mut total = 0.0;
+                for c in 0..k {
+                    let (mut sum, mut sq) = (0.0, 0.0);
+                    for g in 0..f {
+                        let v = xs[g * k + c];
+                        sum += v;
+                        sq += v * v;
+                    }
+                    total += sum * sum - sq;
                 }
-                total += sum * sum - sq;
-            }
-            0.5 * total
-        })
+                0.5 * total
+            },
+        )
         .collect()
 }
 
@@ -115,11 +130,10 @@ impl Problem for FmInteraction {
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
-        let ([b, f, k], [x]) = (bfk(&inputs.sizes)?, f64_tensors(inputs, ["x"])?);
-        Ok(oracle_of([(
-            "out",
-            OracleOutput::Float(fm_f64(&x, b, f, k)),
-        )]))
+        let [b, f, k] = bfk(&inputs.sizes)?;
+        let x = sample_rows(self.name(), inputs, "x", b, f * k)?;
+        let out = fm_by_sample(b, f, k, |s, xs| x.f64_into(s, xs));
+        Ok(oracle_of([("out", OracleOutput::Float(out))]))
     }
 
     fn work(&self, inputs: &InputSet) -> Work {

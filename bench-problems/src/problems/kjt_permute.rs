@@ -22,7 +22,7 @@ use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
     elementwise, empty_share, gather_rows16, kjt_inputs, kjt_max_rows, kjt_weights_recipe,
-    repeat_interleave, scratch_of, sizes_in, with_sizes, CumsumI32, KjtInputs, KJT_ALPHA,
+    repeat_interleave, scratch_of, sizes_in, split_by, with_sizes, CumsumI32, KjtInputs, KJT_ALPHA,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::Seeds;
@@ -31,6 +31,7 @@ use crate::spec::{
     TensorSpec, Work,
 };
 use data_gen::{seed::derive, seed::derive_str, DType, RowPermutation};
+use rayon::prelude::*;
 use serde_json::json;
 use std::collections::BTreeSet;
 
@@ -185,19 +186,45 @@ impl Problem for KjtPermute {
         let [t, b] = sizes_in(&inputs.sizes, NAME, ["T", "B"])?.map(|v| v as usize);
         let permute = inputs.i64s("permute")?;
         let lengths = inputs.i64s("lengths")?;
-        let values = inputs.i64s("values")?;
-        let weights = inputs.f32s("weights")?;
         let segments = feature_segments(&lengths, t, b);
-        let mut out_lengths = Vec::with_capacity(permute.len() * b);
-        let mut out_values = Vec::new();
-        let mut out_weights = Vec::new();
-        for &f in &permute {
-            let f = f as usize;
-            out_lengths.extend_from_slice(&lengths[f * b..(f + 1) * b]);
-            let (start, count) = segments[f];
-            out_values.extend_from_slice(&values[start..start + count]);
-            out_weights.extend(weights[start..start + count].iter().map(|&w| f64::from(w)));
+        // The values and weights (N of each, ~112M at `full`) are copied straight from their
+        // bytes into the outputs, one permuted feature per task.
+        let values = inputs.tensors.get("values")?;
+        let weights = inputs.tensors.get("weights")?;
+        let n = segments.last().map_or(0, |&(start, count)| start + count);
+        if (values.dtype, weights.dtype) != (DType::I64, DType::F32)
+            || values.bytes.len() < n * 8
+            || weights.bytes.len() < n * 4
+        {
+            return Err(ProblemError::invalid(
+                NAME,
+                format!("`values` (int64) and `weights` (fp32) must hold the {n} ids the lengths sum to"),
+            ));
         }
+        let selected: Vec<(usize, usize)> = permute.iter().map(|&f| segments[f as usize]).collect();
+        let np: usize = selected.iter().map(|&(_, count)| count).sum();
+        let mut out_lengths = vec![0i64; permute.len() * b];
+        let mut out_values = vec![0i64; np];
+        let mut out_weights = vec![0f64; np];
+        let counts: Vec<usize> = selected.iter().map(|&(_, count)| count).collect();
+        out_lengths
+            .par_chunks_mut(b.max(1))
+            .zip(permute.par_iter())
+            .for_each(|(out, &f)| out.copy_from_slice(&lengths[f as usize * b..(f as usize + 1) * b]));
+        split_by(&mut out_values, &counts)
+            .into_par_iter()
+            .zip(split_by(&mut out_weights, &counts))
+            .zip(&selected)
+            .for_each(|((vals, wts), &(start, count))| {
+                let v = &values.bytes[start * 8..(start + count) * 8];
+                for (val, bytes) in vals.iter_mut().zip(v.chunks_exact(8)) {
+                    *val = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+                }
+                let w = &weights.bytes[start * 4..(start + count) * 4];
+                for (wt, bytes) in wts.iter_mut().zip(w.chunks_exact(4)) {
+                    *wt = f64::from(f32::from_le_bytes(bytes.try_into().expect("4 bytes")));
+                }
+            });
         Ok(oracle_of([
             ("permuted_lengths", OracleOutput::Int(out_lengths)),
             ("permuted_values", OracleOutput::Int(out_values)),

@@ -26,6 +26,7 @@
 use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::bags::{self, distinct_rows, Bags, Counts};
+use crate::families::rows::{f16_lut, Rows};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{shared_table, Seeds};
 use crate::spec::{
@@ -36,7 +37,6 @@ use data_gen::seed::{derive, derive_str};
 use data_gen::tables::{TableSet, MLPERF_DLRMV2_HOTNESS};
 use data_gen::{fill_uniform_bytes, HostTensor};
 use data_gen::{bag_indices, offsets_from_lengths, DType, IndexRecipe};
-use half::f16;
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -71,12 +71,6 @@ pub fn tables(preset: Preset) -> TableSet {
 /// Rows of each table under a preset's cap.
 pub fn table_rows(preset: Preset) -> Vec<u64> {
     tables(preset).tables.iter().map(|t| t.rows).collect()
-}
-
-/// fp16 element `i` of a tensor's little-endian bytes, as f64 (exact).
-#[inline]
-fn f16_at(bytes: &[u8], i: usize) -> f64 {
-    f16::from_bits(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]])).to_f64()
 }
 
 /// Global row ids (`table_offsets[t] + idx`) of every lookup, in `indices` order.
@@ -191,7 +185,13 @@ impl Problem for TbeForwardFp16 {
         let t = size(&inputs.sizes, NAME, "T")? as usize;
         let d = size(&inputs.sizes, NAME, "D")? as usize;
         let b = size(&inputs.sizes, NAME, "B")? as usize;
-        let weight = &inputs.tensors.get("weight")?.bytes;
+        // Only the looked-up rows are read, from the fp16 bytes in place (6.4 GB at `full`),
+        // each element through a table of all fp16 values (exact, as `f16::to_f64`).
+        let weight = Rows::named(NAME, inputs, "weight")?;
+        if weight.width() != d {
+            return Err(ProblemError::invalid(NAME, format!("`weight` rows are not D = {d} wide")));
+        }
+        let lut = f16_lut();
         let table_offsets = inputs.i64s("table_offsets")?;
         let bags = Bags::of(inputs)?;
         let mut out = vec![0.0f64; b * t * d];
@@ -201,8 +201,9 @@ impl Problem for TbeForwardFp16 {
                 for (table, out_slice) in out_row.chunks_mut(d).enumerate() {
                     for j in bags.lookups(table * b + bag) {
                         let row = (table_offsets[table] + bags.indices[j]) as usize;
-                        for (c, acc) in out_slice.iter_mut().enumerate() {
-                            *acc += f16_at(weight, row * d + c);
+                        let bits = weight.bytes(row);
+                        for (acc, w) in out_slice.iter_mut().zip(bits.chunks_exact(2)) {
+                            *acc += lut[u16::from_le_bytes([w[0], w[1]]) as usize];
                         }
                     }
                 }
@@ -284,6 +285,7 @@ impl Problem for TbeForwardFp16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
     use crate::check::check_output;
     use crate::selftest::self_test;
     use data_gen::tables::MLPERF_DLRMV2_ROWS;
