@@ -22,7 +22,7 @@
 //! log-normal bag lengths (mean 20, σ = 1), bag 0 empty and bag B/2 of the longest length;
 //! grad_output and weight uniform in [-1, 1), momentum uniform in [0, 1); lr = 0.01, eps = 1e-8.
 use crate::problem::problem_identity;
-use crate::families::bags::{self, touched_rows, BagRecipe, BagSizes, Bags, Counts};
+use crate::families::bags::{self, BagRecipe, BagSizes, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{
     oracle_of, size, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, RowUpdate,
@@ -294,6 +294,7 @@ mod tests {
     use crate::check::{check_output, check_output_with, encode, CheckContext};
     use data_gen::HostTensor;
     use crate::families::bags::testing::assert_well_formed;
+    use crate::families::bags::touched_rows;
     use crate::selftest::self_test;
     use crate::spec::Role;
 
