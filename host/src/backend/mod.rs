@@ -176,7 +176,9 @@ mod tests {
     #[test]
     fn the_host_fingerprint_equals_the_emulated_kernel_and_the_backend() {
         // Longer than one parallel chunk, so chunk offsets are exercised.
-        let words: Vec<u32> = (0..200_000u32).map(|i| i.wrapping_mul(2654435761)).collect();
+        let words: Vec<u32> = (0..200_000u32)
+            .map(|i| i.wrapping_mul(2654435761))
+            .collect();
         let bytes: Vec<u8> = bytemuck::cast_slice(&words).to_vec();
         let host = host_fingerprint(&bytes);
         let mut be = emu::EmuBackend::new();
@@ -201,7 +203,10 @@ mod tests {
             be.fingerprint_words(&data, prefix).unwrap(),
             host_fingerprint(&bytes[..prefix * 4])
         );
-        assert_ne!(host_fingerprint(&bytes[..8]), host_fingerprint(&bytes[4..12]));
+        assert_ne!(
+            host_fingerprint(&bytes[..8]),
+            host_fingerprint(&bytes[4..12])
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! are never where a candidate writes, plus the initial values of in-out tensors, copied back
 //! into the outputs before every run.
 use super::config::SetPlan;
+use super::verify::{expected_outputs, Expected};
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError};
 use crate::plan::Buffers;
@@ -29,6 +30,10 @@ pub(super) struct DeviceSet {
     pub inputs: Buffers,
     /// Fingerprints of the inputs as uploaded.
     pub fingerprints: BTreeMap<String, u64>,
+    /// The bytes a correct kernel writes to each exact output and their fingerprint, so that
+    /// its checks compare fingerprints on the device ([`super::verify::expected_outputs`]; set
+    /// by [`DeviceSet::prepare_checks`]).
+    pub expected: BTreeMap<String, Expected>,
     ref_outputs: Buffers,
     cand_outputs: Buffers,
     /// Initial values of in-out tensors, copied into the outputs before every run.
@@ -119,10 +124,18 @@ impl DeviceSet {
             work,
             inputs,
             fingerprints,
+            expected: BTreeMap::new(),
             ref_outputs,
             cand_outputs,
             pristine,
         })
+    }
+
+    /// Computes once what the checks of exact outputs compare fingerprints with (see
+    /// [`Expected`]).
+    pub fn prepare_checks(&mut self, problem: &dyn Problem) -> anyhow::Result<()> {
+        self.expected = expected_outputs(problem, self)?;
+        Ok(())
     }
 
     /// The output buffers `side` writes.
@@ -180,8 +193,12 @@ pub(super) fn ci_sets(
 ) -> Vec<DeviceSet> {
     let plans = super::config::ci_config(n, 0).input_sets(problem);
     let mut phases = PhaseTimes::default();
-    let generate =
-        |plan| DeviceSet::generate(&mut *backend, problem, Preset::Ci, plan, &mut phases).unwrap();
+    let generate = |plan| {
+        let mut set =
+            DeviceSet::generate(&mut *backend, problem, Preset::Ci, plan, &mut phases).unwrap();
+        set.prepare_checks(problem).unwrap();
+        set
+    };
     plans.into_iter().take(n).map(generate).collect()
 }
 

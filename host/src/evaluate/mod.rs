@@ -50,13 +50,16 @@ impl<'a> ProblemRun<'a> {
         let mut sets = Vec::new();
         let mut prepare_phases = PhaseTimes::default();
         for plan in cfg.input_sets(problem) {
-            sets.push(DeviceSet::generate(
+            let mut set = DeviceSet::generate(
                 &mut *backend,
                 problem,
                 cfg.preset,
                 plan,
                 &mut prepare_phases,
-            )?);
+            )?;
+            // What exact outputs must hold, encoded and fingerprinted once per set.
+            prepare_phases.time(Phase::Oracle, || set.prepare_checks(problem))?;
+            sets.push(set);
         }
         anyhow::ensure!(
             cfg.public_sets >= 1,
