@@ -423,4 +423,183 @@ mod tests {
             "public-0: input `offsets` was modified (first changed byte 0)"
         );
     }
+
+    /// The reference checked on `sets` (both sides, so the candidate's outputs hold the
+    /// reference's too), with the emulator's downloads during the reference's check.
+    fn checked_both_sides(
+        backend: &mut EmuBackend,
+        problem: &'static dyn Problem,
+        sets: &[DeviceSet],
+    ) -> (Vec<SetCheck>, usize) {
+        let reference = reference_candidate(problem);
+        let run = |backend: &mut EmuBackend, side| {
+            let plan = load(backend, sets, &reference, side).unwrap();
+            let before = backend.downloads();
+            let mut v = Verifier {
+                backend: &mut *backend,
+                problem,
+            };
+            let (checks, fail) = v.check_all(sets, &plan, side);
+            assert!(fail.is_none(), "{}: {fail:?}", problem.name());
+            (checks, backend.downloads() - before)
+        };
+        let out = run(backend, Side::Reference);
+        run(backend, Side::Candidate);
+        out
+    }
+
+    #[test]
+    fn exact_outputs_pass_by_fingerprint_without_a_download() {
+        for name in ["kjt_permute", "unique_indices"] {
+            let problem = bench_problems::find_problem(name).unwrap();
+            let mut backend = EmuBackend::new();
+            let sets = ci_sets(&mut backend, problem, 1);
+            let outputs = output_specs(problem);
+            assert_eq!(sets[0].expected.len(), outputs.len(), "{name}: all exact");
+            let (checks, downloads) = checked_both_sides(&mut backend, problem, &sets);
+            assert_eq!(downloads, 0, "{name}: nothing copied back");
+            for (c, spec) in checks.iter().zip(&outputs) {
+                let exp = &sets[0].expected[spec.name];
+                assert!(c.report.passed && c.report.by_fingerprint, "{name}");
+                assert_eq!(c.report.elements, exp.elements);
+                assert_eq!((c.report.unwritten, c.report.mismatches), (0, 0));
+                // What was fingerprinted is what the reference wrote (the checked part).
+                let buf = sets[0].outputs(Side::Reference)[spec.name];
+                let got = backend.download(&buf).unwrap();
+                assert_eq!(
+                    got[..exp.bytes.len()],
+                    exp.bytes[..],
+                    "{name} {}",
+                    spec.name
+                );
+            }
+            if name == "unique_indices" {
+                let unique = &sets[0].expected["unique"];
+                let numel = sets[0].input.sizes["N"] as usize;
+                assert!(unique.elements < numel, "only the valid prefix is expected");
+            }
+            // The recheck of exact outputs copies nothing back either, on either side.
+            let before = backend.downloads();
+            let mut v = Verifier {
+                backend: &mut backend,
+                problem,
+            };
+            let mut checks = Vec::new();
+            assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
+            assert_eq!(
+                backend.downloads(),
+                before,
+                "{name}: the recheck downloads nothing"
+            );
+            assert_eq!(checks.len(), 2 * outputs.len());
+            assert!(checks
+                .iter()
+                .all(|c| c.report.passed && c.report.by_fingerprint));
+            assert!(checks[outputs.len()..]
+                .iter()
+                .all(|c| c.set == "recheck-public-0-vs-reference"));
+        }
+    }
+
+    #[test]
+    fn a_zeroed_or_partly_written_exact_output_fails_with_the_full_message() {
+        let problem = bench_problems::find_problem("kjt_permute").unwrap();
+        let mut backend = EmuBackend::new();
+        let sets = ci_sets(&mut backend, problem, 1);
+        checked_both_sides(&mut backend, problem, &sets);
+        let values = output_specs(problem)
+            .into_iter()
+            .find(|s| s.name == "permuted_values")
+            .unwrap();
+        let buf = sets[0].outputs(Side::Candidate)["permuted_values"];
+        let correct = backend.download(&buf).unwrap();
+        let mut v = Verifier {
+            backend: &mut backend,
+            problem,
+        };
+
+        // Zeroed: the fingerprint differs, the full check says how.
+        v.backend.fill(&buf, &[0]).unwrap();
+        let (report, copy) = v.check_one(&sets[0], Side::Candidate, &values).unwrap();
+        assert!(!report.passed && !report.by_fingerprint && copy.is_some());
+        assert!(
+            report.reason.contains("integer elements differ"),
+            "{}",
+            report.reason
+        );
+        let fail = v.recheck(&sets, &mut Vec::new()).unwrap().unwrap();
+        assert!(
+            fail.starts_with(
+                "timed output differs from the oracle: recheck-public-0, output `permuted_values`"
+            ),
+            "{fail}"
+        );
+
+        // Half written, the rest poison: unwritten elements, the first one named.
+        let mut half = correct.clone();
+        let poison = poison_pattern(values.dtype);
+        let n = half.len() / 8;
+        for e in half[(n / 2) * 8..].chunks_mut(8) {
+            e.copy_from_slice(&poison);
+        }
+        v.backend.upload(&buf, &half).unwrap();
+        let (report, _) = v.check_one(&sets[0], Side::Candidate, &values).unwrap();
+        assert!(!report.passed);
+        assert_eq!(report.unwritten, n - n / 2);
+        assert_eq!(report.worst_index, Some(n / 2));
+        assert!(report.reason.contains("never written"), "{}", report.reason);
+
+        // Restored: passes by fingerprint again, against the reference's too.
+        v.backend.upload(&buf, &correct).unwrap();
+        let mut checks = Vec::new();
+        assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
+        assert!(checks.iter().all(|c| c.report.by_fingerprint));
+    }
+
+    #[test]
+    fn in_place_rows_catch_a_changed_untouched_row_and_a_wrong_update() {
+        let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
+        let mut backend = EmuBackend::new();
+        let sets = ci_sets(&mut backend, problem, 1);
+        assert!(
+            sets[0].expected.is_empty(),
+            "float outputs: no fingerprint path"
+        );
+        let (checks, _) = checked_both_sides(&mut backend, problem, &sets);
+        assert!(checks
+            .iter()
+            .all(|c| c.report.passed && !c.report.by_fingerprint));
+        let OracleOutput::Rows(rows) = &sets[0].oracle["weight"] else {
+            panic!("a row-update oracle")
+        };
+        let touched = rows.touched();
+        let untouched = (0..rows.total_rows).rev().find(|&r| !touched[r]).unwrap();
+        let buf = sets[0].outputs(Side::Candidate)["weight"];
+        let correct = backend.download(&buf).unwrap();
+        let mut v = Verifier {
+            backend: &mut backend,
+            problem,
+        };
+        let mut checks = Vec::new();
+        assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
+        assert_eq!(checks.len(), 4);
+
+        // One ulp in a row no lookup touches.
+        let mut changed = correct.clone();
+        changed[untouched * rows.width * 4] ^= 1;
+        v.backend.upload(&buf, &changed).unwrap();
+        let fail = v.recheck(&sets, &mut Vec::new()).unwrap().unwrap();
+        assert!(
+            fail.contains("weight") && fail.contains("bit-identical"),
+            "{fail}"
+        );
+
+        // No update at all (the initial table back): the update check fails.
+        v.backend.upload(&buf, &correct).unwrap();
+        sets[0]
+            .reset_outputs(&mut *v.backend, problem, Side::Candidate, false)
+            .unwrap();
+        let fail = v.recheck(&sets, &mut Vec::new()).unwrap().unwrap();
+        assert!(fail.contains("the update of the"), "{fail}");
+    }
 }
