@@ -4,7 +4,7 @@
 //! largest error scaled by ‖ref‖∞, each against a bound per output dtype, so neither an all-zeros
 //! tensor nor a constant can pass because the reference is small. Any poison left (an element
 //! the kernel never wrote), NaN or infinity fails. Integers must match exactly.
-use crate::oracle::OracleOutput;
+use crate::oracle::{OracleOutput, RowUpdate};
 pub use crate::poison::poison_pattern;
 use data_gen::{DType, HostTensor};
 use rayon::prelude::*;
@@ -66,54 +66,221 @@ pub struct CheckReport {
     pub worst_index: Option<usize>,
     /// One line saying why it failed (empty when it passed).
     pub reason: String,
+    /// Passed because the output's fingerprint on the device equals that of the bytes a
+    /// correct kernel writes (exact outputs; no copy to the host). The element counts then say
+    /// what equal bytes imply: every element checked, none unwritten or different.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_fingerprint: bool,
+}
+
+impl CheckReport {
+    /// A report of `elements` elements with nothing found yet (and not passed).
+    pub fn empty(elements: usize) -> Self {
+        CheckReport {
+            passed: false,
+            elements,
+            unwritten: 0,
+            non_finite: 0,
+            rel_l2: 0.0,
+            max_scaled: 0.0,
+            mismatches: 0,
+            worst_index: None,
+            reason: String::new(),
+            by_fingerprint: false,
+        }
+    }
+
+    /// The report of an exact output of `elements` elements whose bytes are proven equal to
+    /// the expected ones by fingerprint.
+    pub fn proven_by_fingerprint(elements: usize) -> Self {
+        CheckReport {
+            passed: true,
+            by_fingerprint: true,
+            ..Self::empty(elements)
+        }
+    }
+}
+
+/// What a check may use besides the output and its oracle.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CheckContext<'a> {
+    /// The oracle already encoded to the output's dtype ([`encode`]'s bytes): an exact float
+    /// check compares with it instead of encoding the oracle again.
+    pub encoded: Option<&'a [u8]>,
+    /// The initial value of an in-out output: a [`OracleOutput::Rows`] oracle needs it.
+    pub initial: Option<&'a HostTensor>,
+}
+
+/// Element `i` of raw little-endian `bytes` of `dtype`, as f64 (what `to_f64_vec` gives).
+#[inline]
+fn f64_at(dtype: DType, bytes: &[u8], i: usize) -> f64 {
+    let b = |n: usize| &bytes[i * n..(i + 1) * n];
+    match dtype {
+        DType::F64 => f64::from_le_bytes(b(8).try_into().expect("8 bytes")),
+        DType::F32 => f32::from_le_bytes(b(4).try_into().expect("4 bytes")) as f64,
+        DType::F16 => half::f16::from_le_bytes(b(2).try_into().expect("2 bytes")).to_f64(),
+        DType::BF16 => half::bf16::from_le_bytes(b(2).try_into().expect("2 bytes")).to_f64(),
+        DType::I64 => i64::from_le_bytes(b(8).try_into().expect("8 bytes")) as f64,
+        DType::I32 => i32::from_le_bytes(b(4).try_into().expect("4 bytes")) as f64,
+        DType::U8 => bytes[i] as f64,
+    }
+}
+
+/// Element `i` of raw little-endian integer `bytes` of `dtype`, as i64 (`None` for floats).
+#[inline]
+fn i64_at(dtype: DType, bytes: &[u8], i: usize) -> Option<i64> {
+    let b = |n: usize| &bytes[i * n..(i + 1) * n];
+    match dtype {
+        DType::I64 => Some(i64::from_le_bytes(b(8).try_into().expect("8 bytes"))),
+        DType::I32 => Some(i32::from_le_bytes(b(4).try_into().expect("4 bytes")) as i64),
+        DType::U8 => Some(bytes[i] as i64),
+        _ => None,
+    }
+}
+
+/// `t`'s elements as f64, converted in parallel: equal to `t.to_f64_vec()`.
+pub fn par_to_f64_vec(t: &HostTensor) -> Vec<f64> {
+    let (dtype, bytes) = (t.dtype, &t.bytes[..]);
+    (0..t.numel())
+        .into_par_iter()
+        .map(|i| f64_at(dtype, bytes, i))
+        .collect()
 }
 
 /// Checks `out` against `oracle` under `tol`.
 pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) -> CheckReport {
+    check_output_with(out, oracle, tol, CheckContext::default())
+}
+
+/// [`check_output`] with what the caller already has: the oracle encoded to the output's dtype,
+/// the initial value of an in-out output (see [`CheckContext`]). Element conversions run in
+/// parallel and in place (no f64 copy of the output).
+pub fn check_output_with(
+    out: &HostTensor,
+    oracle: &OracleOutput,
+    tol: &Tolerance,
+    ctx: CheckContext<'_>,
+) -> CheckReport {
     let n = out.numel();
-    let mut report = CheckReport {
-        passed: false,
-        elements: n,
-        unwritten: 0,
-        non_finite: 0,
-        rel_l2: 0.0,
-        max_scaled: 0.0,
-        mismatches: 0,
-        worst_index: None,
-        reason: String::new(),
-    };
+    let mut report = CheckReport::empty(n);
     if oracle.len() != n {
         report.reason = format!("output has {n} elements, the oracle {}", oracle.len());
         return report;
     }
-    let size = out.dtype.size_bytes();
-    let poison = poison_pattern(out.dtype);
-    let unwritten: Vec<usize> = (0..n)
-        .into_par_iter()
-        .filter(|&i| out.bytes[i * size..(i + 1) * size] == poison[..])
-        .collect();
+    if let OracleOutput::Rows(rows) = oracle {
+        return match ctx.initial {
+            Some(initial) => check_rows(out, initial, rows, tol),
+            None => {
+                report.reason = "a row-update oracle is checked against the initial value, \
+                                 which the check was not given"
+                    .into();
+                report
+            }
+        };
+    }
+    let unwritten = unwritten_elements(out);
     report.unwritten = unwritten.len();
+    let (dtype, bytes) = (out.dtype, &out.bytes[..]);
     match oracle {
-        OracleOutput::Float(reference) if tol.exact => {
-            check_float_bits(out, reference, &mut report);
-        }
+        OracleOutput::Float(_) if tol.exact => match ctx.encoded {
+            Some(want) if want.len() == bytes.len() => {
+                check_float_bits(dtype, bytes, want, &mut report)
+            }
+            _ => match encode(oracle, dtype, out.shape.clone()) {
+                Ok(want) => check_float_bits(dtype, bytes, &want.bytes, &mut report),
+                Err(e) => report.reason = format!("float output expected: {e}"),
+            },
+        },
         OracleOutput::Float(reference) => {
-            let got = out.to_f64_vec();
-            check_floats(&got, reference, &mut report);
+            check_floats(
+                n,
+                |i| f64_at(dtype, bytes, i),
+                |i| reference[i],
+                &mut report,
+            );
         }
-        OracleOutput::Int(reference) => match out.to_i64_vec() {
-            Ok(got) => {
+        OracleOutput::Int(reference) => {
+            if dtype.is_float() {
+                report.reason = format!("integer output expected: got {}", dtype.name());
+            } else {
                 let bad: Vec<usize> = (0..n)
                     .into_par_iter()
-                    .filter(|&i| got[i] != reference[i])
+                    .filter(|&i| i64_at(dtype, bytes, i) != Some(reference[i]))
                     .collect();
                 report.mismatches = bad.len();
                 report.worst_index = bad.first().copied();
             }
-            Err(e) => report.reason = format!("integer output expected: {e}"),
-        },
+        }
+        OracleOutput::Rows(_) => unreachable!("handled above"),
     }
-    if report.unwritten > 0 {
+    conclude(
+        report,
+        &unwritten,
+        matches!(oracle, OracleOutput::Float(_)),
+        tol,
+    )
+}
+
+/// Checks `out` against `reference`, another kernel's output of the same dtype and shape (the
+/// reference kernel's on the same inputs), as if `reference` were the oracle: exact outputs bit
+/// for bit (any NaN matches a NaN), floats by the scale-invariant test. Nothing is copied to
+/// f64 (the same verdict as `check_output` on `reference.to_f64_vec()`).
+pub fn check_against(out: &HostTensor, reference: &HostTensor, tol: &Tolerance) -> CheckReport {
+    let n = out.numel();
+    let mut report = CheckReport::empty(n);
+    if reference.numel() != n || reference.dtype != out.dtype {
+        report.reason = format!(
+            "output has {n} {} elements, the reference's {} {}",
+            out.dtype.name(),
+            reference.numel(),
+            reference.dtype.name()
+        );
+        return report;
+    }
+    let unwritten = unwritten_elements(out);
+    report.unwritten = unwritten.len();
+    let (dtype, got, want) = (out.dtype, &out.bytes[..], &reference.bytes[..]);
+    if dtype.is_float() && tol.exact {
+        check_float_bits(dtype, got, want, &mut report);
+    } else if dtype.is_float() {
+        check_floats(
+            n,
+            |i| f64_at(dtype, got, i),
+            |i| f64_at(dtype, want, i),
+            &mut report,
+        );
+    } else {
+        let bad: Vec<usize> = (0..n)
+            .into_par_iter()
+            .filter(|&i| i64_at(dtype, got, i) != i64_at(dtype, want, i))
+            .collect();
+        report.mismatches = bad.len();
+        report.worst_index = bad.first().copied();
+    }
+    conclude(report, &unwritten, dtype.is_float(), tol)
+}
+
+/// Indices of the elements of `out` that hold the poison pattern, ascending.
+fn unwritten_elements(out: &HostTensor) -> Vec<usize> {
+    let size = out.dtype.size_bytes();
+    let poison = poison_pattern(out.dtype);
+    (0..out.numel())
+        .into_par_iter()
+        .filter(|&i| out.bytes[i * size..(i + 1) * size] == poison[..])
+        .collect()
+}
+
+/// The verdict and its one-line reason, from what the comparison found.
+fn conclude(
+    mut report: CheckReport,
+    unwritten: &[usize],
+    float: bool,
+    tol: &Tolerance,
+) -> CheckReport {
+    let n = report.elements;
+    if !report.reason.is_empty() {
+        // A wrong dtype: said already.
+    } else if report.unwritten > 0 {
         report.worst_index = unwritten.first().copied();
         report.reason = format!(
             "{} of {n} elements never written (poison left; first at {})",
@@ -126,7 +293,7 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
             report.non_finite
         );
     } else if report.mismatches > 0 {
-        let kind = if matches!(oracle, OracleOutput::Float(_)) {
+        let kind = if float {
             "float elements differ bit for bit from the oracle rounded to the output's dtype"
         } else {
             "integer elements differ"
@@ -146,40 +313,37 @@ pub fn check_output(out: &HostTensor, oracle: &OracleOutput, tol: &Tolerance) ->
     report
 }
 
-/// Bit-exact float comparison against the oracle rounded to the output's dtype.
-fn check_float_bits(out: &HostTensor, reference: &[f64], report: &mut CheckReport) {
-    let want = match encode(
-        &OracleOutput::Float(reference.to_vec()),
-        out.dtype,
-        out.shape.clone(),
-    ) {
-        Ok(t) => t.to_f64_vec(),
-        Err(e) => {
-            report.reason = format!("float output expected: {e}");
-            return;
-        }
-    };
-    let got = out.to_f64_vec();
-    let bad: Vec<usize> = (0..got.len())
+/// Bit-exact float comparison of raw elements `got` with `want` (the oracle rounded to the
+/// output's dtype): equal bits, or both NaN.
+fn check_float_bits(dtype: DType, got: &[u8], want: &[u8], report: &mut CheckReport) {
+    let size = dtype.size_bytes();
+    let bad: Vec<usize> = (0..got.len() / size)
         .into_par_iter()
         .filter(|&i| {
-            let (g, w) = (got[i], want[i]);
-            !(g.is_nan() && w.is_nan()) && g.to_bits() != w.to_bits()
+            let (g, w) = (
+                &got[i * size..(i + 1) * size],
+                &want[i * size..(i + 1) * size],
+            );
+            g != w && !(f64_at(dtype, got, i).is_nan() && f64_at(dtype, want, i).is_nan())
         })
         .collect();
     report.mismatches = bad.len();
     report.worst_index = bad.first().copied();
 }
 
-/// The scale-invariant test. Elements where the oracle is NaN or infinite (special-value input
-/// sets) must be the same NaN or infinity and stay out of the norms; any other non-finite
-/// element fails.
-fn check_floats(got: &[f64], reference: &[f64], report: &mut CheckReport) {
-    let (err2, ref2, ref_inf, worst, worst_i, non_finite) = got
-        .par_iter()
-        .zip(reference.par_iter())
-        .enumerate()
-        .map(|(i, (&g, &r))| {
+/// The scale-invariant test over `n` elements, `got(i)` against `reference(i)`. Elements where
+/// the oracle is NaN or infinite (special-value input sets) must be the same NaN or infinity and
+/// stay out of the norms; any other non-finite element fails.
+fn check_floats(
+    n: usize,
+    got: impl Fn(usize) -> f64 + Sync,
+    reference: impl Fn(usize) -> f64 + Sync,
+    report: &mut CheckReport,
+) {
+    let (err2, ref2, ref_inf, worst, worst_i, non_finite) = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let (g, r) = (got(i), reference(i));
             if !r.is_finite() {
                 let same = (g.is_nan() && r.is_nan()) || g == r;
                 (0.0, 0.0, 0.0, 0.0, i, (!same) as usize)
@@ -208,6 +372,89 @@ fn check_floats(got: &[f64], reference: &[f64], report: &mut CheckReport) {
     }
 }
 
+/// Checks an in-place float output against a [`RowUpdate`] oracle and the output's `initial`
+/// value: rows the update does not list must be bit for bit their initial value (compared in
+/// parallel); on the listed rows no poison, no non-finite value where the oracle's is finite,
+/// the update (out − initial) within the oracle's update bounds, and the values within `tol`
+/// (the norms over the listed rows only). Nothing is converted beyond the listed rows.
+pub fn check_rows(
+    out: &HostTensor,
+    initial: &HostTensor,
+    oracle: &RowUpdate,
+    tol: &Tolerance,
+) -> CheckReport {
+    let n = out.numel();
+    let mut report = CheckReport::empty(n);
+    let width = oracle.width;
+    let row_bytes = width * out.dtype.size_bytes();
+    if initial.bytes.len() != out.bytes.len()
+        || initial.dtype != out.dtype
+        || oracle.total_rows * width != n
+        || !out.dtype.is_float()
+    {
+        report.reason = "size or dtype differs from the initial value".into();
+        return report;
+    }
+    // 1. Rows nobody looked up: bit for bit their initial value.
+    let touched = oracle.touched();
+    let changed: Vec<usize> = (0..oracle.total_rows)
+        .into_par_iter()
+        .filter(|&r| {
+            let span = r * row_bytes..(r + 1) * row_bytes;
+            !touched[r] && out.bytes[span.clone()] != initial.bytes[span]
+        })
+        .collect();
+    if let Some(&first) = changed.first() {
+        report.mismatches = changed.len();
+        report.worst_index = Some(first * width);
+        report.reason = format!(
+            "{} rows that no lookup touches changed (first: row {first}); they must stay bit-identical",
+            changed.len()
+        );
+        return report;
+    }
+    // 2. The listed rows: poison, non-finite values, the update, the values.
+    let (dtype, got, init) = (out.dtype, &out.bytes[..], &initial.bytes[..]);
+    let element = |k: usize| oracle.rows[k / width] as usize * width + k % width;
+    let listed = oracle.rows.len() * width;
+    let size = dtype.size_bytes();
+    let poison = poison_pattern(dtype);
+    let unwritten: Vec<usize> = (0..listed)
+        .into_par_iter()
+        .map(element)
+        .filter(|&i| got[i * size..(i + 1) * size] == poison[..])
+        .collect();
+    report.unwritten = unwritten.len();
+    let mut update = CheckReport::empty(listed);
+    check_floats(
+        listed,
+        |k| f64_at(dtype, got, element(k)) - f64_at(dtype, init, element(k)),
+        |k| oracle.delta[k],
+        &mut update,
+    );
+    check_floats(
+        listed,
+        |k| f64_at(dtype, got, element(k)),
+        |k| oracle.value(k / width, k % width, f64_at(dtype, init, element(k))),
+        &mut report,
+    );
+    report.worst_index = report.worst_index.map(element);
+    if report.unwritten == 0
+        && report.non_finite == 0
+        && !(update.rel_l2 <= oracle.update_rel_l2 && update.max_scaled <= oracle.update_max_scaled)
+    {
+        report.reason = format!(
+            "the update of the {} looked-up rows is off: relative L2 {:.3e} (bound {:.0e}), max/‖update‖∞ {:.3e} (bound {:.0e})",
+            oracle.rows.len(),
+            update.rel_l2,
+            oracle.update_rel_l2,
+            update.max_scaled,
+            oracle.update_max_scaled
+        );
+    }
+    conclude(report, &unwritten, true, tol)
+}
+
 /// The oracle's values rounded to `dtype` (round to nearest even): what a correct kernel writes.
 pub fn encode(
     oracle: &OracleOutput,
@@ -234,6 +481,11 @@ pub fn encode(
         }
         (OracleOutput::Float(v), _) => HostTensor::from_f64(shape, v.clone()),
         (OracleOutput::Int(v), _) => HostTensor::from_i64(shape, v.clone()),
+        (OracleOutput::Rows(_), _) => Err(data_gen::DataGenError::InvalidParameter {
+            name: "oracle",
+            value: "a row update".into(),
+            reason: "a row-update oracle is encoded from its dense value (`densified`)",
+        }),
     }
 }
 
@@ -375,5 +627,81 @@ mod tests {
             &Tolerance::for_dtype(DType::I64),
         );
         assert!(!rep.passed && rep.mismatches == 1 && rep.worst_index == Some(2));
+    }
+
+    #[test]
+    fn parallel_conversions_equal_the_serial_ones() {
+        let r = reference();
+        let tensors = [
+            tensor(&r.iter().map(|&x| x as f32).collect::<Vec<_>>()),
+            HostTensor::from_f64(vec![r.len()], r.clone()).unwrap(),
+            encode(&OracleOutput::Float(r.clone()), DType::BF16, vec![r.len()]).unwrap(),
+            encode(&OracleOutput::Float(r.clone()), DType::F16, vec![r.len()]).unwrap(),
+            HostTensor::from_i32(vec![3], vec![-1, 7, i32::MAX]).unwrap(),
+            HostTensor::from_i64(vec![2], vec![-5, 1 << 40]).unwrap(),
+            HostTensor::from_u8(vec![2], vec![0, 255]).unwrap(),
+        ];
+        for t in tensors {
+            let (par, serial) = (par_to_f64_vec(&t), t.to_f64_vec());
+            assert!(par
+                .iter()
+                .zip(&serial)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert_eq!(par.len(), serial.len());
+        }
+    }
+
+    #[test]
+    fn against_a_reference_output_is_the_check_against_it_as_an_oracle() {
+        let r = reference();
+        for (dtype, tol) in [
+            (DType::F32, Tolerance::for_dtype(DType::F32)),
+            (DType::BF16, Tolerance::EXACT),
+            (DType::BF16, Tolerance::for_dtype(DType::BF16)),
+        ] {
+            let reference = encode(&OracleOutput::Float(r.clone()), dtype, vec![r.len()]).unwrap();
+            let mut out = reference.clone();
+            let size = dtype.size_bytes();
+            out.bytes[7 * size] ^= 1;
+            out.bytes[9 * size..10 * size].copy_from_slice(&poison_pattern(dtype));
+            let as_oracle = OracleOutput::Float(reference.to_f64_vec());
+            for candidate in [&reference, &out] {
+                let old = check_output(candidate, &as_oracle, &tol);
+                let new = check_against(candidate, &reference, &tol);
+                assert_eq!(old.passed, new.passed, "{dtype:?}");
+                assert_eq!(old.reason, new.reason);
+                assert_eq!(
+                    (old.unwritten, old.mismatches),
+                    (new.unwritten, new.mismatches)
+                );
+            }
+        }
+        let ints = HostTensor::from_i32(vec![3], vec![1, 2, 3]).unwrap();
+        let other = HostTensor::from_i32(vec![3], vec![1, 5, 3]).unwrap();
+        let rep = check_against(&other, &ints, &Tolerance::EXACT);
+        assert!(!rep.passed && rep.mismatches == 1 && rep.worst_index == Some(1));
+        assert!(check_against(&ints, &ints, &Tolerance::EXACT).passed);
+    }
+
+    #[test]
+    fn an_encoding_at_hand_gives_the_same_verdict() {
+        let r = vec![1.5, -0.0, 2.0, f64::NAN];
+        let oracle = OracleOutput::Float(r);
+        let want = encode(&oracle, DType::F32, vec![4]).unwrap();
+        let ctx = CheckContext {
+            encoded: Some(&want.bytes),
+            initial: None,
+        };
+        // Another NaN payload matches; +0 for -0 does not.
+        let t = |v: Vec<f32>| HostTensor::from_f32(vec![v.len()], v).unwrap();
+        let other_nan = t(vec![1.5, -0.0, 2.0, f32::from_bits(0x7FC0_0001)]);
+        assert!(check_output_with(&other_nan, &oracle, &Tolerance::EXACT, ctx).passed);
+        let zero = t(vec![1.5, 0.0, 2.0, f32::NAN]);
+        let (a, b) = (
+            check_output_with(&zero, &oracle, &Tolerance::EXACT, ctx),
+            check_output(&zero, &oracle, &Tolerance::EXACT),
+        );
+        assert_eq!(a, b);
+        assert!(!a.passed && a.worst_index == Some(1));
     }
 }

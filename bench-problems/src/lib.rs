@@ -28,10 +28,10 @@ pub mod sizes;
 pub mod spec;
 pub mod special;
 
-pub use check::{check_output, CheckReport, Tolerance};
+pub use check::{check_output, check_output_with, CheckContext, CheckReport, Tolerance};
 pub use launch::{Dim, LaunchSpec, ScratchSpec};
 pub use registry::{all_problems, find_problem};
 pub use spec::{
-    InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, Seeds, Sizes, TensorSpec,
-    Work,
+    InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, RowUpdate, Seeds, Sizes,
+    TensorSpec, Work,
 };

@@ -72,8 +72,19 @@ pub trait Problem: Send + Sync {
         let _ = output;
         false
     }
-    /// An extra check of one output beyond the tolerance test (e.g. rows an update must leave
-    /// bit-identical); `Some(reason)` fails it.
+    /// Whether [`Problem::custom_check`] inspects `output`. An exact output (tolerance `exact`)
+    /// that is not custom-checked passes when its fingerprint on the device equals that of the
+    /// oracle's bytes, without being copied to the host; a custom-checked one is always copied
+    /// and given to `custom_check`. A problem that overrides `custom_check` must say here which
+    /// outputs it looks at.
+    fn custom_checked(&self, output: &str) -> bool {
+        let _ = output;
+        false
+    }
+    /// An extra check of one output beyond the tolerance test; `Some(reason)` fails it. (Rows an
+    /// in-place update must leave bit-identical need none: give the oracle as
+    /// [`crate::OracleOutput::Rows`].) Declare the outputs it inspects in
+    /// [`Problem::custom_checked`].
     fn custom_check(
         &self,
         output: &TensorSpec,

@@ -38,7 +38,9 @@ fn time_the_oracles() {
             continue;
         }
         let start = Instant::now();
-        let set = p.generate(preset, &p.sizes(preset), 7.into()).expect("generate");
+        let set = p
+            .generate(preset, &p.sizes(preset), 7.into())
+            .expect("generate");
         let gen = start.elapsed().as_secs_f64();
         let mut best = (f64::INFINITY, f64::INFINITY);
         for _ in 0..repeat.max(1) {

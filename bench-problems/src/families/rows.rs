@@ -193,7 +193,9 @@ mod tests {
         let all_f16 = HostTensor::new(
             DType::F16,
             vec![1 << 12, 16],
-            (0..=u16::MAX).flat_map(u16::to_le_bytes).collect::<Vec<u8>>(),
+            (0..=u16::MAX)
+                .flat_map(u16::to_le_bytes)
+                .collect::<Vec<u8>>(),
         )
         .unwrap();
         for t in tensors.iter().chain([&all_f16]) {

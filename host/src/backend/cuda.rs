@@ -220,6 +220,28 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
+    fn download_range(
+        &mut self,
+        buffer: &Buffer,
+        offset: usize,
+        len: usize,
+    ) -> BackendResult<Vec<u8>> {
+        if offset.checked_add(len).is_none_or(|end| end > buffer.bytes) {
+            return Err(BackendError::Device(format!(
+                "download of bytes {offset}..+{len} of a {}-byte buffer",
+                buffer.bytes
+            )));
+        }
+        let p = self.ptr(buffer)? + offset as u64;
+        self.synchronize()?;
+        let mut out = vec![0u8; len];
+        if len > 0 {
+            unsafe { result::memcpy_dtoh_sync(&mut out, p) }
+                .map_err(|e| device_err("download", e))?;
+        }
+        Ok(out)
+    }
+
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()> {
         let p = self.ptr(buffer)?;
         let s = self.stream;
@@ -243,10 +265,16 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn fingerprint(&mut self, buffer: &Buffer) -> BackendResult<u64> {
-        // Word count rounded up: allocations are 256-byte aligned, so the last partial word
-        // stays inside the allocation.
-        let words = buffer.bytes.div_ceil(4) as u64;
+    fn fingerprint_words(&mut self, buffer: &Buffer, words: usize) -> BackendResult<u64> {
+        // At most the word count rounded up: allocations are 256-byte aligned, so the last
+        // partial word stays inside the allocation.
+        if words > buffer.bytes.div_ceil(4) {
+            return Err(BackendError::Device(format!(
+                "fingerprint of {words} words of a {}-byte buffer",
+                buffer.bytes
+            )));
+        }
+        let words = words as u64;
         let module = self.load_module(&ModuleSource::Builtin)?;
         let out = self.alloc(8)?;
         self.fill(&out, &[0])?;

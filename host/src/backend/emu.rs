@@ -11,6 +11,7 @@ pub struct EmuBackend {
     info: DeviceInfo,
     buffers: Vec<Option<Vec<u128>>>,
     timer: Option<Instant>,
+    downloads: usize,
 }
 
 impl Default for EmuBackend {
@@ -35,12 +36,18 @@ impl EmuBackend {
             },
             buffers: Vec::new(),
             timer: None,
+            downloads: 0,
         }
     }
 
     /// Buffers allocated and not freed (for tests of what the harness leaves behind).
     pub fn live_buffers(&self) -> usize {
         self.buffers.iter().filter(|b| b.is_some()).count()
+    }
+
+    /// Downloads so far (whole or ranged), for tests of what a check copies back.
+    pub fn downloads(&self) -> usize {
+        self.downloads
     }
 
     fn storage(&mut self, b: &Buffer) -> BackendResult<&mut [u8]> {
@@ -93,7 +100,28 @@ impl Backend for EmuBackend {
     }
 
     fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>> {
+        self.downloads += 1;
         Ok(self.storage(buffer)?.to_vec())
+    }
+
+    fn download_range(
+        &mut self,
+        buffer: &Buffer,
+        offset: usize,
+        len: usize,
+    ) -> BackendResult<Vec<u8>> {
+        self.downloads += 1;
+        let s = self.storage(buffer)?;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= s.len())
+            .ok_or_else(|| {
+                BackendError::Device(format!(
+                    "download of bytes {offset}..+{len} of a {}-byte buffer",
+                    s.len()
+                ))
+            })?;
+        Ok(s[offset..end].to_vec())
     }
 
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()> {
@@ -104,8 +132,13 @@ impl Backend for EmuBackend {
         Ok(())
     }
 
-    fn fingerprint(&mut self, buffer: &Buffer) -> BackendResult<u64> {
-        let words = buffer.bytes.div_ceil(4);
+    fn fingerprint_words(&mut self, buffer: &Buffer, words: usize) -> BackendResult<u64> {
+        if words > buffer.bytes.div_ceil(4) {
+            return Err(BackendError::Device(format!(
+                "fingerprint of {words} words of a {}-byte buffer",
+                buffer.bytes
+            )));
+        }
         let storage = self
             .buffers
             .get(buffer.id)
@@ -118,7 +151,8 @@ impl Backend for EmuBackend {
     }
 
     fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()> {
-        let data = self.download(src)?;
+        // Not through `download`: a device-side copy is no download.
+        let data = self.storage(src)?.to_vec();
         self.upload(dst, &data)
     }
 

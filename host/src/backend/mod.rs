@@ -71,11 +71,26 @@ pub trait Backend {
     fn free(&mut self, buffer: Buffer);
     fn upload(&mut self, buffer: &Buffer, data: &[u8]) -> BackendResult<()>;
     fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>>;
+    /// Copies `len` bytes of the buffer from byte `offset` on to the host (a valid prefix, the
+    /// tail bytes of a fingerprinted prefix).
+    fn download_range(
+        &mut self,
+        buffer: &Buffer,
+        offset: usize,
+        len: usize,
+    ) -> BackendResult<Vec<u8>>;
     /// Fills the buffer with a repeated byte pattern (1, 2, 4 or 8 bytes).
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()>;
     /// A fingerprint of the buffer's contents (see `gpu_kernels::kernels::fingerprint`),
-    /// computed on the device: comparing two tells whether anything wrote the buffer.
-    fn fingerprint(&mut self, buffer: &Buffer) -> BackendResult<u64>;
+    /// computed on the device: comparing two tells whether anything wrote the buffer. The
+    /// length is rounded up to whole 32-bit words (the bytes past the end of a buffer whose
+    /// length is not a multiple of 4 are whatever the allocation holds there).
+    fn fingerprint(&mut self, buffer: &Buffer) -> BackendResult<u64> {
+        self.fingerprint_words(buffer, buffer.bytes.div_ceil(4))
+    }
+    /// The fingerprint of the buffer's first `words` 32-bit words (at most
+    /// `bytes.div_ceil(4)`), on the device; equal to [`host_fingerprint`] of the same bytes.
+    fn fingerprint_words(&mut self, buffer: &Buffer, words: usize) -> BackendResult<u64>;
     /// Copies `src` into `dst` (same size) on the stream.
     fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()>;
     /// Device address of the buffer's first byte.
@@ -96,6 +111,31 @@ pub trait Backend {
     fn copy_bandwidth(&mut self, bytes: usize) -> BackendResult<f64>;
     /// Whether timings are real device timings.
     fn is_gpu(&self) -> bool;
+}
+
+/// The fingerprint the device computes ([`Backend::fingerprint_words`]) of `bytes` (whole
+/// 32-bit words; a length that is not a multiple of 4 is an error of the caller's), on the host:
+/// Σ `word_hash(i, word i)`, wrapping, summed in parallel (the sum is order-free).
+pub fn host_fingerprint(bytes: &[u8]) -> u64 {
+    use gpu_kernels::kernels::fingerprint::word_hash;
+    use rayon::prelude::*;
+    assert!(
+        bytes.len().is_multiple_of(4),
+        "host_fingerprint of {} bytes: whole words only",
+        bytes.len()
+    );
+    const CHUNK_WORDS: usize = 1 << 16;
+    bytes
+        .par_chunks(CHUNK_WORDS * 4)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let base = (c * CHUNK_WORDS) as u64;
+            chunk.chunks_exact(4).enumerate().fold(0u64, |acc, (j, w)| {
+                let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                acc.wrapping_add(word_hash(base + j as u64, w))
+            })
+        })
+        .reduce(|| 0, u64::wrapping_add)
 }
 
 /// Picks the backend: CUDA when a driver and device are present (unless `force_cpu`), else the
@@ -132,6 +172,42 @@ pub fn open(emulator: bool) -> anyhow::Result<Box<dyn Backend>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_fingerprint_equals_the_emulated_kernel_and_the_backend() {
+        // Longer than one parallel chunk, so chunk offsets are exercised.
+        let words: Vec<u32> = (0..200_000u32)
+            .map(|i| i.wrapping_mul(2654435761))
+            .collect();
+        let bytes: Vec<u8> = bytemuck::cast_slice(&words).to_vec();
+        let host = host_fingerprint(&bytes);
+        let mut be = emu::EmuBackend::new();
+        let data = be.alloc(bytes.len()).unwrap();
+        be.upload(&data, &bytes).unwrap();
+        let out = be.alloc(8).unwrap();
+        be.fill(&out, &[0]).unwrap();
+        let module = be.load_module(&ModuleSource::Builtin).unwrap();
+        let launch = Launch {
+            kernel: "fingerprint_words".into(),
+            grid: [7, 1, 1],
+            block: [128, 1, 1],
+            shared_bytes: 0,
+            args: vec![be.address(&data), words.len() as u64, be.address(&out)],
+        };
+        be.launch(module, &launch).unwrap();
+        let kernel = u64::from_le_bytes(be.download(&out).unwrap().try_into().unwrap());
+        assert_eq!(kernel, host, "the emulated kernel");
+        assert_eq!(be.fingerprint(&data).unwrap(), host, "the backend");
+        let prefix = 1234;
+        assert_eq!(
+            be.fingerprint_words(&data, prefix).unwrap(),
+            host_fingerprint(&bytes[..prefix * 4])
+        );
+        assert_ne!(
+            host_fingerprint(&bytes[..8]),
+            host_fingerprint(&bytes[4..12])
+        );
+    }
 
     #[test]
     fn a_worker_opens_what_the_probe_chose_and_never_falls_back() {

@@ -108,11 +108,7 @@ impl InputCache {
             tensors: file,
         };
         let oracle_path = Self::oracle_path(&path);
-        let oracle = TensorSet::read(&oracle_path)?
-            .tensors
-            .into_iter()
-            .map(|(name, t)| Ok((name, oracle_output(&oracle_path, t)?)))
-            .collect::<anyhow::Result<Oracle>>()?;
+        let oracle = oracle_from_file(&oracle_path, TensorSet::read(&oracle_path)?)?;
         Ok(Some(CachedSet {
             input,
             oracle,
@@ -151,15 +147,7 @@ impl InputCache {
             }
         }
         let path = self.set_path(problem, preset, plan);
-        let mut outputs = TensorSet::new();
-        for (name, values) in oracle {
-            let t = match values {
-                OracleOutput::Float(v) => HostTensor::from_f64(vec![v.len()], v.clone())?,
-                OracleOutput::Int(v) => HostTensor::from_i64(vec![v.len()], v.clone())?,
-            };
-            outputs.insert(name.clone(), t);
-        }
-        write_atomically(&outputs, &Self::oracle_path(&path))?;
+        write_atomically(&oracle_file(oracle)?, &Self::oracle_path(&path))?;
         let meta = &mut own.metadata;
         meta.insert("problem".into(), problem.name().into());
         meta.insert("preset".into(), preset.name().into());
@@ -198,13 +186,84 @@ fn parse<T: serde::de::DeserializeOwned>(path: &Path, key: &str, text: &str) -> 
     serde_json::from_str(text).with_context(|| format!("{}: metadata `{key}`", path.display()))
 }
 
-/// An oracle output stored as a tensor: f64 values or i64 ones.
-fn oracle_output(path: &Path, t: HostTensor) -> anyhow::Result<OracleOutput> {
-    match t.dtype {
-        data_gen::DType::F64 => Ok(OracleOutput::Float(t.to_f64_vec())),
-        data_gen::DType::I64 => Ok(OracleOutput::Int(t.to_i64_vec()?)),
-        other => anyhow::bail!("{}: an oracle of dtype {}", path.display(), other.name()),
+/// Metadata key prefix of a row-update oracle output: `rows/<name>` holds its shape and bounds,
+/// tensors `<name>/rows` and `<name>/delta` its rows and updates.
+const ROWS: &str = "rows/";
+
+/// The row-update oracle's scalars, as stored.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RowShape {
+    total_rows: usize,
+    width: usize,
+    update_rel_l2: f64,
+    update_max_scaled: f64,
+}
+
+/// An oracle as one file: f64 or i64 values per output, a row update as its two tensors.
+fn oracle_file(oracle: &Oracle) -> anyhow::Result<TensorSet> {
+    let mut file = TensorSet::new();
+    for (name, values) in oracle {
+        match values {
+            OracleOutput::Float(v) => file.insert(
+                name.clone(),
+                HostTensor::from_f64(vec![v.len()], v.clone())?,
+            ),
+            OracleOutput::Int(v) => file.insert(
+                name.clone(),
+                HostTensor::from_i64(vec![v.len()], v.clone())?,
+            ),
+            OracleOutput::Rows(u) => {
+                let rows = HostTensor::from_i64(vec![u.rows.len()], u.rows.clone())?;
+                let delta = HostTensor::from_f64(vec![u.delta.len()], u.delta.clone())?;
+                file.insert(format!("{name}/rows"), rows);
+                file.insert(format!("{name}/delta"), delta);
+                let shape = RowShape {
+                    total_rows: u.total_rows,
+                    width: u.width,
+                    update_rel_l2: u.update_rel_l2,
+                    update_max_scaled: u.update_max_scaled,
+                };
+                file.metadata
+                    .insert(format!("{ROWS}{name}"), serde_json::to_string(&shape)?);
+            }
+        }
     }
+    Ok(file)
+}
+
+/// The oracle [`oracle_file`] stored in `file` (read from `path`).
+fn oracle_from_file(path: &Path, mut file: TensorSet) -> anyhow::Result<Oracle> {
+    let mut oracle = Oracle::new();
+    for (key, text) in &file.metadata {
+        let Some(name) = key.strip_prefix(ROWS) else {
+            continue;
+        };
+        let shape: RowShape = parse(path, key, text)?;
+        let mut take = |part: &str| {
+            file.tensors
+                .remove(&format!("{name}/{part}"))
+                .with_context(|| format!("{}: no tensor `{name}/{part}`", path.display()))
+        };
+        let (rows, delta) = (take("rows")?.to_i64_vec()?, take("delta")?.to_f64_vec());
+        let update = bench_problems::RowUpdate {
+            total_rows: shape.total_rows,
+            width: shape.width,
+            rows,
+            delta,
+            update_rel_l2: shape.update_rel_l2,
+            update_max_scaled: shape.update_max_scaled,
+        };
+        oracle.insert(name.to_string(), OracleOutput::Rows(update));
+    }
+    for (name, t) in file.tensors {
+        let values = match t.dtype {
+            data_gen::DType::F64 => OracleOutput::Float(t.to_f64_vec()),
+            data_gen::DType::I64 => OracleOutput::Int(t.to_i64_vec()?),
+            other => anyhow::bail!("{}: an oracle of dtype {}", path.display(), other.name()),
+        };
+        oracle.insert(name, values);
+    }
+    Ok(oracle)
 }
 
 /// Writes `set` to a temporary file beside `path`, then renames it to `path`.

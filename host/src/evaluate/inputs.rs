@@ -7,6 +7,7 @@
 //! into the outputs before every run.
 use super::cache::{CachedSet, InputCache};
 use super::config::SetPlan;
+use super::verify::{expected_outputs, Expected};
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError, Buffer};
 use crate::plan::Buffers;
@@ -32,6 +33,10 @@ pub(super) struct DeviceSet {
     pub inputs: Buffers,
     /// Fingerprints of the inputs as uploaded.
     pub fingerprints: BTreeMap<String, u64>,
+    /// The bytes a correct kernel writes to each exact output and their fingerprint, so that
+    /// its checks compare fingerprints on the device ([`super::verify::expected_outputs`]; set
+    /// by [`DeviceSet::prepare_checks`]).
+    pub expected: BTreeMap<String, Expected>,
     ref_outputs: Buffers,
     cand_outputs: Buffers,
     /// Initial values of in-out tensors, copied into the outputs before every run.
@@ -215,10 +220,18 @@ impl DeviceSet {
             work,
             inputs,
             fingerprints,
+            expected: BTreeMap::new(),
             ref_outputs,
             cand_outputs,
             pristine,
         })
+    }
+
+    /// Computes once what the checks of exact outputs compare fingerprints with (see
+    /// [`Expected`]).
+    pub fn prepare_checks(&mut self, problem: &dyn Problem) -> anyhow::Result<()> {
+        self.expected = expected_outputs(problem, self)?;
+        Ok(())
     }
 
     /// The output buffers `side` writes.
@@ -281,7 +294,7 @@ pub(super) fn ci_sets(
     let mut phases = PhaseTimes::default();
     let mut uploads = SharedUploads::default();
     let mut prepare = |plan| {
-        DeviceSet::prepare(
+        let mut set = DeviceSet::prepare(
             &mut *backend,
             problem,
             Preset::Ci,
@@ -290,7 +303,9 @@ pub(super) fn ci_sets(
             &mut uploads,
             &mut phases,
         )
-        .unwrap()
+        .unwrap();
+        set.prepare_checks(problem).unwrap();
+        set
     };
     plans.into_iter().take(n).map(&mut prepare).collect()
 }

@@ -92,7 +92,7 @@ impl<'a> ProblemRun<'a> {
         let mut prepare_phases = PhaseTimes::default();
         let mut uploads = SharedUploads::default();
         for plan in cfg.input_sets(problem) {
-            sets.push(DeviceSet::prepare(
+            let mut set = DeviceSet::prepare(
                 &mut *backend,
                 problem,
                 cfg.preset,
@@ -100,7 +100,10 @@ impl<'a> ProblemRun<'a> {
                 cache,
                 &mut uploads,
                 &mut prepare_phases,
-            )?);
+            )?;
+            // What exact outputs must hold, encoded and fingerprinted once per set.
+            prepare_phases.time(Phase::Oracle, || set.prepare_checks(problem))?;
+            sets.push(set);
         }
         anyhow::ensure!(
             cfg.public_sets >= 1,
