@@ -255,13 +255,6 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
             .collect();
         let reference_done = done.contains(&(problem.name().to_string(), "reference".to_string()));
         let cache = InputCache::new(&cache_root, problem);
-        let mut carried = PhaseTimes::default();
-        // The peer's time goes beside the reference: only a problem whose reference is to come.
-        if torch && !reference_done {
-            bar.set_message(format!("{}: PyTorch eager", problem.name()));
-            carried = peer_problem(&exe, &opts, secret_seed, problem, &cache, &peer_file)?;
-            peers = load_peers(&[opts.peer.clone(), vec![peer_file.clone()]].concat());
-        }
         bar.inc((1 + mine.len() - pending.len()) as u64 - u64::from(!reference_done));
         let mut session = ProblemSession {
             problem,
@@ -269,7 +262,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
             exe: &exe,
             secret_seed,
             ceilings,
-            peers: &peers,
+            peers: &mut peers,
             log: &mut log,
             bar: &bar,
             reference_done,
@@ -278,7 +271,12 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
                 .find(|r| r.problem == problem.name() && r.is_reference())
                 .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
             input_cache: cache_root.clone(),
-            carried,
+            carried: PhaseTimes::default(),
+            // The peer's time goes beside the reference: only a problem whose reference is to come.
+            peer: (torch && !reference_done).then(|| PeerJob {
+                cache: cache.clone(),
+                file: peer_file.clone(),
+            }),
         };
         fresh.extend(session.evaluate(&mut pending)?);
         if !opts.keep_inputs {
@@ -412,48 +410,17 @@ fn torch_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// PyTorch's peer on one problem (`run --torch`): a worker stores the problem's input sets in
-/// the run's input cache (`prepare_only`), then [`TORCH_PEER`] times eager on the files of the
-/// sets the timing rotates among, appending its record to `peer_file`. The workers that follow
-/// read the same files. A failure is a warning (the run goes on without the peer for this
-/// problem). Returns the seconds of each phase (the worker's, then [`Phase::Peer`]).
-fn peer_problem(
-    exe: &Path,
+/// PyTorch's peer on one problem (`run --torch`): [`TORCH_PEER`] times eager on the cache files
+/// of the sets the timing rotates among (the problem's first worker has just stored them and
+/// waits), appending its record to `peer_file`. A failure is a warning (the run goes on without
+/// the peer for this problem). Returns the seconds it took ([`Phase::Peer`]).
+fn run_peer(
     opts: &RunOptions,
-    secret_seed: u64,
     problem: &'static dyn Problem,
     cache: &InputCache,
     peer_file: &Path,
-) -> anyhow::Result<PhaseTimes> {
+) -> PhaseTimes {
     let mut phases = PhaseTimes::default();
-    let spec = WorkerSpec {
-        problem: problem.name().to_string(),
-        prepare_only: true,
-        input_cache: cache.dir().parent().map(Path::to_path_buf),
-        ..base_spec(opts, secret_seed)
-    };
-    let mut worker = spawn_worker(exe, &spec)?;
-    let prepared = loop {
-        match worker
-            .events
-            .recv_timeout(Duration::from_secs_f64(PREPARE_TIMEOUT_S))
-        {
-            Ok(Some(Event::Prepared { phases: p })) => break Some(p),
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => break None,
-        }
-    };
-    worker.kill();
-    let Some(p) = prepared else {
-        eprintln!(
-            "warning: {}: storing the inputs for PyTorch failed; no peer for it:
-{}",
-            problem.name(),
-            worker.stderr_tail()
-        );
-        return Ok(phases);
-    };
-    phases.add(&p);
     let files = crate::evaluate::rotation_files(problem, &opts.eval, cache);
     let outcome = phases.time(Phase::Peer, || {
         let mut child = Command::new("python3")
@@ -499,7 +466,7 @@ fn peer_problem(
         ),
         Err(e) => eprintln!("warning: {}: {e:#}", problem.name()),
     }
-    Ok(phases)
+    phases
 }
 
 /// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
@@ -548,6 +515,8 @@ struct Worker {
     child: Child,
     events: Receiver<Option<Event>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Kept open while the worker waits for its go ([`WorkerSpec::wait_after_prepare`]).
+    stdin: Option<std::process::ChildStdin>,
 }
 
 fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
@@ -558,11 +527,9 @@ fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| anyhow::anyhow!("starting a worker ({}): {e}", exe.display()))?;
-    child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(serde_json::to_string(spec)?.as_bytes())?;
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin.write_all(format!("{}\n", serde_json::to_string(spec)?).as_bytes())?;
+    let stdin = spec.wait_after_prepare.then_some(stdin);
     let (tx, events) = mpsc::channel();
     let stdout = child.stdout.take().expect("piped");
     std::thread::spawn(move || {
@@ -595,6 +562,7 @@ fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
         child,
         events,
         stderr_tail,
+        stdin,
     })
 }
 
@@ -607,6 +575,13 @@ impl Worker {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Lets a worker waiting after its preparation go on (closing its stdin).
+    fn go(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"go\n");
+        }
     }
 
     fn kill(&mut self) {
@@ -626,7 +601,7 @@ fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
         force_cpu: opts.force_cpu,
         ceilings: None,
         input_cache: None,
-        prepare_only: false,
+        wait_after_prepare: false,
     }
 }
 
@@ -669,7 +644,7 @@ struct ProblemSession<'a> {
     exe: &'a Path,
     secret_seed: u64,
     ceilings: Option<Ceilings>,
-    peers: &'a [(String, f64, String)],
+    peers: &'a mut Vec<(String, f64, String)>,
     log: &'a mut RecordLog,
     bar: &'a ProgressBar,
     reference_done: bool,
@@ -680,6 +655,14 @@ struct ProblemSession<'a> {
     /// Phases of work done for the problem but not yet in a record (a worker's preparation):
     /// added to the next record logged.
     carried: PhaseTimes,
+    /// PyTorch's peer, to run once the first worker has stored the inputs (`run --torch`).
+    peer: Option<PeerJob>,
+}
+
+/// Where PyTorch's peer reads the inputs and writes its record.
+struct PeerJob {
+    cache: InputCache,
+    file: PathBuf,
 }
 
 impl ProblemSession<'_> {
@@ -749,6 +732,7 @@ impl ProblemSession<'_> {
                 report_reference: !self.reference_done,
                 ceilings: self.ceilings,
                 input_cache: Some(self.input_cache.clone()),
+                wait_after_prepare: self.peer.is_some(),
                 ..base_spec(self.opts, self.secret_seed)
             };
             let mut worker = spawn_worker(self.exe, &spec)?;
@@ -756,7 +740,7 @@ impl ProblemSession<'_> {
             let mut ready = false;
             let mut reference_failed = false;
             let mut device_lost = None;
-            let started = Instant::now();
+            let mut started = Instant::now();
             let progress_before = pending.len();
             // While a candidate is current, the limit counts only its own device work (from
             // `Running` to `Done`); between executions the harness may take its time, and only a
@@ -810,7 +794,20 @@ impl ProblemSession<'_> {
                     Ok(Some(Event::Running)) => running = Some(Instant::now()),
                     Ok(Some(Event::Done)) => running = None,
                     Ok(Some(Event::Ready)) => ready = true,
-                    Ok(Some(Event::Prepared { phases })) => self.carried.add(&phases),
+                    Ok(Some(Event::Prepared { phases })) => {
+                        self.carried.add(&phases);
+                        if let Some(job) = self.peer.take() {
+                            self.bar
+                                .set_message(format!("{}: PyTorch eager", self.problem.name()));
+                            let opts = self.opts;
+                            self.carried
+                                .add(&run_peer(opts, self.problem, &job.cache, &job.file));
+                            *self.peers =
+                                load_peers(&[opts.peer.clone(), vec![job.file.clone()]].concat());
+                            started = Instant::now();
+                        }
+                        worker.go();
+                    }
                     Ok(Some(Event::DeviceLost { message })) => device_lost = Some(message),
                     Ok(Some(Event::Ceilings { .. })) => {}
                     Ok(None) => break None,

@@ -3,14 +3,16 @@
 //! or a hang takes down only the worker. The orchestrator ([`crate::runner`]) starts workers,
 //! enforces the time limit, and starts a fresh worker for the candidates left.
 //!
-//! Protocol: the spec arrives as one JSON document on stdin; stdout carries [`Event`] lines.
+//! Protocol: the spec arrives as one JSON line on stdin (then, with `wait_after_prepare`, a go
+//! line once the orchestrator is ready); stdout carries [`Event`] lines.
 use crate::activity::{Activity, Phase, PhaseTimes};
 use crate::backend;
 use crate::candidate::load_candidate;
-use crate::evaluate::{cache_inputs, EvalConfig, InputCache, ProblemRun};
+use crate::evaluate::{EvalConfig, InputCache, ProblemRun};
 use crate::record::{Ceilings, Record, Status};
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
+use std::io::BufRead;
+use std::io::Write;
 use std::path::PathBuf;
 
 /// What one worker must do.
@@ -34,10 +36,10 @@ pub struct WorkerSpec {
     /// from it when there, else generated and stored in it.
     #[serde(default)]
     pub input_cache: Option<PathBuf>,
-    /// Only make the problem's input sets and store them in the cache (no device needed), then
-    /// report [`Event::Prepared`].
+    /// After [`Event::Prepared`], wait for a line on stdin before going on: meanwhile the
+    /// orchestrator times PyTorch on the input files the worker just stored (`run --torch`).
     #[serde(default)]
-    pub prepare_only: bool,
+    pub wait_after_prepare: bool,
 }
 
 /// One line of worker output.
@@ -99,11 +101,9 @@ fn emit_activity(activity: Activity) {
 pub fn main() -> anyhow::Result<()> {
     crate::activity::set_observer(emit_activity);
     let mut text = String::new();
-    std::io::stdin().read_to_string(&mut text)?;
+    let mut stdin = std::io::stdin().lock();
+    stdin.read_line(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;
-    if spec.prepare_only {
-        return prepare_only(&spec);
-    }
     let mut backend = backend::open(spec.force_cpu)?;
     if spec.ceilings_only {
         let ceilings = crate::ceilings::measure(&mut *backend)
@@ -123,6 +123,10 @@ pub fn main() -> anyhow::Result<()> {
     emit(&Event::Prepared {
         phases: run.prepare_phases().clone(),
     });
+    if spec.wait_after_prepare {
+        // Any line, or the end of stdin, is the go.
+        stdin.read_line(&mut String::new())?;
+    }
     let reference = run.reference_record();
     let reference_ok = reference.status == Status::Correct;
     if spec.report_reference {
@@ -162,20 +166,5 @@ pub fn main() -> anyhow::Result<()> {
         }
     }
     run.release();
-    Ok(())
-}
-
-/// `prepare_only`: stores every input set of the problem that the cache lacks.
-fn prepare_only(spec: &WorkerSpec) -> anyhow::Result<()> {
-    let problem = bench_problems::find_problem(&spec.problem)
-        .ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
-    let root = spec
-        .input_cache
-        .as_deref()
-        .ok_or_else(|| anyhow::anyhow!("prepare_only needs an input cache"))?;
-    let mut eval = spec.eval.clone();
-    eval.secret_seed = spec.secret_seed;
-    let phases = cache_inputs(problem, &eval, &InputCache::new(root, problem))?;
-    emit(&Event::Prepared { phases });
     Ok(())
 }

@@ -1,13 +1,14 @@
-//! The run's input cache: every input set of a problem, with its oracle and work, is generated
-//! once per run and stored here, so that a fresh worker after a crash or a timeout (and
-//! PyTorch's peer, `run --torch`) reads it instead of making it again.
+//! The run's input cache: every input set of a problem is generated once per run and stored
+//! here, so that a fresh worker after a crash or a timeout (and PyTorch's peer, `run --torch`)
+//! reads it instead of making it again. Oracles are not stored: they are computed from the
+//! inputs faster than gigabytes of f64 are written and read back, and only a restarted worker
+//! needs them again.
 //!
 //! Content-addressed: a set's files are named by a hash of everything the set depends on
 //! (problem, preset, label, sizes, seeds, special-value set, the binary's commit), so a file is
 //! never taken for a set it was not made for. Per problem directory:
 //! - `<label>-<key>.safetensors`: the set's own tensors, in `dlrm-bench gen`'s format (metadata
 //!   `problem`, `preset`, `seed`, `sizes`, ...), plus `scalars`, `work` and `shared`;
-//! - `<label>-<key>.oracle.safetensors`: each output's oracle (f64 or i64);
 //! - `shared-<key>.safetensors`: one tensor the sets share (a table), stored once; a set's
 //!   `shared` metadata maps tensor names to these files.
 //!
@@ -16,15 +17,14 @@
 use super::config::SetPlan;
 use crate::record::GIT_COMMIT;
 use anyhow::Context;
-use bench_problems::{InputSet, Oracle, OracleOutput, Preset, Problem, Sizes, Work};
-use data_gen::{HostTensor, TensorSet};
+use bench_problems::{InputSet, Preset, Problem, Sizes, Work};
+use data_gen::TensorSet;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// A set as the cache holds it.
+/// A set as the cache holds it: its inputs and work.
 pub(super) struct CachedSet {
     pub input: InputSet,
-    pub oracle: Oracle,
     pub work: Work,
 }
 
@@ -62,10 +62,6 @@ impl InputCache {
             plan.label,
             set_key(problem, preset, plan)
         ))
-    }
-
-    fn oracle_path(set_path: &Path) -> PathBuf {
-        set_path.with_extension("oracle.safetensors")
     }
 
     /// Set `plan` as stored, or `None` when it is not there.
@@ -107,23 +103,16 @@ impl InputCache {
             scalars,
             tensors: file,
         };
-        let oracle_path = Self::oracle_path(&path);
-        let oracle = oracle_from_file(&oracle_path, TensorSet::read(&oracle_path)?)?;
-        Ok(Some(CachedSet {
-            input,
-            oracle,
-            work,
-        }))
+        Ok(Some(CachedSet { input, work }))
     }
 
-    /// Stores set `plan`: shared tensors once each, the oracle, then the set file.
+    /// Stores set `plan`: shared tensors once each, then the set file.
     pub(super) fn store(
         &self,
         problem: &dyn Problem,
         preset: Preset,
         plan: &SetPlan,
         set: &InputSet,
-        oracle: &Oracle,
         work: &Work,
     ) -> anyhow::Result<()> {
         std::fs::create_dir_all(&self.dir)
@@ -147,7 +136,6 @@ impl InputCache {
             }
         }
         let path = self.set_path(problem, preset, plan);
-        write_atomically(&oracle_file(oracle)?, &Self::oracle_path(&path))?;
         let meta = &mut own.metadata;
         meta.insert("problem".into(), problem.name().into());
         meta.insert("preset".into(), preset.name().into());
@@ -186,86 +174,6 @@ fn parse<T: serde::de::DeserializeOwned>(path: &Path, key: &str, text: &str) -> 
     serde_json::from_str(text).with_context(|| format!("{}: metadata `{key}`", path.display()))
 }
 
-/// Metadata key prefix of a row-update oracle output: `rows/<name>` holds its shape and bounds,
-/// tensors `<name>/rows` and `<name>/delta` its rows and updates.
-const ROWS: &str = "rows/";
-
-/// The row-update oracle's scalars, as stored.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct RowShape {
-    total_rows: usize,
-    width: usize,
-    update_rel_l2: f64,
-    update_max_scaled: f64,
-}
-
-/// An oracle as one file: f64 or i64 values per output, a row update as its two tensors.
-fn oracle_file(oracle: &Oracle) -> anyhow::Result<TensorSet> {
-    let mut file = TensorSet::new();
-    for (name, values) in oracle {
-        match values {
-            OracleOutput::Float(v) => file.insert(
-                name.clone(),
-                HostTensor::from_f64(vec![v.len()], v.clone())?,
-            ),
-            OracleOutput::Int(v) => file.insert(
-                name.clone(),
-                HostTensor::from_i64(vec![v.len()], v.clone())?,
-            ),
-            OracleOutput::Rows(u) => {
-                let rows = HostTensor::from_i64(vec![u.rows.len()], u.rows.clone())?;
-                let delta = HostTensor::from_f64(vec![u.delta.len()], u.delta.clone())?;
-                file.insert(format!("{name}/rows"), rows);
-                file.insert(format!("{name}/delta"), delta);
-                let shape = RowShape {
-                    total_rows: u.total_rows,
-                    width: u.width,
-                    update_rel_l2: u.update_rel_l2,
-                    update_max_scaled: u.update_max_scaled,
-                };
-                file.metadata
-                    .insert(format!("{ROWS}{name}"), serde_json::to_string(&shape)?);
-            }
-        }
-    }
-    Ok(file)
-}
-
-/// The oracle [`oracle_file`] stored in `file` (read from `path`).
-fn oracle_from_file(path: &Path, mut file: TensorSet) -> anyhow::Result<Oracle> {
-    let mut oracle = Oracle::new();
-    for (key, text) in &file.metadata {
-        let Some(name) = key.strip_prefix(ROWS) else {
-            continue;
-        };
-        let shape: RowShape = parse(path, key, text)?;
-        let mut take = |part: &str| {
-            file.tensors
-                .remove(&format!("{name}/{part}"))
-                .with_context(|| format!("{}: no tensor `{name}/{part}`", path.display()))
-        };
-        let (rows, delta) = (take("rows")?.to_i64_vec()?, take("delta")?.to_f64_vec());
-        let update = bench_problems::RowUpdate {
-            total_rows: shape.total_rows,
-            width: shape.width,
-            rows,
-            delta,
-            update_rel_l2: shape.update_rel_l2,
-            update_max_scaled: shape.update_max_scaled,
-        };
-        oracle.insert(name.to_string(), OracleOutput::Rows(update));
-    }
-    for (name, t) in file.tensors {
-        let values = match t.dtype {
-            data_gen::DType::F64 => OracleOutput::Float(t.to_f64_vec()),
-            data_gen::DType::I64 => OracleOutput::Int(t.to_i64_vec()?),
-            other => anyhow::bail!("{}: an oracle of dtype {}", path.display(), other.name()),
-        };
-        oracle.insert(name, values);
-    }
-    Ok(oracle)
-}
-
 /// Writes `set` to a temporary file beside `path`, then renames it to `path`.
 fn write_atomically(set: &TensorSet, path: &Path) -> anyhow::Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
@@ -290,12 +198,9 @@ mod tests {
             let set = problem
                 .generate(Preset::Ci, &plan.sizes, plan.seeds())
                 .unwrap();
-            let oracle = problem.oracle(&set).unwrap();
             let work = problem.work(&set);
-            cache
-                .store(problem, Preset::Ci, plan, &set, &oracle, &work)
-                .unwrap();
-            made.push((set, oracle, work));
+            cache.store(problem, Preset::Ci, plan, &set, &work).unwrap();
+            made.push((set, work));
         }
         assert!(
             made[0].0.tensors.tensors["weight"]
@@ -313,14 +218,13 @@ mod tests {
             "weight and momentum, once each for both sets: {files:?}"
         );
         assert!(files.iter().all(|f| !f.contains(".tmp-")), "{files:?}");
-        for (plan, (set, oracle, work)) in plans.iter().zip(&made) {
+        for (plan, (set, work)) in plans.iter().zip(&made) {
             let back = cache.load(problem, Preset::Ci, plan).unwrap().unwrap();
             assert_eq!(back.input.tensors, set.tensors);
             assert_eq!(
                 (back.input.seed, &back.input.sizes, &back.input.scalars),
                 (set.seed, &set.sizes, &set.scalars)
             );
-            assert_eq!(&back.oracle, oracle);
             assert_eq!(&back.work, work);
         }
         // Another commit, seed or set is another key: nothing is taken for what it is not.

@@ -1,5 +1,5 @@
 //! One problem's input sets on the device ([`DeviceSet`]): each set read from the run's input
-//! cache, or else generated from its seeds with its oracle and work computed (and cached), its
+//! cache, or else generated from its seeds (and cached), its oracle and work computed, its
 //! inputs uploaded and fingerprinted (a tensor the sets share, such as the table, once for all:
 //! [`SharedUploads`]), and its output buffers:
 //! one set for the reference and one for the candidate ([`Side`]), so the reference's outputs
@@ -83,7 +83,14 @@ pub(super) fn output_specs(p: &dyn Problem) -> Vec<TensorSpec> {
         .collect()
 }
 
-/// Generates set `plan` and computes its oracle and work.
+/// A set on the host: inputs, oracle and work.
+struct HostSet {
+    input: InputSet,
+    oracle: BTreeMap<String, OracleOutput>,
+    work: Work,
+}
+
+/// Generates set `plan` (its work with it).
 fn generate(
     problem: &dyn Problem,
     preset: Preset,
@@ -94,41 +101,8 @@ fn generate(
         Some(name) => problem.generate_special(name, preset, plan.seeds()),
         None => problem.generate(preset, &plan.sizes, plan.seeds()),
     })?;
-    let (oracle, work) = phases.time(Phase::Oracle, || {
-        anyhow::Ok((problem.oracle(&input)?, problem.work(&input)))
-    })?;
-    Ok(CachedSet {
-        input,
-        oracle,
-        work,
-    })
-}
-
-fn store(
-    problem: &dyn Problem,
-    preset: Preset,
-    plan: &SetPlan,
-    set: &CachedSet,
-    cache: &InputCache,
-    phases: &mut PhaseTimes,
-) -> anyhow::Result<()> {
-    phases.time(Phase::Store, || {
-        cache.store(problem, preset, plan, &set.input, &set.oracle, &set.work)
-    })
-}
-
-/// Generates set `plan` and stores it in `cache` (the set is returned: holding it keeps its
-/// shared tables alive for the next set).
-pub(super) fn cache_set(
-    problem: &dyn Problem,
-    preset: Preset,
-    plan: &SetPlan,
-    cache: &InputCache,
-    phases: &mut PhaseTimes,
-) -> anyhow::Result<CachedSet> {
-    let set = generate(problem, preset, plan, phases)?;
-    store(problem, preset, plan, &set, cache, phases)?;
-    Ok(set)
+    let work = problem.work(&input);
+    Ok(CachedSet { input, work })
 }
 
 impl DeviceSet {
@@ -155,17 +129,26 @@ impl DeviceSet {
                     None
                 })
         });
-        let set = match cached {
+        let CachedSet { input, work } = match cached {
             Some(set) => set,
             None => {
                 let set = generate(problem, preset, &plan, phases)?;
                 if let Some(c) = cache {
-                    if let Err(e) = store(problem, preset, &plan, &set, c, phases) {
+                    let stored = phases.time(Phase::Store, || {
+                        c.store(problem, preset, &plan, &set.input, &set.work)
+                    });
+                    if let Err(e) = stored {
                         eprintln!("warning: input cache: {e:#}; {} not cached", plan.label);
                     }
                 }
                 set
             }
+        };
+        let oracle = phases.time(Phase::Oracle, || problem.oracle(&input))?;
+        let set = HostSet {
+            input,
+            oracle,
+            work,
         };
         phases.time(Phase::Upload, || {
             Self::upload(backend, problem, plan.label, set, uploads)
@@ -178,10 +161,10 @@ impl DeviceSet {
         backend: &mut dyn Backend,
         problem: &dyn Problem,
         label: String,
-        set: CachedSet,
+        set: HostSet,
         uploads: &mut SharedUploads,
     ) -> anyhow::Result<Self> {
-        let CachedSet {
+        let HostSet {
             input,
             oracle,
             work,

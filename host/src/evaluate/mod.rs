@@ -27,30 +27,6 @@ use load::Loaded;
 use timing::{timing_stats, PairTimes, Timer};
 use verify::Verifier;
 
-/// Stores in `cache` every input set of `problem` under `cfg` that it lacks (generated, with its
-/// oracle); returns the seconds of each phase. The sets are held until all are stored, so their
-/// shared tables are made once.
-pub fn cache_inputs(
-    problem: &'static dyn Problem,
-    cfg: &EvalConfig,
-    cache: &InputCache,
-) -> anyhow::Result<PhaseTimes> {
-    let mut phases = PhaseTimes::default();
-    let mut held = Vec::new();
-    for plan in cfg.input_sets(problem) {
-        if !cache.set_path(problem, cfg.preset, &plan).exists() {
-            held.push(inputs::cache_set(
-                problem,
-                cfg.preset,
-                &plan,
-                cache,
-                &mut phases,
-            )?);
-        }
-    }
-    Ok(phases)
-}
-
 /// The cache files of the input sets the timing rotates among (what PyTorch's peer times).
 pub fn rotation_files(
     problem: &'static dyn Problem,
