@@ -145,7 +145,7 @@ struct RunArgs {
     /// and a GPU are there) on the run's own input files, before each problem's candidates.
     #[arg(long)]
     torch: bool,
-    /// Where the run's input cache goes (default: /dev/shm/dlrm-bench/<run-id> when /dev/shm is
+    /// Where the run's input cache goes (default: /dev/shm/dlrm-bench/<run-id>-<pid> when /dev/shm is
     /// writable, else <run dir>/inputs).
     #[arg(long)]
     input_cache: Option<PathBuf>,

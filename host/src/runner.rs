@@ -97,16 +97,18 @@ const PEER_TIMEOUT_S: f64 = 900.0;
 /// The peer's script, relative to the working directory (the repository root).
 const TORCH_PEER: &str = "tools/torch_peer.py";
 
-/// Where a run's input cache goes by default: memory-backed `/dev/shm/dlrm-bench/<run-id>`
+/// Where a run's input cache goes by default: memory-backed `/dev/shm/dlrm-bench/<run-id>-<pid>`
 /// when `/dev/shm` is a writable directory (sets are gigabytes at `full`), else the run
-/// directory's `inputs/`.
+/// directory's `inputs/`. The process id keeps two runs started in the same second (tests)
+/// apart; a resumed run makes its inputs again.
 pub fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
     let shm = Path::new("/dev/shm");
     let writable = shm.is_dir()
         && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
         && std::fs::create_dir_all(shm.join("dlrm-bench")).is_ok();
     if writable {
-        shm.join("dlrm-bench").join(run_id)
+        shm.join("dlrm-bench")
+            .join(format!("{run_id}-{}", std::process::id()))
     } else {
         run_dir.join("inputs")
     }
