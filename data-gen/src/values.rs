@@ -75,7 +75,7 @@ pub fn fill_uniform_bytes(out: &mut [u8], seed: u64, lo: f32, hi: f32, dtype: DT
     check_range(lo, hi);
     let size = dtype.size_bytes();
     assert!(
-        matches!(dtype, DType::F32 | DType::BF16 | DType::F16) && out.len() % size == 0,
+        matches!(dtype, DType::F32 | DType::BF16 | DType::F16) && out.len().is_multiple_of(size),
         "uniform bytes are whole f32, bf16 or f16 elements, not {} bytes of {}",
         out.len(),
         dtype.name()
