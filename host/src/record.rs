@@ -116,9 +116,10 @@ pub struct Record {
     /// Statistics of the timed input sets (reference records only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_stats: Option<serde_json::Value>,
-    /// Seconds of each phase: for a reference, the problem's preparation (inputs, oracle,
-    /// upload) and its own load, check and timing; for a candidate, its load, check, timing
-    /// and recheck.
+    /// Seconds of each phase: the record's own (a reference's load, check and timing; a
+    /// candidate's load, check, timing and recheck), plus the work for the problem done since
+    /// the previous record and in none (a worker's preparation of the input sets, PyTorch's
+    /// peer): so the first record of each worker carries that worker's preparation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<crate::activity::PhaseTimes>,
 }

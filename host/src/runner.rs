@@ -236,7 +236,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     }
     let peer_file = dir.join("peer.jsonl");
     if torch {
-        run_json["peer_files"] = json!([opts.peer.clone(), vec![peer_file.clone()]].concat());
+        run_json["peer_files"] = json!(peer_files(&opts, &peer_file));
         write_json(&dir.join("run.json"), &run_json)?;
     }
     let total: usize = problems
@@ -400,6 +400,15 @@ pub fn exit_code(records: &[Record]) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The peer files of a `--torch` run: those given with `--peer`, then the run's own.
+fn peer_files(opts: &RunOptions, own: &Path) -> Vec<PathBuf> {
+    opts.peer
+        .iter()
+        .cloned()
+        .chain([own.to_path_buf()])
+        .collect()
 }
 
 /// Whether `python3` can import torch (so `--torch` can run the peer).
@@ -804,8 +813,7 @@ impl ProblemSession<'_> {
                             let opts = self.opts;
                             self.carried
                                 .add(&run_peer(opts, self.problem, &job.cache, &job.file));
-                            *self.peers =
-                                load_peers(&[opts.peer.clone(), vec![job.file.clone()]].concat());
+                            *self.peers = load_peers(&peer_files(opts, &job.file));
                             started = Instant::now();
                         }
                         worker.go();

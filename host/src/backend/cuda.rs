@@ -226,12 +226,7 @@ impl Backend for CudaBackend {
         offset: usize,
         len: usize,
     ) -> BackendResult<Vec<u8>> {
-        if offset.checked_add(len).is_none_or(|end| end > buffer.bytes) {
-            return Err(BackendError::Device(format!(
-                "download of bytes {offset}..+{len} of a {}-byte buffer",
-                buffer.bytes
-            )));
-        }
+        super::range_end(buffer, offset, len)?;
         let p = self.ptr(buffer)? + offset as u64;
         self.synchronize()?;
         let mut out = vec![0u8; len];

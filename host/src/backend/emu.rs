@@ -111,17 +111,8 @@ impl Backend for EmuBackend {
         len: usize,
     ) -> BackendResult<Vec<u8>> {
         self.downloads += 1;
-        let s = self.storage(buffer)?;
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= s.len())
-            .ok_or_else(|| {
-                BackendError::Device(format!(
-                    "download of bytes {offset}..+{len} of a {}-byte buffer",
-                    s.len()
-                ))
-            })?;
-        Ok(s[offset..end].to_vec())
+        let end = super::range_end(buffer, offset, len)?;
+        Ok(self.storage(buffer)?[offset..end].to_vec())
     }
 
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()> {

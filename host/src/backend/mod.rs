@@ -62,6 +62,20 @@ pub enum BackendError {
 
 pub type BackendResult<T> = Result<T, BackendError>;
 
+/// The end of bytes `offset..offset + len` of `buffer` ([`Backend::download_range`]), or the
+/// error of a range that is not inside it.
+pub(crate) fn range_end(buffer: &Buffer, offset: usize, len: usize) -> BackendResult<usize> {
+    offset
+        .checked_add(len)
+        .filter(|&end| end <= buffer.bytes)
+        .ok_or_else(|| {
+            BackendError::Device(format!(
+                "download of bytes {offset}..+{len} of a {}-byte buffer",
+                buffer.bytes
+            ))
+        })
+}
+
 /// The interface the runner drives.
 pub trait Backend {
     fn info(&self) -> &DeviceInfo;
