@@ -241,7 +241,7 @@ impl Backend for CudaBackend {
         let p = self.ptr(buffer)?;
         let s = self.stream;
         unsafe {
-            match *pattern {
+            match *super::shortest_period(pattern) {
                 [b] => check(sys::cuMemsetD8Async(p, b, buffer.bytes, s), "memset"),
                 [a, b] if buffer.bytes.is_multiple_of(2) => check(
                     sys::cuMemsetD16Async(p, u16::from_le_bytes([a, b]), buffer.bytes / 2, s),

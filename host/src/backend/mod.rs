@@ -127,6 +127,15 @@ pub trait Backend {
     fn is_gpu(&self) -> bool;
 }
 
+/// The shortest repeat unit of a fill pattern: `[0x7A; 8]` (the i64 poison) is one byte, so a
+/// device can fill with its 1-, 2- or 4-byte memset instead of a pattern built on the host.
+pub fn shortest_period(pattern: &[u8]) -> &[u8] {
+    (1..pattern.len())
+        .filter(|p| pattern.len().is_multiple_of(*p))
+        .find(|&p| pattern.chunks(p).all(|c| c == &pattern[..p]))
+        .map_or(pattern, |p| &pattern[..p])
+}
+
 /// The fingerprint the device computes ([`Backend::fingerprint_words`]) of `bytes` (whole
 /// 32-bit words; a length that is not a multiple of 4 is an error of the caller's), on the host:
 /// Σ `word_hash(i, word i)`, wrapping, summed in parallel (the sum is order-free).
@@ -186,6 +195,27 @@ pub fn open(emulator: bool) -> anyhow::Result<Box<dyn Backend>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fill_pattern_reduces_to_its_shortest_repeat() {
+        assert_eq!(shortest_period(&[0x7A; 8]), &[0x7A]);
+        assert_eq!(shortest_period(&[1, 2, 1, 2]), &[1, 2]);
+        assert_eq!(shortest_period(&[1, 2, 3, 4, 1, 2, 3, 4]), &[1, 2, 3, 4]);
+        let f64_poison = 0x7FF4_BAD0_BAD0_BAD0u64.to_le_bytes();
+        assert_eq!(shortest_period(&f64_poison), &f64_poison);
+        assert_eq!(shortest_period(&[1, 1, 2]), &[1, 1, 2]);
+        assert_eq!(shortest_period(&[9]), &[9]);
+        // Every real poison fills the same bytes through its shortest repeat.
+        for dtype in {
+            use data_gen::DType::*;
+            [F64, F32, F16, BF16, I64, I32, U8]
+        } {
+            let p = bench_problems::check::poison_pattern(dtype);
+            let short = shortest_period(&p);
+            let rebuilt: Vec<u8> = short.iter().copied().cycle().take(p.len()).collect();
+            assert_eq!(rebuilt, p, "{dtype:?}");
+        }
+    }
 
     #[test]
     fn the_host_fingerprint_equals_the_emulated_kernel_and_the_backend() {
