@@ -33,7 +33,8 @@ pub enum Phase {
     Generate,
     /// The f64 / exact oracle of every set.
     Oracle,
-    /// Writing new input sets to the run's input cache.
+    /// Waiting for the writes of new input sets to the run's input cache (on a thread of
+    /// their own, overlapping the other preparation phases: only the wait is counted).
     Store,
     /// Copies to the device, input fingerprints, output buffers.
     Upload,
@@ -119,7 +120,6 @@ impl PhaseTimes {
         out
     }
 
-    /// Adds `other`'s seconds to these.
     /// Whether no phase took any time yet.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -175,6 +175,11 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         .collect();
 
     let exe = std::env::current_exe()?;
+    // Wall seconds outside the problems' workers (ceilings, the torch probe) and of each
+    // problem's session, so run.json accounts for the whole wall time.
+    let mut setup = serde_json::Map::new();
+    let mut sessions = serde_json::Map::new();
+    let clock = Instant::now();
     let ceilings = if on_gpu {
         let c = measure_ceilings(&exe, &opts, secret_seed)?;
         eprintln!(
@@ -187,6 +192,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     } else {
         None
     };
+    setup.insert("ceilings".into(), json!(clock.elapsed().as_secs_f64()));
     let mut run_json = json!({
         "run_id": run_id,
         "started": started.to_rfc3339(),
@@ -223,7 +229,9 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         fresh.push(r);
     }
     let mut peers = load_peers(&opts.peer);
+    let clock = Instant::now();
     let torch = opts.torch && on_gpu && torch_available();
+    setup.insert("torch_probe".into(), json!(clock.elapsed().as_secs_f64()));
     if opts.torch && !torch {
         eprintln!(
             "warning: --torch: no PyTorch peer ({}): python3 with torch and a GPU are needed",
@@ -280,10 +288,12 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
                 file: peer_file.clone(),
             }),
         };
+        let clock = Instant::now();
         fresh.extend(session.evaluate(&mut pending)?);
         if !opts.keep_inputs {
             let _ = std::fs::remove_dir_all(cache.dir());
         }
+        sessions.insert(problem.name().into(), json!(clock.elapsed().as_secs_f64()));
     }
     if !opts.keep_inputs {
         let _ = std::fs::remove_dir(&cache_root);
@@ -301,8 +311,16 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
         .collect::<serde_json::Map<_, _>>()
         .into();
-    run_json["wall_s"] = json!((chrono::Utc::now() - started).as_seconds_f64());
+    let wall_s = (chrono::Utc::now() - started).as_seconds_f64();
+    run_json["wall_s"] = json!(wall_s);
     run_json["phases"] = phase_table(&records);
+    // Where the wall time went outside the phases: the run's setup, and each problem's
+    // session beyond its phases (worker start-up, device contexts, cache removal).
+    let in_sessions: f64 = sessions.values().filter_map(|v| v.as_f64()).sum();
+    let in_setup: f64 = setup.values().filter_map(|v| v.as_f64()).sum();
+    run_json["phases"]["setup_s"] = setup.into();
+    run_json["phases"]["sessions_s"] = sessions.into();
+    run_json["phases"]["outside_sessions_s"] = json!(wall_s - in_sessions - in_setup);
     write_json(&dir.join("run.json"), &run_json)?;
     let _ = std::fs::remove_file(dir.join(SECRET_FILE));
     // Emulator timings say nothing about a GPU step: no projection from them.
@@ -338,9 +356,10 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         .map(|(p, s)| format!("{} {s:.1} s", p.describe()))
         .collect();
     println!(
-        "time: {:.1} s in all; in the workers: {}",
-        run_json["wall_s"].as_f64().unwrap_or(0.0),
-        phases.join(", ")
+        "time: {wall_s:.1} s in all; setup {in_setup:.1} s; in the workers: {}; outside the \
+         phases {:.1} s",
+        phases.join(", "),
+        wall_s - in_setup - all.total()
     );
     Ok(RunOutcome {
         dir,

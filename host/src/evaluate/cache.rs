@@ -151,6 +151,61 @@ impl InputCache {
     }
 }
 
+/// Writes sets to an [`InputCache`] on a thread of its own, so the writes (gigabytes at `full`)
+/// overlap the oracle, the upload and the next set's generation instead of coming between
+/// them. Sets are written in the order submitted; [`StoreQueue::finish`] waits for the last.
+pub(super) struct StoreQueue<'scope> {
+    jobs: std::sync::mpsc::Sender<(SetPlan, InputSet, Work)>,
+    writer: std::thread::ScopedJoinHandle<'scope, ()>,
+    queued: std::cell::Cell<usize>,
+}
+
+impl<'scope> StoreQueue<'scope> {
+    /// Starts the writer for `problem`'s sets in `cache` within `scope`. A set that cannot be
+    /// written is reported and left out of the cache, never fatal.
+    pub fn start<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        cache: &'env InputCache,
+        problem: &'env dyn Problem,
+        preset: Preset,
+    ) -> Self {
+        let (jobs, queue) = std::sync::mpsc::channel::<(SetPlan, InputSet, Work)>();
+        let writer = scope.spawn(move || {
+            for (plan, input, work) in queue {
+                if let Err(e) = cache.store(problem, preset, &plan, &input, &work) {
+                    eprintln!("warning: input cache: {e:#}; {} not cached", plan.label);
+                }
+            }
+        });
+        StoreQueue {
+            jobs,
+            writer,
+            queued: 0.into(),
+        }
+    }
+
+    /// Queues set `plan` (its tensors are shared, not copied).
+    pub fn submit(&self, plan: &SetPlan, input: &InputSet, work: &Work) {
+        // The writer ends only when the queue closes, so a send cannot fail while it runs; if
+        // it panicked, finish reports that.
+        let _ = self.jobs.send((plan.clone(), input.clone(), *work));
+        self.queued.set(self.queued.get() + 1);
+    }
+
+    /// How many sets were queued.
+    pub fn queued(&self) -> usize {
+        self.queued.get()
+    }
+
+    /// Waits until every queued set is written.
+    pub fn finish(self) -> anyhow::Result<()> {
+        drop(self.jobs);
+        self.writer
+            .join()
+            .map_err(|_| anyhow::anyhow!("the input cache's writer panicked"))
+    }
+}
+
 /// What set `plan` of `problem` depends on, hashed: the name of its files.
 fn set_key(problem: &dyn Problem, preset: Preset, plan: &SetPlan) -> String {
     let sizes = serde_json::to_string(&plan.sizes).unwrap_or_default();
@@ -187,21 +242,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stored_set_reads_back_equal_and_shares_its_table_once() {
+    fn sets_stored_by_the_queue_read_back_equal_and_share_their_table_once() {
         let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
         let root = data_gen::tensor::scratch_path("input-cache");
         let cache = InputCache::new(&root, problem);
         let plans = super::super::config::ci_config(2, 0).input_sets(problem);
         let mut made = Vec::new();
-        for plan in &plans[..2] {
-            assert!(cache.load(problem, Preset::Ci, plan).unwrap().is_none());
-            let set = problem
-                .generate(Preset::Ci, &plan.sizes, plan.seeds())
-                .unwrap();
-            let work = problem.work(&set);
-            cache.store(problem, Preset::Ci, plan, &set, &work).unwrap();
-            made.push((set, work));
-        }
+        std::thread::scope(|scope| {
+            let queue = StoreQueue::start(scope, &cache, problem, Preset::Ci);
+            for plan in &plans[..2] {
+                assert!(cache.load(problem, Preset::Ci, plan).unwrap().is_none());
+                let set = problem
+                    .generate(Preset::Ci, &plan.sizes, plan.seeds())
+                    .unwrap();
+                let work = problem.work(&set);
+                queue.submit(plan, &set, &work);
+                made.push((set, work));
+            }
+            assert_eq!(queue.queued(), 2);
+            queue.finish().unwrap();
+        });
         assert!(
             made[0].0.tensors.tensors["weight"]
                 .bytes

@@ -5,7 +5,7 @@
 //! one set for the reference and one for the candidate ([`Side`]), so the reference's outputs
 //! are never where a candidate writes, plus the initial values of in-out tensors, copied back
 //! into the outputs before every run.
-use super::cache::{CachedSet, InputCache};
+use super::cache::{CachedSet, InputCache, StoreQueue};
 use super::config::SetPlan;
 use super::verify::{expected_outputs, Expected};
 use crate::activity::{Phase, PhaseTimes};
@@ -107,18 +107,19 @@ fn generate(
 
 impl DeviceSet {
     /// The set `plan` names, from `cache` when it holds it, else generated with its oracle
-    /// (and then cached), put on the device; the seconds of each step are added to `phases`.
-    /// A cache that cannot be read or written is reported and bypassed, never fatal.
+    /// (and then queued on `store` for the cache), put on the device; the seconds of each step
+    /// are added to `phases`. A cache that cannot be read or written is reported and
+    /// bypassed, never fatal.
     pub fn prepare(
         backend: &mut dyn Backend,
         problem: &dyn Problem,
         preset: Preset,
         plan: SetPlan,
-        cache: Option<&InputCache>,
+        cache: Option<(&InputCache, &StoreQueue)>,
         uploads: &mut SharedUploads,
         phases: &mut PhaseTimes,
     ) -> anyhow::Result<Self> {
-        let cached = cache.and_then(|c| {
+        let cached = cache.and_then(|(c, _)| {
             phases
                 .time(Phase::Read, || c.load(problem, preset, &plan))
                 .unwrap_or_else(|e| {
@@ -133,13 +134,8 @@ impl DeviceSet {
             Some(set) => set,
             None => {
                 let set = generate(problem, preset, &plan, phases)?;
-                if let Some(c) = cache {
-                    let stored = phases.time(Phase::Store, || {
-                        c.store(problem, preset, &plan, &set.input, &set.work)
-                    });
-                    if let Err(e) = stored {
-                        eprintln!("warning: input cache: {e:#}; {} not cached", plan.label);
-                    }
+                if let Some((_, store)) = cache {
+                    store.submit(&plan, &set.input, &set.work);
                 }
                 set
             }

@@ -15,6 +15,7 @@ mod timing;
 mod verify;
 
 pub use cache::InputCache;
+use cache::StoreQueue;
 pub use config::{public_seed, table_seed, EvalConfig};
 
 use crate::activity::{Phase, PhaseTimes};
@@ -67,20 +68,31 @@ impl<'a> ProblemRun<'a> {
         let mut sets = Vec::new();
         let mut prepare_phases = PhaseTimes::default();
         let mut uploads = SharedUploads::default();
-        for plan in cfg.input_sets(problem) {
-            let mut set = DeviceSet::prepare(
-                &mut *backend,
-                problem,
-                cfg.preset,
-                plan,
-                cache,
-                &mut uploads,
-                &mut prepare_phases,
-            )?;
-            // What exact outputs must hold, encoded and fingerprinted once per set.
-            prepare_phases.time(Phase::Oracle, || set.prepare_checks(problem))?;
-            sets.push(set);
-        }
+        std::thread::scope(|scope| {
+            let store = cache.map(|c| (c, StoreQueue::start(scope, c, problem, cfg.preset)));
+            for plan in cfg.input_sets(problem) {
+                let mut set = DeviceSet::prepare(
+                    &mut *backend,
+                    problem,
+                    cfg.preset,
+                    plan,
+                    store.as_ref().map(|(c, q)| (*c, q)),
+                    &mut uploads,
+                    &mut prepare_phases,
+                )?;
+                // What exact outputs must hold, encoded and fingerprinted once per set.
+                prepare_phases.time(Phase::Oracle, || set.prepare_checks(problem))?;
+                sets.push(set);
+            }
+            // Store: only the wait for writes the rest of the preparation did not hide.
+            match store {
+                Some((_, queue)) if queue.queued() > 0 => {
+                    prepare_phases.time(Phase::Store, || queue.finish())
+                }
+                Some((_, queue)) => queue.finish(),
+                None => Ok(()),
+            }
+        })?;
         anyhow::ensure!(
             cfg.public_sets >= 1,
             "at least one public input set is needed"
