@@ -25,7 +25,10 @@ fn context(sizes: &Sizes) -> Result<HashMapContext, EvalexprError> {
             if y <= 0 {
                 return Err(EvalexprError::CustomMessage(format!("ceil_div by {y}")));
             }
-            Ok(Value::Int((x + y - 1).div_euclid(y)))
+            // x + y - 1 can overflow; the quotient rounded up cannot.
+            Ok(Value::Int(
+                x.div_euclid(y) + i64::from(x.rem_euclid(y) != 0),
+            ))
         }),
     )?;
     ctx.set_function(
@@ -57,6 +60,38 @@ pub enum Number {
     Float(f64),
 }
 
+/// The longest expression accepted, in bytes.
+pub const MAX_EXPR_LEN: usize = 4096;
+/// The deepest nesting of parentheses accepted (the evaluator recurses once per level, so an
+/// expression nested thousands deep would overflow the stack instead of failing).
+pub const MAX_EXPR_DEPTH: usize = 64;
+
+/// Refuses expressions too long or too deeply nested to evaluate safely.
+fn check_shape(expr: &str) -> Result<(), String> {
+    if expr.len() > MAX_EXPR_LEN {
+        return Err(format!(
+            "{} bytes long: at most {MAX_EXPR_LEN} are accepted",
+            expr.len()
+        ));
+    }
+    let mut depth = 0usize;
+    for c in expr.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                if depth > MAX_EXPR_DEPTH {
+                    return Err(format!(
+                        "parentheses nested more than {MAX_EXPR_DEPTH} deep"
+                    ));
+                }
+            }
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Evaluates `expr` with the size symbols (integers) and float scalars bound.
 pub fn eval_number(
     expr: &str,
@@ -67,6 +102,7 @@ pub fn eval_number(
         expr: expr.to_string(),
         message,
     };
+    check_shape(expr).map_err(err)?;
     let mut ctx = context(sizes).map_err(|e| err(e.to_string()))?;
     for (k, v) in scalars {
         ctx.set_value(k.clone(), Value::Float(*v))
@@ -130,5 +166,29 @@ mod tests {
         assert!(eval("ceil_div(B, 0)", &sizes()).is_err());
         assert!(eval("B / 3.5", &sizes()).is_err());
         assert!(eval("B +", &sizes()).is_err());
+    }
+
+    #[test]
+    fn deep_nesting_and_overflow_are_errors_not_crashes() {
+        // Issue 13: 50k parentheses or 12k nested `min(` overflowed the stack.
+        let parens = format!("{}1{}", "(".repeat(50_000), ")".repeat(50_000));
+        let e = eval(&parens, &sizes()).unwrap_err().to_string();
+        assert!(e.contains("bytes long"), "{e}");
+        let mins = format!("{}1{}", "min(1, ".repeat(12_000), ")".repeat(12_000));
+        assert!(eval(&mins, &sizes()).is_err());
+        let deep = format!("{}B{}", "(".repeat(65), ")".repeat(65));
+        let e = eval(&deep, &sizes()).unwrap_err().to_string();
+        assert!(e.contains("nested more than 64 deep"), "{e}");
+        let ok = format!("{}B{}", "(".repeat(64), ")".repeat(64));
+        assert_eq!(eval(&ok, &sizes()).unwrap(), 1000);
+        // Overflow: an error (or a value), never a panic.
+        let max = i64::MAX;
+        assert_eq!(
+            eval(&format!("ceil_div({max}, 2)"), &sizes()).unwrap(),
+            max / 2 + 1
+        );
+        assert_eq!(eval("ceil_div(-7, 2)", &sizes()).unwrap(), -3);
+        assert!(eval(&format!("{max} + 1"), &sizes()).is_err());
+        assert!(eval(&format!("{max} * B"), &sizes()).is_err());
     }
 }
