@@ -225,7 +225,9 @@ fn check_expr(
         .map_err(|e| CandidateError::new(file, Some(field), e.to_string()))
 }
 
-/// Every directory under `root` (recursively) that holds a `candidate.toml`, sorted.
+/// Every directory under `root` (recursively) that holds a `candidate.toml`, sorted. Symbolic
+/// links to directories below `root` are not followed (a link to a parent would loop, and a
+/// link to a sibling would find its candidates twice); `root` itself may be a link.
 pub fn discover(root: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -235,7 +237,8 @@ pub fn discover(root: &Path) -> Vec<PathBuf> {
         }
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
-                if e.path().is_dir() {
+                // `file_type` does not follow links: a link is neither a dir nor a file here.
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
                     stack.push(e.path());
                 }
             }
@@ -243,6 +246,17 @@ pub fn discover(root: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
+}
+
+/// The candidate directories under every root, each once however often the roots name it
+/// (the same root twice, or one inside another), in the roots' order.
+pub fn discover_all(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut seen = std::collections::BTreeSet::new();
+    roots
+        .iter()
+        .flat_map(|root| discover(root))
+        .filter(|dir| seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone())))
+        .collect()
 }
 
 /// The reference of a problem as a candidate.
@@ -369,6 +383,26 @@ args = ["lr", "eps", "N"]
             e.contains("launch[0].args[1]") && e.contains("epsilon"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn links_to_a_parent_do_not_loop_and_a_root_named_twice_counts_once() {
+        // Issue 13: two links to a parent made discovery hang (one candidate found 41 times).
+        let root = tmp("links");
+        write(&root.join("a"), "", &[]);
+        write(&root.join("b/c"), "", &[]);
+        std::os::unix::fs::symlink(&root, root.join("b/up")).unwrap();
+        std::os::unix::fs::symlink(root.join("b"), root.join("a/side")).unwrap();
+        let found = discover(&root);
+        assert_eq!(found, [root.join("a"), root.join("b/c")]);
+        let twice = discover_all(&[root.clone(), root.join("b"), root.clone()]);
+        assert_eq!(twice, [root.join("a"), root.join("b/c")]);
+        // A root that is itself a link is read.
+        let link = tmp("links-root");
+        std::os::unix::fs::symlink(&root, &link).unwrap();
+        assert_eq!(discover(&link), [link.join("a"), link.join("b/c")]);
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! `--resume DIR` finishes an interrupted run without redoing what is there.
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{self, DeviceInfo};
-use crate::candidate::{discover, load_candidate, Candidate};
+use crate::candidate::{discover_all, load_candidate, Candidate};
 use crate::evaluate::{EvalConfig, InputCache};
 use crate::metrics::{self, GroupMetrics};
 use crate::projection::{self, Workload};
@@ -960,18 +960,16 @@ fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
 pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::CandidateError>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
-    for root in roots {
-        if !root.exists() {
-            eprintln!(
-                "warning: candidate directory {} does not exist",
-                root.display()
-            );
-        }
-        for dir in discover(root) {
-            match load_candidate(&dir) {
-                Ok(c) => ok.push(c),
-                Err(e) => bad.push(e),
-            }
+    for root in roots.iter().filter(|r| !r.exists()) {
+        eprintln!(
+            "warning: candidate directory {} does not exist",
+            root.display()
+        );
+    }
+    for dir in discover_all(roots) {
+        match load_candidate(&dir) {
+            Ok(c) => ok.push(c),
+            Err(e) => bad.push(e),
         }
     }
     (ok, bad)
