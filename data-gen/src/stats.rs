@@ -313,4 +313,11 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert!(json["pooling_histogram"].is_array());
     }
+
+    #[test]
+    fn a_huge_index_is_counted_without_a_table_sized_allocation() {
+        // Issue 13: an index of 2^31 made `stats` allocate 8 GiB for its counts.
+        let s = bag_stats(&[1 << 31, 3, 1 << 31], &[0, 2, 3], (1 << 31) + 1);
+        assert_eq!((s.lookups, s.distinct_rows, s.rows), (3, 2, (1 << 31) + 1));
+    }
 }

@@ -68,18 +68,23 @@ impl Trace {
                     return Err(bad(path, "offsets are empty (need T·B + 1 entries)"));
                 }
                 let base = o[0];
-                o.into_iter().map(|x| x - base).collect::<Vec<_>>()
+                o.into_iter()
+                    .map(|x| x.checked_sub(base))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| bad(path, "offsets span more than 2^63"))?
             }
             Bags::Lengths(l) => {
                 if let Some(&x) = l.iter().find(|&&x| x < 0) {
                     return Err(bad(path, format!("negative bag length {x}")));
                 }
-                std::iter::once(0)
+                std::iter::once(Some(0))
                     .chain(l.iter().scan(0i64, |acc, &x| {
-                        *acc += x;
-                        Some(*acc)
+                        *acc = acc.checked_add(x)?;
+                        Some(Some(*acc))
                     }))
-                    .collect()
+                    .collect::<Option<Vec<_>>>()
+                    .filter(|o| o.len() == l.len() + 1)
+                    .ok_or_else(|| bad(path, "bag lengths add up to more than 2^63"))?
             }
         };
         let bags = offsets.len() - 1;
@@ -102,7 +107,7 @@ impl Trace {
             (None, Some(b)) => (bags.checked_div(b).unwrap_or(0), b),
             (None, None) => (1, bags),
         };
-        if tables * batch != bags {
+        if tables.checked_mul(batch) != Some(bags) {
             return Err(bad(
                 path,
                 format!("{bags} bags is not tables ({tables}) × batch size ({batch})"),
@@ -389,5 +394,49 @@ mod tests {
         assert!(Trace::from_parts(vec![0], Bags::Lengths(vec![-1]), None, None, p).is_err());
         let t = Trace::from_parts(vec![0; 4], Bags::Lengths(vec![2, 2]), None, Some(1), p).unwrap();
         assert_eq!((t.tables, t.bags()), (2, 2));
+    }
+
+    #[test]
+    fn huge_counts_are_errors_not_panics() {
+        // Issue 13: `tables` and `batch_size` of 2^32 panicked (their product overflowed).
+        let p = Path::new("x");
+        let big = 1usize << 32;
+        let e = Trace::from_parts(vec![0], Bags::Offsets(vec![0, 1]), Some(big), Some(big), p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not tables"), "{e}");
+        let e = Trace::from_parts(
+            vec![0],
+            Bags::Offsets(vec![i64::MIN, i64::MAX]),
+            None,
+            None,
+            p,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("2^63"), "{e}");
+        let e = Trace::from_parts(vec![0], Bags::Lengths(vec![i64::MAX, 1]), None, None, p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2^63"), "{e}");
+        // Through the file reader: the metadata names the file.
+        let dir = std::env::temp_dir().join(format!("dlrm-trace-huge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.safetensors");
+        let mut set = TensorSet::new();
+        set.insert("indices", HostTensor::from_i64(vec![1], vec![0]).unwrap());
+        set.insert(
+            "offsets",
+            HostTensor::from_i64(vec![2], vec![0, 1]).unwrap(),
+        );
+        set.metadata.insert("tables".into(), big.to_string());
+        set.metadata.insert("batch_size".into(), big.to_string());
+        set.write(&path).unwrap();
+        let e = Trace::read(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("t.safetensors") && e.contains("is not tables"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
