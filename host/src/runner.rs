@@ -545,7 +545,8 @@ struct Worker {
     child: Child,
     events: Receiver<Option<Event>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
-    /// Kept open while the worker waits for its go ([`WorkerSpec::wait_after_prepare`]).
+    /// Open while the worker lives: it carries the go ([`WorkerSpec::wait_after_prepare`]),
+    /// and its end tells the worker to stop.
     stdin: Option<std::process::ChildStdin>,
 }
 
@@ -559,7 +560,9 @@ fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
         .map_err(|e| anyhow::anyhow!("starting a worker ({}): {e}", exe.display()))?;
     let mut stdin = child.stdin.take().expect("piped");
     stdin.write_all(format!("{}\n", serde_json::to_string(spec)?).as_bytes())?;
-    let stdin = spec.wait_after_prepare.then_some(stdin);
+    // Kept open for the worker's whole life: its end is how the worker knows the orchestrator
+    // is gone (`worker::watch_parent`).
+    let stdin = Some(stdin);
     let (tx, events) = mpsc::channel();
     let stdout = child.stdout.take().expect("piped");
     std::thread::spawn(move || {
@@ -609,8 +612,8 @@ impl Worker {
 
     /// Lets a worker waiting after its preparation go on (closing its stdin).
     fn go(&mut self) {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.write_all(b"go\n");
+        if let Some(stdin) = self.stdin.as_mut() {
+            let _ = stdin.write_all(b"go\n").and_then(|_| stdin.flush());
         }
     }
 

@@ -97,13 +97,42 @@ fn emit_activity(activity: Activity) {
     });
 }
 
+/// Exit status of a worker that stopped because its orchestrator is gone.
+pub const EXIT_ORPHANED: i32 = 4;
+
+/// Watches stdin after the spec: each line is a go (sent on the returned channel); its end
+/// means the orchestrator is gone (killed, even by `kill -9`), and the worker exits at once
+/// rather than compete with a resumed run for the device.
+fn watch_parent() -> std::sync::mpsc::Receiver<()> {
+    let (go, gone) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .is_ok_and(|n| n > 0)
+        {
+            let _ = go.send(());
+            line.clear();
+        }
+        // Not eprintln!: with the orchestrator gone stderr is a broken pipe, and eprintln!
+        // would panic this thread instead of ending the process.
+        let _ = writeln!(
+            std::io::stderr(),
+            "the orchestrator is gone (stdin closed): the worker stops"
+        );
+        std::process::exit(EXIT_ORPHANED);
+    });
+    gone
+}
+
 /// Entry point of `dlrm-bench worker`: reads the spec from stdin and runs it.
 pub fn main() -> anyhow::Result<()> {
     crate::activity::set_observer(emit_activity);
     let mut text = String::new();
-    let mut stdin = std::io::stdin().lock();
-    stdin.read_line(&mut text)?;
+    std::io::stdin().lock().read_line(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;
+    let go = watch_parent();
     let mut backend = backend::open(spec.force_cpu)?;
     if spec.ceilings_only {
         let ceilings = crate::ceilings::measure(&mut *backend)
@@ -124,8 +153,8 @@ pub fn main() -> anyhow::Result<()> {
         phases: run.prepare_phases().clone(),
     });
     if spec.wait_after_prepare {
-        // Any line, or the end of stdin, is the go.
-        stdin.read_line(&mut String::new())?;
+        // Any line is the go (the end of stdin ends the worker instead).
+        let _ = go.recv();
     }
     let reference = run.reference_record();
     let reference_ok = reference.status == Status::Correct;
