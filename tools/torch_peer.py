@@ -5,7 +5,8 @@ The peer is the yardstick the Rust reference kernels are held to (DESIGN.md sect
 reference must stay within +-10% of the KernelBench `Model` in eager PyTorch on identical
 inputs). Timing follows DESIGN.md section 7: CUDA events around each `Model` forward call
 only, after warm-up; L2 flushed before each timed call (a 256 MiB buffer zeroed, unless
---warm-l2); input sets rotated per iteration (set i % len(sets)).
+--warm-l2); input sets rotated per iteration (set i % len(sets)). The record also holds
+`stages_s`: the seconds spent loading, checking and timing.
 
 Example:
     target/release/dlrm-bench gen embedding_bag_sum --preset full --sets 2 --out inputs/
@@ -13,12 +14,26 @@ Example:
         --inputs inputs/embedding_bag_sum.full.set0.safetensors \
                  inputs/embedding_bag_sum.full.set1.safetensors --out peer.jsonl
 
-Needs torch, safetensors and numpy only. Exit status: 0 ok; 2 no CUDA device (or torch not
-importable), and also argparse's usage errors (a missing --inputs file among them); 1 for a
-missing or broken KernelBench file; any other failure raises with a traceback.
+Serve mode (`dlrm-bench run --torch` keeps one for the whole run): `--serve` imports torch
+once, then reads one JSON request per line of stdin, e.g.
+    {"problem": "embedding_bag_sum", "inputs": ["a.safetensors"], "out": "peer.jsonl",
+     "check": true, "iters": 50, "warmup": 5, "warm_l2": false}
+(`problem` and `inputs` required; the rest default as the options above), evaluates it as the
+one-shot mode does (the same record, appended to `out` when given) and answers with exactly
+one JSON line on stdout: {"ok": true, "record": {...}} or {"ok": false, "error": "..."}. A
+failing request is an error answer, never the server's end. stdout carries the answers only;
+every log line goes to stderr. EOF on stdin ends the server (exit 0); so does a broken CUDA
+context, after its answer (exit 1). JSON has no infinity: a non-finite number in a record is
+written as a string ("inf").
+
+Needs torch, safetensors and numpy only (imported lazily: --help works without them). Exit
+status: 0 ok; 2 no CUDA device (or torch not importable), and also argparse's usage errors (a
+missing --inputs file among them); 1 for a missing or broken KernelBench file; any other failure
+raises with a traceback.
 """
 
 import argparse
+import gc
 import glob
 import importlib.util
 import json
@@ -26,6 +41,8 @@ import math
 import os
 import statistics
 import sys
+import time
+import traceback
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELBENCH_DIR = os.path.join(REPO_ROOT, "bench-problems", "kernelbench")
@@ -33,6 +50,8 @@ L2_FLUSH_BYTES = 256 << 20
 
 
 def log(msg):
+    """One line for a human: on stdout in the one-shot mode, on stderr in --serve (which points
+    sys.stdout at stderr)."""
     print(msg, flush=True)
 
 
@@ -446,10 +465,19 @@ PROBLEMS = {
 }
 
 
+class PeerError(Exception):
+    """A request the peer cannot evaluate, with the one-shot mode's exit status: 2 for a bad
+    request or no torch / CUDA, 1 for a missing or broken KernelBench file."""
+
+    def __init__(self, message, status=1):
+        super().__init__(message)
+        self.status = status
+
+
 def find_kernelbench_file(problem):
     matches = sorted(glob.glob(os.path.join(KERNELBENCH_DIR, f"*_{problem}.py")))
     if len(matches) != 1:
-        raise SystemExit(
+        raise PeerError(
             f"torch_peer: expected one KernelBench file {KERNELBENCH_DIR}/*_{problem}.py, "
             f"found {len(matches)}: {matches}"
         )
@@ -462,8 +490,23 @@ def import_kernelbench(path, problem):
     spec.loader.exec_module(mod)
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, name):
-            raise SystemExit(f"torch_peer: {path} has no `{name}`")
+            raise PeerError(f"torch_peer: {path} has no `{name}`")
     return mod
+
+
+def import_torch_cuda():
+    """torch, once CUDA is usable (the first call imports torch and initialises CUDA; later
+    calls cost nothing). PeerError (status 2) without torch or a CUDA device."""
+    try:
+        import torch
+    except ImportError as e:
+        raise PeerError(f"torch_peer: PyTorch is not importable ({e}); run this on a GPU host "
+                        "with torch", status=2) from e
+    if not torch.cuda.is_available():
+        raise PeerError("torch_peer: no CUDA device visible to PyTorch; the peer times GPU "
+                        "kernels only (run it on a GPU host)", status=2)
+    torch.cuda.init()
+    return torch
 
 
 def shared_files(path):
@@ -477,29 +520,47 @@ def shared_files(path):
     return {name: os.path.join(os.path.dirname(path), file) for name, file in shared.items()}
 
 
-def load_set(mod, path):
+def load_set(mod, path, shared_on_device):
     """Load one input set through the KernelBench file (its load_inputs, else get_inputs).
     Tensors the set shares (see shared_files) are merged into what the file's
-    safetensors.torch.load_file returns, so KernelBench files stay single-file readers."""
+    safetensors.torch.load_file returns, so KernelBench files stay single-file readers.
+
+    `shared_on_device` maps (shared file, tensor name) to that tensor on the GPU and is filled
+    on first use: each shared file is read and copied to the device once per request, and every
+    set gets that same tensor (a load_inputs's `t.contiguous().to(device)` returns a tensor
+    that is already contiguous and on the device itself). A set that got its own copy anyway is
+    logged."""
     shared = shared_files(path)
-    if shared:
-        import safetensors.torch as st
+    if not shared:
+        return load_set_file(mod, path)
+    import safetensors.torch as st
 
-        original = st.load_file
+    original = st.load_file
 
-        def load_with_shared(p, *args, **kwargs):
-            tensors = original(p, *args, **kwargs)
-            if os.path.abspath(p) == os.path.abspath(path):
-                for name, file in shared.items():
-                    tensors[name] = original(file, *args, **kwargs)[name]
-            return tensors
+    def shared_tensor(name, file):
+        key = (os.path.abspath(file), name)
+        if key not in shared_on_device:
+            shared_on_device[key] = original(file)[name].contiguous().to("cuda")
+        return shared_on_device[key]
 
-        st.load_file = load_with_shared
-        try:
-            return load_set_file(mod, path)
-        finally:
-            st.load_file = original
-    return load_set_file(mod, path)
+    def load_with_shared(p, *args, **kwargs):
+        tensors = original(p, *args, **kwargs)
+        if os.path.abspath(p) == os.path.abspath(path):
+            for name, file in shared.items():
+                tensors[name] = shared_tensor(name, file)
+        return tensors
+
+    st.load_file = load_with_shared
+    try:
+        inputs = load_set_file(mod, path)
+    finally:
+        st.load_file = original
+    for name, file in shared.items():
+        one = shared_on_device.get((os.path.abspath(file), name))
+        if one is not None and not any(t is one for t in inputs):
+            log(f"  note: {os.path.basename(path)}'s inputs do not hold the one device copy of "
+                f"shared tensor `{name}` ({os.path.basename(file)}): its load_inputs copied it")
+    return inputs
 
 
 def load_set_file(mod, path):
@@ -514,6 +575,22 @@ def load_set_file(mod, path):
             del os.environ["DLRM_BENCH_INPUTS"]
         else:
             os.environ["DLRM_BENCH_INPUTS"] = old
+
+
+def pristine_copies(sets, inout):
+    """Each set's initial in-out tensors (positions `inout`), by position, to put back before
+    every call: one clone per distinct tensor, so sets sharing a table share its clone (all of
+    them start from the same values, the shared file's)."""
+    clones = {}  # id(tensor) -> (tensor, its clone); the tensor is kept so the id stays its own
+    pristine = []
+    for s in sets:
+        mine = {}
+        for i in inout:
+            if id(s[i]) not in clones:
+                clones[id(s[i])] = (s[i], s[i].clone())
+            mine[i] = clones[id(s[i])][1]
+        pristine.append(mine)
+    return pristine
 
 
 def percentile(sorted_vals, q):
@@ -540,14 +617,274 @@ def rel_l2(out, ref):
     return num / den
 
 
+def json_safe(value):
+    """`value` with every non-finite float written as a string ("inf", "nan"): JSON has no
+    infinity (an in-place check's error is infinite when an untouched row changed)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# One evaluation: what the one-shot CLI and each request of --serve run.
+# ---------------------------------------------------------------------------------------
+
+REQUEST_DEFAULTS = {"out": None, "check": False, "iters": 50, "warmup": 5, "warm_l2": False}
+
+
+def make_request(fields):
+    """A request from a dict (a --serve line or the CLI's arguments): `problem` and `inputs`
+    required, the rest from REQUEST_DEFAULTS. PeerError (status 2) names a bad field."""
+    if not isinstance(fields, dict):
+        raise PeerError("torch_peer: a request is a JSON object", status=2)
+    unknown = sorted(set(fields) - {"problem", "inputs", *REQUEST_DEFAULTS})
+    if unknown:
+        raise PeerError(f"torch_peer: unknown request field(s) {unknown}", status=2)
+    req = {**REQUEST_DEFAULTS, **fields}
+    kinds = {"problem": str, "inputs": list, "out": (str, type(None)), "check": bool,
+             "iters": int, "warmup": int, "warm_l2": bool}
+    for name, kind in kinds.items():
+        if name not in req:
+            raise PeerError(f"torch_peer: request field `{name}` is missing", status=2)
+        if not isinstance(req[name], kind) or (kind is int and isinstance(req[name], bool)):
+            raise PeerError(f"torch_peer: request field `{name}` has the wrong type: "
+                            f"{req[name]!r}", status=2)
+    if req["problem"] not in PROBLEMS:
+        raise PeerError(f"torch_peer: unknown problem {req['problem']!r} (one of "
+                        f"{sorted(PROBLEMS)})", status=2)
+    if not req["inputs"] or not all(isinstance(f, str) for f in req["inputs"]):
+        raise PeerError("torch_peer: request field `inputs` must be a non-empty list of file "
+                        "names", status=2)
+    if req["iters"] < 1 or req["warmup"] < 0:
+        raise PeerError("--iters (`iters`) must be >= 1 and --warmup (`warmup`) >= 0", status=2)
+    for f in req["inputs"]:
+        if not os.path.isfile(f):
+            raise PeerError(f"input file not found: {f}", status=2)
+    return req
+
+
+def check_sets(spec, model, sets, pristine, restore, names):
+    """The worst error over the sets of the Model's output against the problem's oracle (or
+    its `error`), each set from its initial values."""
+    errs = []
+    for k, (f, s) in enumerate(zip(names, sets)):
+        restore(k)
+        out = model(*s)
+        initial = [pristine[k].get(i, t) for i, t in enumerate(s)]
+        if "error" in spec:
+            err = spec["error"](out, initial)
+        else:
+            err = rel_l2(out, spec["oracle_f64"](initial))
+        errs.append(err)
+        log(f"  check {os.path.basename(f)}: rel_l2_err = {err:.3e}")
+        del out
+    return max(errs)
+
+
+def time_calls(torch, model, sets, restore, flush_buf, iters, warmup):
+    """Milliseconds of `iters` calls (CUDA events around each call only, after `warmup`
+    calls), ascending: set i % len(sets) for call i, restored and with L2 flushed before it."""
+    for i in range(warmup):
+        restore(i % len(sets))
+        if flush_buf is not None:
+            flush_buf.zero_()
+        model(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+
+    stream = torch.cuda.current_stream()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        inputs = sets[i % len(sets)]
+        restore(i % len(sets))
+        if flush_buf is not None:
+            flush_buf.zero_()
+        starts[i].record(stream)
+        model(*inputs)
+        ends[i].record(stream)
+    torch.cuda.synchronize()
+    return sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def evaluate(req):
+    """Times the problem's Model on the request's input sets (and checks it with
+    req["check"]); appends the record to req["out"] when given and returns it. The record's
+    `stages_s` holds the seconds spent loading (inputs, copies of in-out tensors, the Model),
+    checking and timing."""
+    torch = import_torch_cuda()
+    spec = PROBLEMS[req["problem"]]
+    kb_path = find_kernelbench_file(req["problem"])
+    mod = import_kernelbench(kb_path, req["problem"])
+    device_name = torch.cuda.get_device_name()
+    log(f"torch_peer: {req['problem']} via {os.path.relpath(kb_path, REPO_ROOT)} on "
+        f"{device_name}, torch {torch.__version__}")
+
+    stages = {}
+    started = time.perf_counter()
+    shared_on_device = {}
+    sets = []
+    for f in req["inputs"]:
+        inputs = load_set(mod, f, shared_on_device)
+        shapes = ", ".join(f"{list(t.shape)}" for t in inputs if hasattr(t, "shape"))
+        log(f"  loaded {f}: {shapes}")
+        sets.append(inputs)
+    logical_bytes = sum(spec["logical_bytes"](s) for s in sets) / len(sets)
+    # In-place problems: each set's initial in-out tensors, put back before every call.
+    pristine = pristine_copies(sets, spec.get("inout", ()))
+
+    def restore(k):
+        for i, t in pristine[k].items():
+            sets[k][i].copy_(t)
+
+    model = mod.Model(*mod.get_init_inputs()).cuda().eval()
+    flush_buf = None if req["warm_l2"] else torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8,
+                                                        device="cuda")
+    torch.cuda.synchronize()
+    stages["load"] = time.perf_counter() - started
+
+    with torch.inference_mode():
+        if req["check"]:
+            started = time.perf_counter()
+            record_err = check_sets(spec, model, sets, pristine, restore, req["inputs"])
+            torch.cuda.synchronize()
+            stages["check"] = time.perf_counter() - started
+        started = time.perf_counter()
+        times = time_calls(torch, model, sets, restore, flush_buf, req["iters"], req["warmup"])
+        stages["time"] = time.perf_counter() - started
+
+    median = statistics.median(times)
+    record = {
+        "tool": "torch_peer",
+        "problem": req["problem"],
+        "impl": "pytorch_eager",
+        "torch": torch.__version__,
+        "device": device_name,
+        "inputs": [os.path.basename(f) for f in req["inputs"]],
+        "median_ms": median,
+        "p10_ms": percentile(times, 10),
+        "p90_ms": percentile(times, 90),
+        "mean_ms": statistics.fmean(times),
+        "iters": req["iters"],
+        "warmup": req["warmup"],
+        "l2_flush": not req["warm_l2"],
+        "logical_bytes": logical_bytes,
+        "logical_gbps": logical_bytes / (median * 1e-3) / 1e9,
+    }
+    if req["check"]:
+        record["rel_l2_err"] = record_err
+    record["stages_s"] = stages
+
+    summary = (f"torch_peer {req['problem']} pytorch_eager: median {median:.4f} ms "
+               f"(p10 {record['p10_ms']:.4f}, p90 {record['p90_ms']:.4f}, "
+               f"mean {record['mean_ms']:.4f}, n={req['iters']}), "
+               f"{record['logical_gbps']:.1f} GB/s logical, "
+               f"L2 {'flushed' if record['l2_flush'] else 'warm'}, {len(sets)} input set(s)")
+    if req["check"]:
+        summary += f", rel_l2_err {record_err:.3e}"
+    log(summary)
+    log("  stages: " + ", ".join(f"{name} {s:.2f} s" for name, s in stages.items()))
+
+    record = json_safe(record)
+    if req["out"]:
+        out_dir = os.path.dirname(os.path.abspath(req["out"]))
+        os.makedirs(out_dir, exist_ok=True)
+        with open(req["out"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        log(f"  appended record to {req['out']}")
+    return record
+
+
+# ---------------------------------------------------------------------------------------
+# --serve: one process for a whole run.
+# ---------------------------------------------------------------------------------------
+
+def release_gpu_memory():
+    """Frees what the last request left on the GPU (its sets are dropped by now)."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def cuda_is_broken():
+    """Whether CUDA was initialised and its context no longer works (a sticky error such as
+    an illegal address): nothing more can run in this process."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return False
+    try:
+        torch.cuda.synchronize()
+        return False
+    except Exception:  # noqa: BLE001 - any failure here means the context is gone
+        return True
+
+
+def answer(line):
+    """The answer to one request line: {"ok": true, "record": ...} or {"ok": false, "error":
+    ...}; an exception is an error answer (its traceback logged), never the server's end."""
+    try:
+        return {"ok": True, "record": evaluate(make_request(json.loads(line)))}
+    except PeerError as e:
+        log(str(e))
+        return {"ok": False, "error": str(e)}
+    except json.JSONDecodeError as e:
+        log(f"torch_peer: a request is one JSON object per line: {e}")
+        return {"ok": False, "error": f"torch_peer: the request is not JSON: {e}"}
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - one request's failure only
+        log(traceback.format_exc().rstrip())
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+def serve():
+    """Answers one request per line of stdin with one JSON line on stdout until EOF (exit 0).
+    stdout carries the answers only: everything else written to it (logs, a Model's or a
+    library's prints) goes to stderr. Exits 1 after an answer when CUDA itself is broken, so
+    that whoever drives the server starts a fresh one."""
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    started = time.perf_counter()
+    try:
+        torch = import_torch_cuda()
+        log(f"torch_peer: serving (torch {torch.__version__} imported and CUDA initialised in "
+            f"{time.perf_counter() - started:.1f} s)")
+    except PeerError as e:
+        log(f"{e}; every request will be answered with this error")
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        if not line.strip():
+            continue
+        reply = answer(line)
+        release_gpu_memory()
+        answers.write(json.dumps(json_safe(reply)) + "\n")
+        answers.flush()
+        if not reply["ok"] and cuda_is_broken():
+            log("torch_peer: the CUDA context is broken; exiting so that the next request "
+                "gets a fresh server")
+            return 1
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problem", default="embedding_bag_sum", choices=sorted(PROBLEMS),
+    ap.add_argument("--serve", action="store_true",
+                    help="serve JSON requests, one per line of stdin, answering each with one "
+                         "JSON line on stdout (see the module docstring); no other option")
+    ap.add_argument("--problem", choices=sorted(PROBLEMS),
                     help="problem name (default: embedding_bag_sum)")
-    ap.add_argument("--inputs", nargs="+", required=True, metavar="FILE",
-                    help="safetensors input sets from `dlrm-bench gen`; timing rotates among them")
-    ap.add_argument("--iters", type=int, default=50, help="timed iterations (default 50)")
-    ap.add_argument("--warmup", type=int, default=5, help="warm-up iterations (default 5)")
+    ap.add_argument("--inputs", nargs="+", metavar="FILE",
+                    help="safetensors input sets from `dlrm-bench gen`; timing rotates among "
+                         "them (required)")
+    ap.add_argument("--iters", type=int, default=REQUEST_DEFAULTS["iters"],
+                    help="timed iterations (default 50)")
+    ap.add_argument("--warmup", type=int, default=REQUEST_DEFAULTS["warmup"],
+                    help="warm-up iterations (default 5)")
     ap.add_argument("--warm-l2", action="store_true",
                     help="do not flush L2 before each timed call (default: flush)")
     ap.add_argument("--out", metavar="FILE.jsonl", help="append one JSON record to this file")
@@ -555,124 +892,25 @@ def main(argv=None):
                     help="compare the Model output with a float64 oracle (relative L2 error)")
     args = ap.parse_args(argv)
 
-    if args.iters < 1 or args.warmup < 0:
-        ap.error("--iters must be >= 1 and --warmup >= 0")
-    for f in args.inputs:
-        if not os.path.isfile(f):
-            ap.error(f"input file not found: {f}")
-
+    if args.serve:
+        if args.problem or args.inputs or args.out or args.check or args.warm_l2:
+            ap.error("--serve reads its requests from stdin; it takes no other option")
+        return serve()
+    if not args.inputs:
+        ap.error("the following arguments are required: --inputs")
     try:
-        import torch
-    except ImportError as e:
-        log(f"torch_peer: PyTorch is not importable ({e}); run this on a GPU host with torch")
-        return 2
-    if not torch.cuda.is_available():
-        log("torch_peer: no CUDA device visible to PyTorch; the peer times GPU kernels only "
-            "(run it on a GPU host)")
-        return 2
-
-    spec = PROBLEMS[args.problem]
-    kb_path = find_kernelbench_file(args.problem)
-    mod = import_kernelbench(kb_path, args.problem)
-    device_name = torch.cuda.get_device_name()
-    log(f"torch_peer: {args.problem} via {os.path.relpath(kb_path, REPO_ROOT)} on "
-        f"{device_name}, torch {torch.__version__}")
-
-    sets = []
-    for f in args.inputs:
-        inputs = load_set(mod, f)
-        shapes = ", ".join(f"{list(t.shape)}" for t in inputs if hasattr(t, "shape"))
-        log(f"  loaded {f}: {shapes}")
-        sets.append(inputs)
-    logical_bytes = sum(spec["logical_bytes"](s) for s in sets) / len(sets)
-    # In-place problems: each set's initial in-out tensors, put back before every call.
-    pristine = [{i: s[i].clone() for i in spec.get("inout", ())} for s in sets]
-
-    def restore(k):
-        for i, t in pristine[k].items():
-            sets[k][i].copy_(t)
-
-    model = mod.Model(*mod.get_init_inputs()).cuda().eval()
-    stream = torch.cuda.current_stream()
-    flush_buf = None if args.warm_l2 else torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8,
-                                                      device="cuda")
-
-    record = {
-        "tool": "torch_peer",
-        "problem": args.problem,
-        "impl": "pytorch_eager",
-        "torch": torch.__version__,
-        "device": device_name,
-        "inputs": [os.path.basename(f) for f in args.inputs],
-    }
-
-    with torch.inference_mode():
-        if args.check:
-            errs = []
-            for k, (f, s) in enumerate(zip(args.inputs, sets)):
-                restore(k)
-                out = model(*s)
-                initial = [pristine[k].get(i, t) for i, t in enumerate(s)]
-                if "error" in spec:
-                    err = spec["error"](out, initial)
-                else:
-                    err = rel_l2(out, spec["oracle_f64"](initial))
-                errs.append(err)
-                log(f"  check {os.path.basename(f)}: rel_l2_err = {err:.3e}")
-                del out
-            record_err = max(errs)
-        torch.cuda.synchronize()
-
-        for i in range(args.warmup):
-            restore(i % len(sets))
-            if flush_buf is not None:
-                flush_buf.zero_()
-            model(*sets[i % len(sets)])
-        torch.cuda.synchronize()
-
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-        for i in range(args.iters):
-            inputs = sets[i % len(sets)]
-            restore(i % len(sets))
-            if flush_buf is not None:
-                flush_buf.zero_()
-            starts[i].record(stream)
-            model(*inputs)
-            ends[i].record(stream)
-        torch.cuda.synchronize()
-
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
-    median = statistics.median(times)
-    record.update({
-        "median_ms": median,
-        "p10_ms": percentile(times, 10),
-        "p90_ms": percentile(times, 90),
-        "mean_ms": statistics.fmean(times),
-        "iters": args.iters,
-        "warmup": args.warmup,
-        "l2_flush": not args.warm_l2,
-        "logical_bytes": logical_bytes,
-        "logical_gbps": logical_bytes / (median * 1e-3) / 1e9,
-    })
-    if args.check:
-        record["rel_l2_err"] = record_err
-
-    summary = (f"torch_peer {args.problem} pytorch_eager: median {median:.4f} ms "
-               f"(p10 {record['p10_ms']:.4f}, p90 {record['p90_ms']:.4f}, "
-               f"mean {record['mean_ms']:.4f}, n={args.iters}), "
-               f"{record['logical_gbps']:.1f} GB/s logical, "
-               f"L2 {'flushed' if record['l2_flush'] else 'warm'}, {len(sets)} input set(s)")
-    if args.check:
-        summary += f", rel_l2_err {record_err:.3e}"
-    log(summary)
-
-    if args.out:
-        out_dir = os.path.dirname(os.path.abspath(args.out))
-        os.makedirs(out_dir, exist_ok=True)
-        with open(args.out, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-        log(f"  appended record to {args.out}")
+        req = make_request({
+            "problem": args.problem or "embedding_bag_sum", "inputs": args.inputs,
+            "out": args.out, "check": args.check, "iters": args.iters,
+            "warmup": args.warmup, "warm_l2": args.warm_l2,
+        })
+    except PeerError as e:
+        ap.error(str(e))
+    try:
+        evaluate(req)
+    except PeerError as e:
+        print(e, file=sys.stderr, flush=True)
+        return e.status
     return 0
 
 

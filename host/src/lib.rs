@@ -11,6 +11,7 @@ pub mod input_files;
 pub mod input_stats;
 pub mod launch_bounds;
 pub mod metrics;
+pub mod peer;
 pub mod plan;
 pub mod projection;
 pub mod ptx;

@@ -3,14 +3,18 @@
 //! times the candidates. A candidate that crashes the worker is recorded as `runtime_error`, one
 //! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
-//! `--resume DIR` finishes an interrupted run without redoing what is there.
-use crate::activity::{Phase, PhaseTimes};
+//! `--resume DIR` finishes an interrupted run without redoing what is there. With `--torch`,
+//! PyTorch eager is timed beside each reference by the run's one peer server ([`crate::peer`]).
+use crate::activity::PhaseTimes;
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover_all, load_candidate, Candidate};
 use crate::evaluate::{EvalConfig, InputCache};
 use crate::metrics::{self, GroupMetrics};
+use crate::peer::{
+    attach_peer, load_peers, peer_files, run_peer, torch_available, PeerMedian, PeerServer,
+};
 use crate::projection::{self, Workload};
-use crate::record::{read_records, Ceilings, PeerTime, Record, RecordLog, Status, GIT_COMMIT};
+use crate::record::{read_records, Ceilings, Record, RecordLog, Status, GIT_COMMIT};
 use crate::report;
 use crate::worker::{Event, WorkerSpec};
 use bench_problems::{all_problems, Preset, Problem};
@@ -92,10 +96,6 @@ pub fn execution_limit_s(timeout_s: f64, reference_ms: Option<f64>) -> f64 {
     }
 }
 const SECRET_FILE: &str = ".secret_seed";
-/// Seconds PyTorch's peer may take on one problem.
-const PEER_TIMEOUT_S: f64 = 900.0;
-/// The peer's script, relative to the working directory (the repository root).
-const TORCH_PEER: &str = "tools/torch_peer.py";
 
 /// Where a run's input cache goes by default: memory-backed `/dev/shm/dlrm-bench/<run-id>-<pid>`
 /// when `/dev/shm` is a writable directory (sets are gigabytes at `full`), else the run
@@ -243,8 +243,10 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         );
     }
     let peer_file = dir.join("peer.jsonl");
+    // Started at the first problem's peer job, kept for the whole run.
+    let mut peer_server = PeerServer::torch();
     if torch {
-        run_json["peer_files"] = json!(peer_files(&opts, &peer_file));
+        run_json["peer_files"] = json!(peer_files(&opts.peer, &peer_file));
         write_json(&dir.join("run.json"), &run_json)?;
     }
     let total: usize = problems
@@ -284,6 +286,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
             carried: PhaseTimes::default(),
             // The peer's time goes beside the reference: only a problem whose reference is to come.
             peer: (torch && !reference_done).then(|| PeerJob {
+                server: &mut peer_server,
                 cache: cache.clone(),
                 file: peer_file.clone(),
             }),
@@ -295,6 +298,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         }
         sessions.insert(problem.name().into(), json!(clock.elapsed().as_secs_f64()));
     }
+    peer_server.shutdown();
     if !opts.keep_inputs {
         let _ = std::fs::remove_dir(&cache_root);
     }
@@ -419,84 +423,6 @@ pub fn exit_code(records: &[Record]) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
-}
-
-/// The peer files of a `--torch` run: those given with `--peer`, then the run's own.
-fn peer_files(opts: &RunOptions, own: &Path) -> Vec<PathBuf> {
-    opts.peer
-        .iter()
-        .cloned()
-        .chain([own.to_path_buf()])
-        .collect()
-}
-
-/// Whether `python3` can import torch (so `--torch` can run the peer).
-fn torch_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import torch, safetensors"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// PyTorch's peer on one problem (`run --torch`): [`TORCH_PEER`] times eager on the cache files
-/// of the sets the timing rotates among (the problem's first worker has just stored them and
-/// waits), appending its record to `peer_file`. A failure is a warning (the run goes on without
-/// the peer for this problem). Returns the seconds it took ([`Phase::Peer`]).
-fn run_peer(
-    opts: &RunOptions,
-    problem: &'static dyn Problem,
-    cache: &InputCache,
-    peer_file: &Path,
-) -> PhaseTimes {
-    let mut phases = PhaseTimes::default();
-    let files = crate::evaluate::rotation_files(problem, &opts.eval, cache);
-    let outcome = phases.time(Phase::Peer, || {
-        let mut child = Command::new("python3")
-            .arg(TORCH_PEER)
-            .args(["--problem", problem.name(), "--check", "--out"])
-            .arg(peer_file)
-            .arg("--inputs")
-            .args(&files)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait()? {
-                let out = child.wait_with_output()?;
-                return anyhow::Ok((status, out.stdout, out.stderr));
-            }
-            if started.elapsed().as_secs_f64() > PEER_TIMEOUT_S {
-                let _ = child.kill();
-                let out = child.wait_with_output()?;
-                anyhow::bail!(
-                    "{TORCH_PEER} ran past {PEER_TIMEOUT_S:.0} s and was killed:
-{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    });
-    match outcome {
-        Ok((status, stdout, stderr)) if status.success() => {
-            for line in String::from_utf8_lossy(&stdout).lines() {
-                eprintln!("  [torch] {line}");
-            }
-            let _ = stderr;
-        }
-        Ok((status, stdout, stderr)) => eprintln!(
-            "warning: {}: {TORCH_PEER} failed ({status}):
-{}{}",
-            problem.name(),
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
-        ),
-        Err(e) => eprintln!("warning: {}: {e:#}", problem.name()),
-    }
-    phases
 }
 
 /// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
@@ -677,7 +603,7 @@ struct ProblemSession<'a> {
     exe: &'a Path,
     secret_seed: u64,
     ceilings: Option<Ceilings>,
-    peers: &'a mut Vec<(String, f64, String)>,
+    peers: &'a mut Vec<PeerMedian>,
     log: &'a mut RecordLog,
     bar: &'a ProgressBar,
     reference_done: bool,
@@ -689,11 +615,12 @@ struct ProblemSession<'a> {
     /// added to the next record logged.
     carried: PhaseTimes,
     /// PyTorch's peer, to run once the first worker has stored the inputs (`run --torch`).
-    peer: Option<PeerJob>,
+    peer: Option<PeerJob<'a>>,
 }
 
-/// Where PyTorch's peer reads the inputs and writes its record.
-struct PeerJob {
+/// The run's PyTorch peer server, where it reads the problem's inputs and writes its record.
+struct PeerJob<'a> {
+    server: &'a mut PeerServer,
     cache: InputCache,
     file: PathBuf,
 }
@@ -833,9 +760,14 @@ impl ProblemSession<'_> {
                             self.bar
                                 .set_message(format!("{}: PyTorch eager", self.problem.name()));
                             let opts = self.opts;
-                            self.carried
-                                .add(&run_peer(opts, self.problem, &job.cache, &job.file));
-                            *self.peers = load_peers(&peer_files(opts, &job.file));
+                            self.carried.add(&run_peer(
+                                job.server,
+                                &opts.eval,
+                                self.problem,
+                                &job.cache,
+                                &job.file,
+                            ));
+                            *self.peers = load_peers(&peer_files(&opts.peer, &job.file));
                             started = Instant::now();
                         }
                         worker.go();
@@ -976,51 +908,6 @@ pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::Can
         }
     }
     (ok, bad)
-}
-
-/// PyTorch peer timings by problem, from `tools/torch_peer.py` JSONL files (last line wins).
-fn load_peers(files: &[PathBuf]) -> Vec<(String, f64, String)> {
-    let mut out = Vec::new();
-    for f in files {
-        match std::fs::read_to_string(f) {
-            Ok(text) => {
-                for (i, line) in text
-                    .lines()
-                    .enumerate()
-                    .filter(|(_, l)| !l.trim().is_empty())
-                {
-                    match serde_json::from_str::<serde_json::Value>(line) {
-                        Ok(v) => match (v["problem"].as_str(), v["median_ms"].as_f64()) {
-                            (Some(p), Some(ms)) => {
-                                out.push((p.to_string(), ms, f.display().to_string()))
-                            }
-                            _ => eprintln!(
-                                "warning: {}:{}: no `problem` or `median_ms`",
-                                f.display(),
-                                i + 1
-                            ),
-                        },
-                        Err(e) => eprintln!("warning: {}:{}: {e}", f.display(), i + 1),
-                    }
-                }
-            }
-            Err(e) => eprintln!("warning: cannot read peer file {}: {e}", f.display()),
-        }
-    }
-    out
-}
-
-fn attach_peer(reference: &mut Record, peers: &[(String, f64, String)]) {
-    if let (Some((_, ms, src)), Some(t)) = (
-        peers.iter().rev().find(|(p, _, _)| p == &reference.problem),
-        &reference.timing,
-    ) {
-        reference.pytorch = Some(PeerTime {
-            median_ms: *ms,
-            reference_over_pytorch: t.median_ms / ms,
-            source: src.clone(),
-        });
-    }
 }
 
 #[cfg(test)]
