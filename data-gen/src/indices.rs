@@ -82,8 +82,15 @@ impl IndexSampler {
     /// `count` independent row indices, deterministic in `seed`; lookup `i` depends only on
     /// (`seed`, `i / LOOKUP_CHUNK`), so a prefix is stable when `count` grows.
     pub fn sample(&self, count: usize, seed: u64) -> Vec<i64> {
-        let stream = derive_str(seed, "zipf-ranks");
         let mut out = vec![0i64; count];
+        self.sample_into(&mut out, seed);
+        out
+    }
+
+    /// [`IndexSampler::sample`]`(out.len(), seed)` written into `out` (a piece of a larger
+    /// buffer: no copy of its own).
+    pub fn sample_into(&self, out: &mut [i64], seed: u64) {
+        let stream = derive_str(seed, "zipf-ranks");
         out.par_chunks_mut(LOOKUP_CHUNK)
             .enumerate()
             .for_each(|(c, chunk)| {
@@ -92,7 +99,6 @@ impl IndexSampler {
                     *idx = self.permutation.map(self.zipf.sample(&mut rng)) as i64;
                 }
             });
-        out
     }
 }
 

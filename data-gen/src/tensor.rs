@@ -148,12 +148,20 @@ impl HostTensor {
         }
     }
 
+    /// The bytes of `data`, copied in parallel (tensors of ~1 GB are common: a serial copy
+    /// and its page faults take a second).
     fn from_pod<T: bytemuck::Pod>(
         dtype: DType,
         shape: Vec<usize>,
         data: &[T],
     ) -> Result<Self, DataGenError> {
-        Self::new(dtype, shape, bytemuck::cast_slice(data).to_vec())
+        let data: &[u8] = bytemuck::cast_slice(data);
+        let mut bytes = vec![0u8; data.len()];
+        bytes
+            .par_chunks_mut(CONVERT_CHUNK)
+            .zip(data.par_chunks(CONVERT_CHUNK))
+            .for_each(|(to, from)| to.copy_from_slice(from));
+        Self::new(dtype, shape, bytes)
     }
 
     /// From f32 values.
@@ -197,24 +205,39 @@ impl HostTensor {
     }
 
     /// Copy the elements out as `T`; the caller has checked that `T` matches the dtype.
-    fn pod_vec<T: bytemuck::Pod>(&self) -> Vec<T> {
-        bytemuck::pod_collect_to_vec(&self.bytes)
+    fn pod_vec<T: bytemuck::Pod + Send>(&self) -> Vec<T> {
+        self.map_elements(|x: T| x)
+    }
+
+    /// `f` of every element read as `S` (the caller has checked that `S` matches the dtype),
+    /// in parallel over chunks of the (unaligned) bytes.
+    fn map_elements<S: bytemuck::Pod, T: bytemuck::Pod + Send>(
+        &self,
+        f: impl Fn(S) -> T + Sync,
+    ) -> Vec<T> {
+        let size = std::mem::size_of::<S>();
+        let mut out = vec![T::zeroed(); self.bytes.len() / size];
+        let per_task = (CONVERT_CHUNK / size).max(1);
+        out.par_chunks_mut(per_task)
+            .zip(self.bytes.par_chunks(per_task * size))
+            .for_each(|(to, from)| {
+                for (x, e) in to.iter_mut().zip(from.chunks_exact(size)) {
+                    *x = f(bytemuck::pod_read_unaligned(e));
+                }
+            });
+        out
     }
 
     /// The elements as f64 (exact for every dtype except i64 beyond 2^53).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self.dtype {
             DType::F64 => self.pod_vec(),
-            DType::F32 => self.pod_vec::<f32>().into_iter().map(f64::from).collect(),
-            DType::F16 => self.pod_vec::<f16>().into_iter().map(f64::from).collect(),
-            DType::BF16 => self.pod_vec::<bf16>().into_iter().map(f64::from).collect(),
-            DType::I64 => self
-                .pod_vec::<i64>()
-                .into_iter()
-                .map(|x| x as f64)
-                .collect(),
-            DType::I32 => self.pod_vec::<i32>().into_iter().map(f64::from).collect(),
-            DType::U8 => self.bytes.iter().map(|&x| f64::from(x)).collect(),
+            DType::F32 => self.map_elements(|x: f32| f64::from(x)),
+            DType::F16 => self.map_elements(|x: f16| f64::from(x)),
+            DType::BF16 => self.map_elements(|x: bf16| f64::from(x)),
+            DType::I64 => self.map_elements(|x: i64| x as f64),
+            DType::I32 => self.map_elements(|x: i32| f64::from(x)),
+            DType::U8 => self.map_elements(|x: u8| f64::from(x)),
         }
     }
 
@@ -222,24 +245,12 @@ impl HostTensor {
     pub fn to_f32_vec(&self) -> Vec<f32> {
         match self.dtype {
             DType::F32 => self.pod_vec(),
-            DType::F64 => self
-                .pod_vec::<f64>()
-                .into_iter()
-                .map(|x| x as f32)
-                .collect(),
-            DType::F16 => self.pod_vec::<f16>().into_iter().map(f32::from).collect(),
-            DType::BF16 => self.pod_vec::<bf16>().into_iter().map(f32::from).collect(),
-            DType::I64 => self
-                .pod_vec::<i64>()
-                .into_iter()
-                .map(|x| x as f32)
-                .collect(),
-            DType::I32 => self
-                .pod_vec::<i32>()
-                .into_iter()
-                .map(|x| x as f32)
-                .collect(),
-            DType::U8 => self.bytes.iter().map(|&x| f32::from(x)).collect(),
+            DType::F64 => self.map_elements(|x: f64| x as f32),
+            DType::F16 => self.map_elements(|x: f16| f32::from(x)),
+            DType::BF16 => self.map_elements(|x: bf16| f32::from(x)),
+            DType::I64 => self.map_elements(|x: i64| x as f32),
+            DType::I32 => self.map_elements(|x: i32| x as f32),
+            DType::U8 => self.map_elements(|x: u8| f32::from(x)),
         }
     }
 
@@ -247,8 +258,8 @@ impl HostTensor {
     pub fn to_i64_vec(&self) -> Result<Vec<i64>, DataGenError> {
         Ok(match self.dtype {
             DType::I64 => self.pod_vec(),
-            DType::I32 => self.pod_vec::<i32>().into_iter().map(i64::from).collect(),
-            DType::U8 => self.bytes.iter().map(|&x| i64::from(x)).collect(),
+            DType::I32 => self.map_elements(|x: i32| i64::from(x)),
+            DType::U8 => self.map_elements(|x: u8| i64::from(x)),
             dtype => {
                 return Err(DataGenError::DTypeMismatch {
                     op: "read as integers",
@@ -281,6 +292,10 @@ impl HostTensor {
         }
     }
 }
+
+/// Bytes each parallel task of the typed copies and conversions of [`HostTensor`] reads (a
+/// work grain only: the values do not depend on it).
+const CONVERT_CHUNK: usize = 1 << 18;
 
 /// Bytes each parallel task of [`TensorSet::write`] and [`TensorSet::read`] moves.
 const IO_CHUNK: usize = 64 << 20;
@@ -502,6 +517,26 @@ mod tests {
         let s = HostTensor::from_f32(vec![], vec![4.0]).unwrap();
         assert_eq!(s.numel(), 1);
         assert_eq!(HostTensor::zeros(DType::I32, vec![0, 5]).numel(), 0);
+    }
+
+    #[test]
+    fn parallel_copies_and_conversions_match_element_by_element() {
+        // Several conversion chunks, the last one partial.
+        let n = 3 * CONVERT_CHUNK / 8 + 5;
+        let ints: Vec<i64> = (0..n as i64).map(|i| i * 7919 - 40_000).collect();
+        let t = HostTensor::from_i64(vec![n], ints.clone()).unwrap();
+        assert_eq!(&t.bytes[..], bytemuck::cast_slice::<i64, u8>(&ints));
+        assert_eq!(t.to_i64_vec().unwrap(), ints);
+        let floats: Vec<f64> = ints.iter().map(|&i| i as f64).collect();
+        assert_eq!(t.to_f64_vec(), floats);
+        let narrow: Vec<i32> = ints.iter().map(|&i| i as i32).collect();
+        let t = HostTensor::from_i32(vec![n], narrow.clone()).unwrap();
+        let wide: Vec<i64> = narrow.iter().map(|&i| i64::from(i)).collect();
+        assert_eq!(t.to_i64_vec().unwrap(), wide);
+        let halves: Vec<bf16> = ints.iter().map(|&i| bf16::from_f32(i as f32)).collect();
+        let t = HostTensor::from_bf16(vec![n], halves.clone()).unwrap();
+        let want: Vec<f32> = halves.iter().map(|&h| f32::from(h)).collect();
+        assert_eq!(t.to_f32_vec(), want);
     }
 
     #[test]

@@ -356,13 +356,16 @@ pub fn kjt(
         .iter()
         .map(|l| l.iter().map(|&x| x as usize).sum())
         .collect();
-    let values_per_feature: Vec<Vec<i64>> = config
-        .par_iter()
-        .zip(counts.par_iter())
+    // Every feature draws its ids straight into its piece of the one buffer of all ids.
+    let mut values = vec![0i64; counts.iter().sum()];
+    split_by(&mut values, &counts)
+        .into_par_iter()
+        .zip(&config)
         .enumerate()
-        .map(|(f, (&(rows, _), &count))| {
+        .try_for_each(|(f, (ids, &(rows, _)))| {
             if let Some(id) = constant_id {
-                return Ok(vec![id; count]);
+                ids.fill(id);
+                return Ok(());
             }
             let table_seed = derive(derive_str(seed, "kjt-ids"), f as u64);
             // Hot rows scattered by a keyed permutation: no per-feature table of up to 4·10^7
@@ -371,12 +374,12 @@ pub fn kjt(
                 data_gen::BoundedZipf::new(rows, KJT_ALPHA)?,
                 RowPermutation::hashed(rows, derive_str(table_seed, "rows"))?,
             )?;
-            Ok(sampler.sample(count, table_seed))
-        })
-        .collect::<Result<_, ProblemError>>()?;
+            sampler.sample_into(ids, table_seed);
+            Ok::<_, ProblemError>(())
+        })?;
     Ok(Kjt {
         lengths,
-        values: values_per_feature.concat(),
+        values,
         rows: config.iter().map(|&(r, _)| r).collect(),
     })
 }

@@ -95,19 +95,25 @@ pub fn bucketize_kjt<W: Copy + Into<f64> + Sync>(
             }
         }
     });
-    // Pass 2: rank r's piece of group g starts at the exclusive sum of new_lengths before
-    // (r, the group's first segment), pieces in order rank by rank, group by group.
-    let cursor = exclusive_sums(&new_lengths);
-    let starts: Vec<usize> = (0..w)
-        .flat_map(|r| (0..groups).map(move |g| r * tb + g * per_group))
-        .map(|k| cursor[k] as usize)
+    // Pass 2: rank r's piece of group g holds that group's ids of rank r; the pieces lie in
+    // order rank by rank, group by group, so each starts at the sum of the counts before it.
+    let piece_lengths: Vec<usize> = new_lengths
+        .par_chunks(tb.max(1))
+        .flat_map_iter(|rank_row| {
+            rank_row
+                .chunks(per_group)
+                .map(|piece| piece.iter().sum::<i64>() as usize)
+        })
+        .collect();
+    let starts: Vec<usize> = piece_lengths
+        .iter()
+        .scan(0usize, |sum, &len| {
+            let start = *sum;
+            *sum += len;
+            Some(start)
+        })
         .collect();
     let total = bounds[tb] as usize;
-    let piece_lengths: Vec<usize> = starts
-        .iter()
-        .zip(starts.iter().skip(1).chain([&total]))
-        .map(|(&a, &b)| b - a)
-        .collect();
     let n = ids.len();
     let (mut new_ids, mut new_weights, mut back) = (vec![0i64; n], vec![0f64; n], vec![0i64; n]);
     let mut id_pieces: Vec<Vec<&mut [i64]>> = (0..groups).map(|_| Vec::with_capacity(w)).collect();
