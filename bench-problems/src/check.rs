@@ -66,9 +66,12 @@ pub struct CheckReport {
     pub worst_index: Option<usize>,
     /// One line saying why it failed (empty when it passed).
     pub reason: String,
-    /// Passed because the output's fingerprint on the device equals that of the bytes a
-    /// correct kernel writes (exact outputs; no copy to the host). The element counts then say
-    /// what equal bytes imply: every element checked, none unwritten or different.
+    /// A fingerprint on the device stood in for copying the output back: an exact output
+    /// passed because its fingerprint equals that of the bytes a correct kernel writes (no copy
+    /// to the host; the element counts then say what equal bytes imply: every element checked,
+    /// none unwritten or different), or an in-place row update's unlisted rows were proven
+    /// unchanged so that only its listed rows were copied back ([`check_changed_rows`]: the
+    /// other fields are those of the full [`check_rows`], `elements` the whole tensor).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub by_fingerprint: bool,
 }
@@ -385,17 +388,17 @@ pub fn check_rows(
 ) -> CheckReport {
     let n = out.numel();
     let mut report = CheckReport::empty(n);
-    let width = oracle.width;
-    let row_bytes = width * out.dtype.size_bytes();
-    if initial.bytes.len() != out.bytes.len()
-        || initial.dtype != out.dtype
-        || oracle.total_rows * width != n
-        || !out.dtype.is_float()
-    {
+    if initial.bytes.len() != out.bytes.len() || initial.dtype != out.dtype {
         report.reason = "size or dtype differs from the initial value".into();
         return report;
     }
+    if let Err(reason) = rows_fit(initial, oracle) {
+        report.reason = reason;
+        return report;
+    }
     // 1. Rows nobody looked up: bit for bit their initial value.
+    let width = oracle.width;
+    let row_bytes = width * out.dtype.size_bytes();
     let touched = oracle.touched();
     let changed: Vec<usize> = (0..oracle.total_rows)
         .into_par_iter()
@@ -413,31 +416,130 @@ pub fn check_rows(
         );
         return report;
     }
-    // 2. The listed rows: poison, non-finite values, the update, the values.
-    let (dtype, got, init) = (out.dtype, &out.bytes[..], &initial.bytes[..]);
-    let element = |k: usize| oracle.rows[k / width] as usize * width + k % width;
-    let listed = oracle.rows.len() * width;
+    // 2. The listed rows, read in place.
+    let listed_row = |u: usize| {
+        let r = oracle.rows[u] as usize;
+        &out.bytes[r * row_bytes..(r + 1) * row_bytes]
+    };
+    check_listed_rows(
+        report,
+        listed_row,
+        initial,
+        oracle,
+        RowsReference::Oracle,
+        tol,
+    )
+}
+
+/// What the rows a [`RowUpdate`] lists are checked against by [`check_changed_rows`].
+#[derive(Clone, Copy, Debug)]
+pub enum RowsReference<'a> {
+    /// The oracle's update.
+    Oracle,
+    /// Another kernel's rows on the same inputs (the reference kernel's), laid out as
+    /// `changed` is: its update (its rows − initial) and its values stand for the oracle's.
+    Kernel(&'a [u8]),
+}
+
+/// [`check_rows`] of the listed rows alone, for an output whose other rows are already proven
+/// to hold their initial value (by fingerprint, on the device): `changed` holds the output's
+/// row `oracle.rows[u]` at row `u`, in the initial value's dtype. They are checked against
+/// `against` as `check_rows` checks them against the oracle, and a passing report is the one
+/// `check_rows` gives of the whole output: `elements` counts the whole tensor, the norms are
+/// over the listed rows, `worst_index` is an element of the whole tensor.
+pub fn check_changed_rows(
+    changed: &[u8],
+    initial: &HostTensor,
+    oracle: &RowUpdate,
+    against: RowsReference<'_>,
+    tol: &Tolerance,
+) -> CheckReport {
+    let mut report = CheckReport::empty(initial.numel());
+    if let Err(reason) = rows_fit(initial, oracle) {
+        report.reason = reason;
+        return report;
+    }
+    let row_bytes = oracle.width * initial.dtype.size_bytes();
+    let listed_bytes = oracle.rows.len() * row_bytes;
+    let reference_bytes = match against {
+        RowsReference::Oracle => listed_bytes,
+        RowsReference::Kernel(rows) => rows.len(),
+    };
+    if changed.len() != listed_bytes || reference_bytes != listed_bytes {
+        report.reason = format!(
+            "{} bytes of changed rows ({} of the reference's), {listed_bytes} expected for {} rows",
+            changed.len(),
+            reference_bytes,
+            oracle.rows.len()
+        );
+        return report;
+    }
+    let listed_row = |u: usize| &changed[u * row_bytes..(u + 1) * row_bytes];
+    check_listed_rows(report, listed_row, initial, oracle, against, tol)
+}
+
+/// Whether `oracle` describes a float tensor shaped as `initial`, with its rows in range and
+/// an update for each; else why not.
+fn rows_fit(initial: &HostTensor, oracle: &RowUpdate) -> Result<(), String> {
+    let shaped = oracle.total_rows.checked_mul(oracle.width) == Some(initial.numel());
+    if !shaped || !initial.dtype.is_float() {
+        return Err("size or dtype differs from the initial value".into());
+    }
+    if let Some(bad) = oracle
+        .rows
+        .iter()
+        .find(|&&r| !(0..oracle.total_rows as i64).contains(&r))
+    {
+        return Err(format!(
+            "the oracle lists row {bad} of {}",
+            oracle.total_rows
+        ));
+    }
+    if oracle.delta.len() != oracle.rows.len() * oracle.width {
+        return Err("the oracle's update does not cover its rows".into());
+    }
+    Ok(())
+}
+
+/// Step 2 of [`check_rows`] and all of [`check_changed_rows`]: `listed_row(u)` is the output's
+/// row `oracle.rows[u]` (raw bytes). No poison, no non-finite value where `against`'s is
+/// finite, the update (out − initial) within the oracle's update bounds, the values within
+/// `tol` (norms over the listed rows only); indices in `report` are of the whole tensor.
+fn check_listed_rows<'a>(
+    mut report: CheckReport,
+    listed_row: impl Fn(usize) -> &'a [u8] + Sync,
+    initial: &HostTensor,
+    oracle: &RowUpdate,
+    against: RowsReference<'_>,
+    tol: &Tolerance,
+) -> CheckReport {
+    let (dtype, init, width) = (initial.dtype, &initial.bytes[..], oracle.width);
     let size = dtype.size_bytes();
+    let element = |k: usize| oracle.rows[k / width] as usize * width + k % width;
+    let got = |k: usize| f64_at(dtype, listed_row(k / width), k % width);
+    let init_at = |k: usize| f64_at(dtype, init, element(k));
+    let want_update = |k: usize| match against {
+        RowsReference::Oracle => oracle.delta[k],
+        RowsReference::Kernel(rows) => f64_at(dtype, rows, k) - init_at(k),
+    };
+    let want_value = |k: usize| match against {
+        RowsReference::Oracle => oracle.value(k / width, k % width, init_at(k)),
+        RowsReference::Kernel(rows) => f64_at(dtype, rows, k),
+    };
+    let listed = oracle.rows.len() * width;
     let poison = poison_pattern(dtype);
     let unwritten: Vec<usize> = (0..listed)
         .into_par_iter()
+        .filter(|&k| {
+            let j = k % width;
+            listed_row(k / width)[j * size..(j + 1) * size] == poison[..]
+        })
         .map(element)
-        .filter(|&i| got[i * size..(i + 1) * size] == poison[..])
         .collect();
     report.unwritten = unwritten.len();
     let mut update = CheckReport::empty(listed);
-    check_floats(
-        listed,
-        |k| f64_at(dtype, got, element(k)) - f64_at(dtype, init, element(k)),
-        |k| oracle.delta[k],
-        &mut update,
-    );
-    check_floats(
-        listed,
-        |k| f64_at(dtype, got, element(k)),
-        |k| oracle.value(k / width, k % width, f64_at(dtype, init, element(k))),
-        &mut report,
-    );
+    check_floats(listed, |k| got(k) - init_at(k), want_update, &mut update);
+    check_floats(listed, got, want_value, &mut report);
     report.worst_index = report.worst_index.map(element);
     if report.unwritten == 0
         && report.non_finite == 0
@@ -681,6 +783,115 @@ mod tests {
         let rep = check_against(&other, &ints, &Tolerance::EXACT);
         assert!(!rep.passed && rep.mismatches == 1 && rep.worst_index == Some(1));
         assert!(check_against(&ints, &ints, &Tolerance::EXACT).passed);
+    }
+
+    /// Six rows of three, rows 1 and 4 updated: the oracle, the initial value, and the
+    /// correct output.
+    fn row_update() -> (RowUpdate, HostTensor, Vec<f32>) {
+        let init: Vec<f32> = (0..18).map(|i| i as f32 * 0.25 - 2.0).collect();
+        let initial = HostTensor::from_f32(vec![6, 3], init).unwrap();
+        let oracle = RowUpdate {
+            total_rows: 6,
+            width: 3,
+            rows: vec![1, 4],
+            delta: (0..6).map(|k| 0.01 * (k as f64 + 1.0)).collect(),
+            update_rel_l2: 1e-4,
+            update_max_scaled: 1e-3,
+        };
+        let correct = oracle.dense(&initial).iter().map(|&x| x as f32).collect();
+        (oracle, initial, correct)
+    }
+
+    /// The listed rows of `out` (row `rows[u]` at row `u`), as bytes.
+    fn listed(oracle: &RowUpdate, out: &[f32]) -> Vec<u8> {
+        let w = oracle.width;
+        oracle
+            .rows
+            .iter()
+            .flat_map(|&r| &out[r as usize * w..(r as usize + 1) * w])
+            .flat_map(|x| x.to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn the_changed_rows_alone_give_the_full_checks_verdict() {
+        let (oracle, initial, correct) = row_update();
+        let tol = Tolerance::for_dtype(DType::F32);
+        let poison = f32::from_le_bytes(poison_pattern(DType::F32).try_into().unwrap());
+        let with = |i: usize, x: f32| {
+            let mut out = correct.clone();
+            out[i] = x;
+            out
+        };
+        let cases = [
+            correct.clone(),
+            with(13, correct[13] + 1e-3), // row 4, element 1: the update is off
+            with(5, poison),              // row 1 never written
+            with(12, f32::NAN),
+        ];
+        for (c, out) in cases.iter().enumerate() {
+            let whole = HostTensor::from_f32(vec![6, 3], out.clone()).unwrap();
+            let full = check_rows(&whole, &initial, &oracle, &tol);
+            let changed = listed(&oracle, out);
+            let rows = check_changed_rows(&changed, &initial, &oracle, RowsReference::Oracle, &tol);
+            assert_eq!(full.passed, c == 0, "case {c}: {}", full.reason);
+            assert_eq!(
+                (rows.passed, rows.elements, rows.unwritten, rows.non_finite),
+                (full.passed, full.elements, full.unwritten, full.non_finite),
+                "case {c}"
+            );
+            assert_eq!(
+                (rows.worst_index, &rows.reason),
+                (full.worst_index, &full.reason)
+            );
+            if c == 1 {
+                assert_eq!(rows.worst_index, Some(13), "an element of the whole tensor");
+            }
+        }
+    }
+
+    #[test]
+    fn the_changed_rows_against_another_kernels_take_its_update_for_the_oracles() {
+        let (oracle, initial, correct) = row_update();
+        let tol = Tolerance::for_dtype(DType::F32);
+        let reference = listed(&oracle, &correct);
+        let against = RowsReference::Kernel(&reference);
+        assert!(check_changed_rows(&reference, &initial, &oracle, against, &tol).passed);
+        // The oracle's update ignored: the reference's rows are what is compared with.
+        let mut other = oracle.clone();
+        other.delta.iter_mut().for_each(|d| *d = -*d);
+        assert!(check_changed_rows(&reference, &initial, &other, against, &tol).passed);
+        let mut off = correct.clone();
+        off[4] += 1e-3;
+        let rep = check_changed_rows(&listed(&oracle, &off), &initial, &oracle, against, &tol);
+        assert!(
+            !rep.passed && rep.reason.contains("the update of the"),
+            "{rep:?}"
+        );
+        assert_eq!(rep.worst_index, Some(4));
+    }
+
+    #[test]
+    fn row_checks_refuse_what_does_not_fit_without_panicking() {
+        let (oracle, initial, correct) = row_update();
+        let tol = Tolerance::for_dtype(DType::F32);
+        let changed = listed(&oracle, &correct);
+        let check = |changed: &[u8], oracle: &RowUpdate, against| {
+            check_changed_rows(changed, &initial, oracle, against, &tol)
+        };
+        let short = check(&changed[4..], &oracle, RowsReference::Oracle);
+        assert!(!short.passed && short.reason.contains("bytes of changed rows"));
+        let reference = check(&changed, &oracle, RowsReference::Kernel(&changed[..8]));
+        assert!(!reference.passed && reference.reason.contains("bytes of changed rows"));
+        let mut past = oracle.clone();
+        past.rows[1] = 6;
+        let rep = check(&changed, &past, RowsReference::Oracle);
+        assert_eq!(rep.reason, "the oracle lists row 6 of 6");
+        let whole = HostTensor::from_f32(vec![6, 3], correct.clone()).unwrap();
+        assert_eq!(check_rows(&whole, &initial, &past, &tol).reason, rep.reason);
+        let mut wide = oracle.clone();
+        wide.width = 4;
+        assert!(!check(&changed, &wide, RowsReference::Oracle).passed);
     }
 
     #[test]

@@ -49,6 +49,7 @@ mod tests {
             "embedding_bag_sum_reference",
             "radix_sort_onesweep",
             "fingerprint_words",
+            "gather_rows",
         ] {
             assert!(
                 super::emu_kernel(name).is_some(),

@@ -10,7 +10,8 @@
 //! whole table (1G elements at `full`). Its check ([`crate::check::check_rows`]) compares rows
 //! not looked up with their initial bytes (bit-identical) and the update of every looked-up row
 //! with the oracle's, since a tolerance test on the whole table is dominated by the untouched
-//! rows.
+//! rows. On the device the runner proves the untouched rows by fingerprint and copies back only
+//! the looked-up ones ([`crate::check::check_changed_rows`]).
 //!
 //! The eager `Model` finds the distinct rows with `torch.unique` (a sort), reduces with
 //! `index_add_` and updates with indexed gathers and scatters. The reference keeps that shape

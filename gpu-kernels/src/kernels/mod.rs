@@ -15,6 +15,7 @@ pub mod embedding_bag_weighted_sum_bf16;
 pub mod faults;
 pub mod fingerprint;
 pub mod fm_interaction;
+pub mod gather_rows;
 pub mod kjt_permute;
 pub mod radix_sort;
 pub mod scan;

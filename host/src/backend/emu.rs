@@ -12,6 +12,7 @@ pub struct EmuBackend {
     buffers: Vec<Option<Vec<u128>>>,
     timer: Option<Instant>,
     downloads: usize,
+    downloaded_bytes: usize,
 }
 
 impl Default for EmuBackend {
@@ -37,6 +38,7 @@ impl EmuBackend {
             buffers: Vec::new(),
             timer: None,
             downloads: 0,
+            downloaded_bytes: 0,
         }
     }
 
@@ -48,6 +50,11 @@ impl EmuBackend {
     /// Downloads so far (whole or ranged), for tests of what a check copies back.
     pub fn downloads(&self) -> usize {
         self.downloads
+    }
+
+    /// Bytes those downloads copied back.
+    pub fn downloaded_bytes(&self) -> usize {
+        self.downloaded_bytes
     }
 
     fn storage(&mut self, b: &Buffer) -> BackendResult<&mut [u8]> {
@@ -100,8 +107,10 @@ impl Backend for EmuBackend {
     }
 
     fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>> {
+        let data = self.storage(buffer)?.to_vec();
         self.downloads += 1;
-        Ok(self.storage(buffer)?.to_vec())
+        self.downloaded_bytes += data.len();
+        Ok(data)
     }
 
     fn download_range(
@@ -110,9 +119,11 @@ impl Backend for EmuBackend {
         offset: usize,
         len: usize,
     ) -> BackendResult<Vec<u8>> {
-        self.downloads += 1;
         let end = super::range_end(buffer, offset, len)?;
-        Ok(self.storage(buffer)?[offset..end].to_vec())
+        let data = self.storage(buffer)?[offset..end].to_vec();
+        self.downloads += 1;
+        self.downloaded_bytes += data.len();
+        Ok(data)
     }
 
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()> {

@@ -107,6 +107,56 @@ pub trait Backend {
     fn fingerprint_words(&mut self, buffer: &Buffer, words: usize) -> BackendResult<u64>;
     /// Copies `src` into `dst` (same size) on the stream.
     fn copy(&mut self, dst: &Buffer, src: &Buffer) -> BackendResult<()>;
+    /// Copies rows of `src` (rows of `width_words` 32-bit words) into `dst`, on the device:
+    /// row `rows[u]` to row `u`, for the `n_rows` row ids (i64) at the start of `rows`. An id
+    /// outside `src` is skipped (its row of `dst` keeps what it held). Run by the built-in
+    /// kernel `gather_rows` on both backends.
+    fn gather_rows(
+        &mut self,
+        src: &Buffer,
+        rows: &Buffer,
+        n_rows: usize,
+        width_words: usize,
+        dst: &Buffer,
+    ) -> BackendResult<()> {
+        let row_bytes = width_words.checked_mul(4);
+        let fits = row_bytes.is_some_and(|b| b > 0)
+            && n_rows.checked_mul(8).is_some_and(|b| b <= rows.bytes)
+            && row_bytes
+                .and_then(|b| b.checked_mul(n_rows))
+                .is_some_and(|b| b <= dst.bytes);
+        if !fits {
+            return Err(BackendError::Device(format!(
+                "gather of {n_rows} rows of {width_words} words: ids in {} bytes, into {} bytes",
+                rows.bytes, dst.bytes
+            )));
+        }
+        if n_rows == 0 {
+            return Ok(());
+        }
+        let [src_at, rows_at, dst_at] = [src, rows, dst].map(|b| self.address(b));
+        if [src_at, rows_at, dst_at].contains(&0) {
+            return Err(BackendError::Device(
+                "gather of rows of a freed buffer".into(),
+            ));
+        }
+        let module = self.load_module(&ModuleSource::Builtin)?;
+        let launch = Launch {
+            kernel: "gather_rows".into(),
+            grid: [(self.info().multiprocessors * 8).max(1), 1, 1],
+            block: [256, 1, 1],
+            shared_bytes: 0,
+            args: vec![
+                src_at,
+                (src.bytes / (4 * width_words)) as u64,
+                rows_at,
+                n_rows as u64,
+                width_words as u64,
+                dst_at,
+            ],
+        };
+        self.launch(module, &launch)
+    }
     /// Device address of the buffer's first byte.
     fn address(&self, buffer: &Buffer) -> u64;
     fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId>;
@@ -140,7 +190,6 @@ pub fn shortest_period(pattern: &[u8]) -> &[u8] {
 /// 32-bit words; a length that is not a multiple of 4 is an error of the caller's), on the host:
 /// Σ `word_hash(i, word i)`, wrapping, summed in parallel (the sum is order-free).
 pub fn host_fingerprint(bytes: &[u8]) -> u64 {
-    use gpu_kernels::kernels::fingerprint::word_hash;
     use rayon::prelude::*;
     assert!(
         bytes.len().is_multiple_of(4),
@@ -151,14 +200,32 @@ pub fn host_fingerprint(bytes: &[u8]) -> u64 {
     bytes
         .par_chunks(CHUNK_WORDS * 4)
         .enumerate()
-        .map(|(c, chunk)| {
-            let base = (c * CHUNK_WORDS) as u64;
-            chunk.chunks_exact(4).enumerate().fold(0u64, |acc, (j, w)| {
-                let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                acc.wrapping_add(word_hash(base + j as u64, w))
-            })
-        })
+        .map(|(c, chunk)| span_fingerprint((c * CHUNK_WORDS) as u64, chunk))
         .reduce(|| 0, u64::wrapping_add)
+}
+
+/// What rows of a buffer add to its fingerprint, on the host: `gathered` holds row `rows[u]`
+/// of `width_words` words at row `u` (what [`Backend::gather_rows`] leaves), and each word
+/// counts at its position in the whole buffer. The fingerprint is a sum, so the whole buffer's
+/// minus this is the fingerprint of the other rows. Rows past the end of `gathered` (or ids
+/// past the end of `rows`) add nothing.
+pub fn host_rows_fingerprint(rows: &[i64], width_words: usize, gathered: &[u8]) -> u64 {
+    use rayon::prelude::*;
+    let row_bytes = 4 * width_words.max(1);
+    gathered
+        .par_chunks_exact(row_bytes)
+        .zip(rows)
+        .map(|(row, &r)| span_fingerprint((r as u64).wrapping_mul(width_words as u64), row))
+        .reduce(|| 0, u64::wrapping_add)
+}
+
+/// Σ `word_hash(first + j, word j)` over the whole words of `bytes`, serially.
+fn span_fingerprint(first: u64, bytes: &[u8]) -> u64 {
+    use gpu_kernels::kernels::fingerprint::word_hash;
+    bytes.chunks_exact(4).enumerate().fold(0u64, |acc, (j, w)| {
+        let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        acc.wrapping_add(word_hash(first + j as u64, w))
+    })
 }
 
 /// Picks the backend: CUDA when a driver and device are present (unless `force_cpu`), else the
@@ -251,6 +318,49 @@ mod tests {
             host_fingerprint(&bytes[..8]),
             host_fingerprint(&bytes[4..12])
         );
+    }
+
+    #[test]
+    fn gathered_rows_are_the_listed_rows_and_their_fingerprint_is_what_they_add() {
+        let width = 5;
+        let words: Vec<u32> = (0..40 * width as u32)
+            .map(|i| i.wrapping_mul(40503))
+            .collect();
+        let bytes: Vec<u8> = bytemuck::cast_slice(&words).to_vec();
+        let rows: Vec<i64> = vec![0, 7, 8, 21, 39];
+        let mut be = emu::EmuBackend::new();
+        let src = be.alloc(bytes.len()).unwrap();
+        be.upload(&src, &bytes).unwrap();
+        let ids = be.alloc(rows.len() * 8).unwrap();
+        be.upload(&ids, bytemuck::cast_slice(&rows)).unwrap();
+        let dst = be.alloc(rows.len() * width * 4).unwrap();
+        be.gather_rows(&src, &ids, rows.len(), width, &dst).unwrap();
+        let gathered = be.download(&dst).unwrap();
+        let row = |r: i64| &bytes[r as usize * width * 4..(r as usize + 1) * width * 4];
+        let want: Vec<u8> = rows.iter().flat_map(|&r| row(r).to_vec()).collect();
+        assert_eq!(gathered, want);
+
+        // The whole minus the listed rows' part is the fingerprint of the other rows alone.
+        let contribution = host_rows_fingerprint(&rows, width, &gathered);
+        let mut others = bytes.clone();
+        for &r in &rows {
+            others[r as usize * width * 4..(r as usize + 1) * width * 4].fill(0);
+        }
+        let zeros = host_rows_fingerprint(&rows, width, &vec![0; gathered.len()]);
+        assert_eq!(
+            host_fingerprint(&bytes).wrapping_sub(contribution),
+            host_fingerprint(&others).wrapping_sub(zeros)
+        );
+
+        // Sizes that do not fit are refused, not launched.
+        assert!(be
+            .gather_rows(&src, &ids, rows.len() + 1, width, &dst)
+            .is_err());
+        assert!(be
+            .gather_rows(&src, &ids, rows.len(), width + 1, &dst)
+            .is_err());
+        assert!(be.gather_rows(&src, &ids, rows.len(), 0, &dst).is_err());
+        be.gather_rows(&src, &ids, 0, width, &dst).unwrap();
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! [`SharedUploads`]), and its output buffers:
 //! one set for the reference and one for the candidate ([`Side`]), so the reference's outputs
 //! are never where a candidate writes, plus the initial values of in-out tensors, copied back
-//! into the outputs before every run.
+//! into the outputs before every run. An in-out tensor with a row-update oracle also gets the
+//! oracle's row ids on the device and the fingerprint its other rows keep
+//! ([`super::verify::ExpectedRows`]), so its checks copy back only the rows that change.
 use super::cache::{CachedSet, InputCache, StoreQueue};
 use super::config::SetPlan;
-use super::verify::{expected_outputs, Expected};
+use super::verify::{expected_outputs, expected_rows, Expected, ExpectedRows};
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError, Buffer};
 use crate::plan::Buffers;
@@ -37,6 +39,9 @@ pub(super) struct DeviceSet {
     /// its checks compare fingerprints on the device ([`super::verify::expected_outputs`]; set
     /// by [`DeviceSet::prepare_checks`]).
     pub expected: BTreeMap<String, Expected>,
+    /// For each in-out output with a row-update oracle: its row ids on the device and the
+    /// fingerprint of the rows that keep their initial value (set when the set is uploaded).
+    pub expected_rows: BTreeMap<String, ExpectedRows>,
     ref_outputs: Buffers,
     cand_outputs: Buffers,
     /// Initial values of in-out tensors, copied into the outputs before every run.
@@ -152,7 +157,8 @@ impl DeviceSet {
     }
 
     /// Puts a generated set on the device: its inputs (fingerprinted), output buffers for both
-    /// sides, and the initial values of in-out tensors.
+    /// sides, and the initial values of in-out tensors (with the [`ExpectedRows`] of those with
+    /// a row-update oracle, from the fingerprint of their upload).
     fn upload(
         backend: &mut dyn Backend,
         problem: &dyn Problem,
@@ -176,6 +182,7 @@ impl DeviceSet {
         let mut ref_outputs = Buffers::new();
         let mut cand_outputs = Buffers::new();
         let mut pristine = Buffers::new();
+        let mut rows_checks = BTreeMap::new();
         for spec in output_specs(problem) {
             let numel: usize = shape_of(&spec, &input.sizes)?.iter().product();
             let bytes = numel * spec.dtype.size_bytes();
@@ -188,8 +195,12 @@ impl DeviceSet {
                     "in-out tensor `{}`: initial value has the wrong size",
                     spec.name
                 );
-                let (buf, _) = uploads.upload(backend, &initial.bytes)?;
+                let (buf, fp) = uploads.upload(backend, &initial.bytes)?;
                 pristine.insert(spec.name.to_string(), buf);
+                let oracle = oracle.get(spec.name);
+                if let Some(exp) = expected_rows(backend, problem, &spec, oracle, initial, fp)? {
+                    rows_checks.insert(spec.name.to_string(), exp);
+                }
             }
         }
         Ok(DeviceSet {
@@ -200,6 +211,7 @@ impl DeviceSet {
             inputs,
             fingerprints,
             expected: BTreeMap::new(),
+            expected_rows: rows_checks,
             ref_outputs,
             cand_outputs,
             pristine,
@@ -253,8 +265,10 @@ impl DeviceSet {
             .inputs
             .into_values()
             .chain(self.ref_outputs.into_values())
-            .chain(self.cand_outputs.into_values());
-        for b in all.chain(self.pristine.into_values()) {
+            .chain(self.cand_outputs.into_values())
+            .chain(self.pristine.into_values());
+        let row_ids = self.expected_rows.into_values().map(|e| e.ids);
+        for b in all.chain(row_ids) {
             if freed.insert(b.id) {
                 backend.free(b);
             }
@@ -326,6 +340,28 @@ mod tests {
                 );
             }
         }
+        // Row-update outputs: the oracle's row ids on the device, and the fingerprint of the
+        // other rows' initial words (summed here word by word, at their place in the table).
+        for spec in output_specs(problem) {
+            let OracleOutput::Rows(rows) = &set.oracle[spec.name] else {
+                panic!("{}: a row-update oracle", spec.name)
+            };
+            let exp = &set.expected_rows[spec.name];
+            let ids = backend.download(&exp.ids).unwrap();
+            assert_eq!(ids, bytemuck::cast_slice::<i64, u8>(&rows.rows));
+            assert_eq!(exp.width_words, rows.width);
+            let initial = set.input.f32s(spec.name).unwrap();
+            let touched = rows.touched();
+            let mut unchanged = 0u64;
+            for (i, &x) in initial.iter().enumerate() {
+                if !touched[i / rows.width] {
+                    let hash = gpu_kernels::kernels::fingerprint::word_hash(i as u64, x.to_bits());
+                    unchanged = unchanged.wrapping_add(hash);
+                }
+            }
+            assert_eq!(exp.unchanged_fingerprint, unchanged, "{}", spec.name);
+        }
         set.release(&mut backend, &mut BTreeSet::new());
+        assert_eq!(backend.live_buffers(), 0, "the row ids too");
     }
 }

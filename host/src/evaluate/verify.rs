@@ -11,17 +11,34 @@
 //! ([`host_fingerprint`]); a check fingerprints the output on the device and copies nothing
 //! back when the two agree. Only a disagreement copies the output (its checked part) back for
 //! the full check, whose report says where and how it is wrong (a NaN with another payload
-//! passes there). Float outputs are copied back once per check and compared in parallel; an
-//! in-place output with a row-update oracle is checked against its initial value
-//! ([`bench_problems::check::check_rows`]).
+//! passes there). Float outputs are copied back once per check and compared in parallel.
+//!
+//! An in-place output with a row-update oracle ([`OracleOutput::Rows`]: an optimizer step on a
+//! table of gigabytes) is checked on the rows that change plus a fingerprint of the rest: when
+//! the set is prepared, [`expected_rows`] puts the oracle's row ids on the device and computes
+//! the fingerprint the other rows hold when they keep their initial value (the fingerprint is a
+//! sum over words, so that is the initial value's minus the listed rows' part). A check
+//! fingerprints the output on the device, gathers the listed rows into scratch
+//! ([`Backend::gather_rows`]) and copies back only those; the whole's fingerprint minus theirs
+//! must be the expected one, and the listed rows are checked against the oracle's update
+//! ([`bench_problems::check::check_changed_rows`]); the report is the full check's (`elements`
+//! the whole tensor, the norms over the listed rows) marked `by_fingerprint`. Only when another
+//! row changed is the whole output copied back for the full check
+//! ([`bench_problems::check::check_rows`]), whose report names the row. The recheck compares
+//! the listed rows of both sides the same way, the reference's update standing for the
+//! oracle's, and copies both outputs back whole only when a side changed another row.
 use super::inputs::{input_specs, output_specs, DeviceSet, Side};
 use super::load::Loaded;
 use crate::activity::CandidateRun;
-use crate::backend::{host_fingerprint, Backend, BackendError, Buffer};
+use crate::backend::{host_fingerprint, host_rows_fingerprint, Backend, BackendError, Buffer};
 use crate::record::{SetCheck, Status};
-use bench_problems::check::{check_against, check_output_with, encode, poison_pattern};
+use bench_problems::check::{
+    check_against, check_changed_rows, check_output_with, encode, poison_pattern, RowsReference,
+};
 use bench_problems::spec::shape_of;
-use bench_problems::{CheckContext, CheckReport, OracleOutput, Problem, Role, TensorSpec};
+use bench_problems::{
+    CheckContext, CheckReport, OracleOutput, Problem, Role, RowUpdate, TensorSpec,
+};
 use data_gen::HostTensor;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -108,6 +125,78 @@ pub(super) fn expected_outputs(
     Ok(expected)
 }
 
+/// What the check of an in-place output with a row-update oracle keeps on the device: the ids
+/// of the rows that change and the fingerprint the other rows hold when they keep their initial
+/// value, so that a check copies back only the changed rows ([`Verifier::changed_rows`]).
+pub(super) struct ExpectedRows {
+    /// The oracle's rows (i64, ascending), on the device.
+    pub ids: Buffer,
+    /// 32-bit words per row.
+    pub width_words: usize,
+    /// The initial value's fingerprint minus what its listed rows add to it.
+    pub unchanged_fingerprint: u64,
+}
+
+/// The [`ExpectedRows`] of in-out output `spec`, whose upload `initial` has fingerprint
+/// `initial_fingerprint` ([`Backend::fingerprint`] of the pristine copy), when its oracle is a
+/// row update the compact check covers: no custom check, rows of whole 32-bit words, the
+/// oracle's rows in range and the initial value of its shape. `None` otherwise (the full check
+/// then says what is wrong); the row ids are uploaded once.
+pub(super) fn expected_rows(
+    backend: &mut dyn Backend,
+    problem: &dyn Problem,
+    spec: &TensorSpec,
+    oracle: Option<&OracleOutput>,
+    initial: &HostTensor,
+    initial_fingerprint: u64,
+) -> Result<Option<ExpectedRows>, BackendError> {
+    let Some(OracleOutput::Rows(rows)) = oracle else {
+        return Ok(None);
+    };
+    let row_bytes = rows.width * initial.dtype.size_bytes();
+    let fits = !problem.custom_checked(spec.name)
+        && row_bytes > 0
+        && row_bytes.is_multiple_of(4)
+        && rows.total_rows.checked_mul(row_bytes) == Some(initial.bytes.len())
+        && rows
+            .rows
+            .iter()
+            .all(|&r| (0..rows.total_rows as i64).contains(&r));
+    if !fits {
+        return Ok(None);
+    }
+    let width_words = row_bytes / 4;
+    let listed: Vec<u8> = rows
+        .rows
+        .iter()
+        .flat_map(|&r| &initial.bytes[r as usize * row_bytes..(r as usize + 1) * row_bytes])
+        .copied()
+        .collect();
+    let listed_fingerprint = host_rows_fingerprint(&rows.rows, width_words, &listed);
+    let ids = backend.alloc(rows.rows.len() * 8)?;
+    let uploaded = backend.upload(&ids, bytemuck::cast_slice(&rows.rows));
+    if let Err(e) = uploaded {
+        backend.free(ids);
+        return Err(e);
+    }
+    Ok(Some(ExpectedRows {
+        ids,
+        width_words,
+        unchanged_fingerprint: initial_fingerprint.wrapping_sub(listed_fingerprint),
+    }))
+}
+
+/// What a check copied back of an output.
+pub(super) enum Copied {
+    /// Nothing: its fingerprint proved it holds the expected bytes.
+    Nothing,
+    /// The part the check covers (all of it, or the valid prefix).
+    Whole(HostTensor),
+    /// Only the rows its row-update oracle lists (row `rows[u]` at row `u`), the others proven
+    /// unchanged by fingerprint.
+    ChangedRows(Vec<u8>),
+}
+
 /// Checks plans of one problem on its device sets.
 pub(super) struct Verifier<'a> {
     pub backend: &'a mut dyn Backend,
@@ -178,52 +267,89 @@ impl Verifier<'_> {
         Ok(got == tail)
     }
 
+    /// The rows of `buf` that `rows` lists, copied back, when its other rows are proven to
+    /// hold their initial value: the whole buffer fingerprinted on the device, the listed rows
+    /// gathered into scratch (freed again) and copied back, and the whole's fingerprint minus
+    /// theirs equal to the expected one. `None` when it is not (another row changed).
+    fn changed_rows(
+        &mut self,
+        buf: &Buffer,
+        expected: &ExpectedRows,
+        rows: &RowUpdate,
+    ) -> Result<Option<Vec<u8>>, BackendError> {
+        let whole = self.backend.fingerprint(buf)?;
+        let (n, width) = (rows.rows.len(), expected.width_words);
+        let scratch = self.backend.alloc(n * width * 4)?;
+        let gathered = self
+            .backend
+            .gather_rows(buf, &expected.ids, n, width, &scratch)
+            .and_then(|()| self.backend.download(&scratch));
+        self.backend.free(scratch);
+        let changed = gathered?;
+        let listed = host_rows_fingerprint(&rows.rows, width, &changed);
+        Ok((whole.wrapping_sub(listed) == expected.unchanged_fingerprint).then_some(changed))
+    }
+
     /// Checks `side`'s output `spec` of `set` against the oracle: by fingerprint when it is an
-    /// exact one whose bytes agree (nothing copied back: `None`), else copied back (its checked
-    /// part, returned) and checked in full.
+    /// exact one whose bytes agree (nothing copied back), on its changed rows when it is a row
+    /// update whose other rows are proven unchanged (only those copied back), else copied back
+    /// (its checked part) and checked in full. Returns what it copied back.
     fn check_one(
         &mut self,
         set: &DeviceSet,
         side: Side,
         spec: &TensorSpec,
-    ) -> Result<(CheckReport, Option<HostTensor>), BackendError> {
+    ) -> Result<(CheckReport, Copied), BackendError> {
         let buf = set.outputs(side)[spec.name];
         let expected = set.expected.get(spec.name);
         if let Some(exp) = expected {
             if self.holds(&buf, exp)? {
-                return Ok((CheckReport::proven_by_fingerprint(exp.elements), None));
+                return Ok((
+                    CheckReport::proven_by_fingerprint(exp.elements),
+                    Copied::Nothing,
+                ));
             }
         }
         let oracle = &set.oracle[spec.name];
-        let got = self.download_checked(set, &buf, spec)?;
         let initial = match spec.role {
             Role::InOut => set.input.tensors.get(spec.name).ok(),
             _ => None,
         };
+        let tol = self.problem.tolerance(spec);
+        if let (Some(exp), OracleOutput::Rows(rows), Some(initial)) =
+            (set.expected_rows.get(spec.name), oracle, initial)
+        {
+            if let Some(changed) = self.changed_rows(&buf, exp, rows)? {
+                let against = RowsReference::Oracle;
+                let mut report = check_changed_rows(&changed, initial, rows, against, &tol);
+                report.by_fingerprint = true;
+                return Ok((report, Copied::ChangedRows(changed)));
+            }
+        }
+        let got = self.download_checked(set, &buf, spec)?;
         let ctx = CheckContext {
             encoded: expected.map(|e| &e.bytes[..]),
             initial,
         };
-        let mut report = check_output_with(&got, oracle, &self.problem.tolerance(spec), ctx);
+        let mut report = check_output_with(&got, oracle, &tol, ctx);
         if report.passed {
             if let Some(reason) = self.problem.custom_check(spec, &got, &set.input) {
                 report.passed = false;
                 report.reason = reason;
             }
         }
-        Ok((report, Some(got)))
+        Ok((report, Copied::Whole(got)))
     }
 
     /// Checks `side`'s outputs against the set's oracle; records a check per output under
-    /// `label` and returns the first failure, with each output as copied back (`None` where
-    /// its fingerprint proved it).
+    /// `label` and returns the first failure, with what was copied back of each output.
     fn check_outputs(
         &mut self,
         set: &DeviceSet,
         side: Side,
         label: &str,
         checks: &mut Vec<SetCheck>,
-    ) -> Result<(Option<String>, Vec<Option<HostTensor>>), BackendError> {
+    ) -> Result<(Option<String>, Vec<Copied>), BackendError> {
         let mut fail = None;
         let mut copies = Vec::new();
         for spec in output_specs(self.problem) {
@@ -293,8 +419,10 @@ impl Verifier<'_> {
     /// and the inputs once more. Appends its checks and returns the first failure.
     ///
     /// An exact output whose fingerprint equals the expected one, on both sides, is proven
-    /// equal to the oracle and to the reference's without a copy; any other output is copied
-    /// back once per side (the reference's only for the comparison with it).
+    /// equal to the oracle and to the reference's without a copy; a row update whose unlisted
+    /// rows are proven unchanged on both sides has only its listed rows copied back, once per
+    /// side; any other output is copied back once per side (the reference's only for the
+    /// comparison with it).
     pub fn recheck(
         &mut self,
         sets: &[DeviceSet],
@@ -328,14 +456,29 @@ impl Verifier<'_> {
         Ok(fail)
     }
 
-    /// The candidate's output `spec` (`cand` as copied back, or `None` where its fingerprint
-    /// proved it holds the expected bytes) against the reference's on the same set.
+    /// The candidate's output `spec` (`cand`: what its check copied back) against the
+    /// reference's on the same set. A row update copied back as its changed rows is compared
+    /// on those rows when the reference's other rows are proven unchanged too (its report is
+    /// then [`check_changed_rows`]'s against the reference's rows: `elements` counts the whole
+    /// tensor, the norms are over the listed rows); otherwise both outputs are copied back whole.
     fn against_reference(
         &mut self,
         set: &DeviceSet,
         spec: &TensorSpec,
-        cand: Option<HostTensor>,
+        cand: Copied,
     ) -> Result<CheckReport, BackendError> {
+        let cand = match cand {
+            Copied::Nothing => None,
+            Copied::Whole(got) => Some(got),
+            Copied::ChangedRows(changed) => {
+                if let Some(report) = self.changed_rows_against_reference(set, spec, &changed)? {
+                    return Ok(report);
+                }
+                // The reference changed a row it must not: compare the whole outputs.
+                let buf = set.outputs(Side::Candidate)[spec.name];
+                Some(self.download_checked(set, &buf, spec)?)
+            }
+        };
         let buf = set.outputs(Side::Reference)[spec.name];
         let tol = self.problem.tolerance(spec);
         let expected = set.expected.get(spec.name);
@@ -361,6 +504,34 @@ impl Verifier<'_> {
             (None, Some(reference)) => check_against(&expected_tensor()?, &reference, &tol),
             (None, None) => unreachable!("returned above"),
         })
+    }
+
+    /// The candidate's changed rows `changed` of row-update output `spec` against the
+    /// reference's, when the reference's other rows are proven unchanged (`None` when they are
+    /// not, or the output has no [`ExpectedRows`]): the reference's update stands for the
+    /// oracle's ([`RowsReference::Kernel`]).
+    fn changed_rows_against_reference(
+        &mut self,
+        set: &DeviceSet,
+        spec: &TensorSpec,
+        changed: &[u8],
+    ) -> Result<Option<CheckReport>, BackendError> {
+        let (Some(exp), Some(OracleOutput::Rows(rows)), Ok(initial)) = (
+            set.expected_rows.get(spec.name),
+            set.oracle.get(spec.name),
+            set.input.tensors.get(spec.name),
+        ) else {
+            return Ok(None);
+        };
+        let buf = set.outputs(Side::Reference)[spec.name];
+        let Some(reference) = self.changed_rows(&buf, exp, rows)? else {
+            return Ok(None);
+        };
+        let against = RowsReference::Kernel(&reference);
+        let tol = self.problem.tolerance(spec);
+        let mut report = check_changed_rows(changed, initial, rows, against, &tol);
+        report.by_fingerprint = true;
+        Ok(Some(report))
     }
 }
 
@@ -425,7 +596,7 @@ mod tests {
     }
 
     /// The reference checked on `sets` (both sides, so the candidate's outputs hold the
-    /// reference's too), with the emulator's downloads during the reference's check.
+    /// reference's too), with the bytes the emulator copied back during the reference's check.
     fn checked_both_sides(
         backend: &mut EmuBackend,
         problem: &'static dyn Problem,
@@ -434,14 +605,14 @@ mod tests {
         let reference = reference_candidate(problem);
         let run = |backend: &mut EmuBackend, side| {
             let plan = load(backend, sets, &reference, side).unwrap();
-            let before = backend.downloads();
+            let before = backend.downloaded_bytes();
             let mut v = Verifier {
                 backend: &mut *backend,
                 problem,
             };
             let (checks, fail) = v.check_all(sets, &plan, side);
             assert!(fail.is_none(), "{}: {fail:?}", problem.name());
-            (checks, backend.downloads() - before)
+            (checks, backend.downloaded_bytes() - before)
         };
         let out = run(backend, Side::Reference);
         run(backend, Side::Candidate);
@@ -456,8 +627,8 @@ mod tests {
             let sets = ci_sets(&mut backend, problem, 1);
             let outputs = output_specs(problem);
             assert_eq!(sets[0].expected.len(), outputs.len(), "{name}: all exact");
-            let (checks, downloads) = checked_both_sides(&mut backend, problem, &sets);
-            assert_eq!(downloads, 0, "{name}: nothing copied back");
+            let (checks, copied) = checked_both_sides(&mut backend, problem, &sets);
+            assert_eq!(copied, 0, "{name}: nothing copied back");
             for (c, spec) in checks.iter().zip(&outputs) {
                 let exp = &sets[0].expected[spec.name];
                 assert!(c.report.passed && c.report.by_fingerprint, "{name}");
@@ -521,7 +692,8 @@ mod tests {
         // Zeroed: the fingerprint differs, the full check says how.
         v.backend.fill(&buf, &[0]).unwrap();
         let (report, copy) = v.check_one(&sets[0], Side::Candidate, &values).unwrap();
-        assert!(!report.passed && !report.by_fingerprint && copy.is_some());
+        assert!(!report.passed && !report.by_fingerprint);
+        assert!(matches!(copy, Copied::Whole(_)));
         assert!(
             report.reason.contains("integer elements differ"),
             "{}",
@@ -556,50 +728,196 @@ mod tests {
         assert!(checks.iter().all(|c| c.report.by_fingerprint));
     }
 
+    /// A verifier of `problem` on `backend` (for tests that look at the backend in between).
+    fn verifier<'a>(backend: &'a mut EmuBackend, problem: &'static dyn Problem) -> Verifier<'a> {
+        Verifier { backend, problem }
+    }
+
+    /// The row-update oracle of output `name` of `set`.
+    fn rows_of<'a>(set: &'a DeviceSet, name: &str) -> &'a RowUpdate {
+        match &set.oracle[name] {
+            OracleOutput::Rows(rows) => rows,
+            other => panic!("{name}: a row-update oracle expected, got {other:?}"),
+        }
+    }
+
     #[test]
     fn in_place_rows_catch_a_changed_untouched_row_and_a_wrong_update() {
         let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
         let mut backend = EmuBackend::new();
         let sets = ci_sets(&mut backend, problem, 1);
+        let set = &sets[0];
+        let outputs = output_specs(problem);
         assert!(
-            sets[0].expected.is_empty(),
-            "float outputs: no fingerprint path"
+            set.expected.is_empty(),
+            "float outputs: no exact fingerprint"
         );
-        let (checks, _) = checked_both_sides(&mut backend, problem, &sets);
+        assert_eq!(
+            set.expected_rows.len(),
+            outputs.len(),
+            "both take the rows path"
+        );
+        // A passing check copies back the listed rows of each output, not the tables.
+        let listed_bytes = |name| {
+            let rows = rows_of(set, name);
+            rows.rows.len() * rows.width * 4
+        };
+        let listed: usize = outputs.iter().map(|s| listed_bytes(s.name)).sum();
+        let weight = outputs.iter().find(|s| s.name == "weight").unwrap();
+        let buf = set.outputs(Side::Candidate)["weight"];
+        assert!(
+            listed_bytes("weight") < buf.bytes / 4,
+            "a small part of the table"
+        );
+        let (checks, copied) = checked_both_sides(&mut backend, problem, &sets);
+        assert_eq!(copied, listed, "only the listed rows were copied back");
         assert!(checks
             .iter()
-            .all(|c| c.report.passed && !c.report.by_fingerprint));
-        let OracleOutput::Rows(rows) = &sets[0].oracle["weight"] else {
-            panic!("a row-update oracle")
-        };
+            .all(|c| c.report.passed && c.report.by_fingerprint));
+        // Its reports are those of the full check of the whole output.
+        for (c, spec) in checks.iter().zip(&outputs) {
+            let out = set.outputs(Side::Reference)[spec.name];
+            let got = HostTensor::new(
+                spec.dtype,
+                shape_of(spec, &set.input.sizes).unwrap(),
+                backend.download(&out).unwrap(),
+            )
+            .unwrap();
+            let initial = set.input.tensors.get(spec.name).unwrap();
+            let tol = problem.tolerance(spec);
+            let full =
+                bench_problems::check::check_rows(&got, initial, rows_of(set, spec.name), &tol);
+            let r = &c.report;
+            assert!(full.passed, "{}: {}", spec.name, full.reason);
+            assert_eq!(r.elements, got.numel(), "the whole tensor is covered");
+            assert_eq!(
+                (
+                    r.elements,
+                    r.unwritten,
+                    r.non_finite,
+                    r.mismatches,
+                    r.worst_index
+                ),
+                (
+                    full.elements,
+                    full.unwritten,
+                    full.non_finite,
+                    full.mismatches,
+                    full.worst_index
+                ),
+                "{}",
+                spec.name
+            );
+            assert!((r.rel_l2 - full.rel_l2).abs() <= 1e-9 * full.rel_l2.max(1e-30));
+            assert!((r.max_scaled - full.max_scaled).abs() <= 1e-9 * full.max_scaled.max(1e-30));
+        }
+
+        let rows = rows_of(set, "weight");
         let touched = rows.touched();
         let untouched = (0..rows.total_rows).rev().find(|&r| !touched[r]).unwrap();
-        let buf = sets[0].outputs(Side::Candidate)["weight"];
         let correct = backend.download(&buf).unwrap();
-        let mut v = Verifier {
-            backend: &mut backend,
-            problem,
-        };
+        // The recheck copies back the listed rows of both sides, no table.
+        let before = backend.downloaded_bytes();
         let mut checks = Vec::new();
-        assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
-        assert_eq!(checks.len(), 4);
+        assert_eq!(
+            verifier(&mut backend, problem)
+                .recheck(&sets, &mut checks)
+                .unwrap(),
+            None
+        );
+        assert_eq!(backend.downloaded_bytes() - before, 2 * listed);
+        assert_eq!(checks.len(), 2 * outputs.len());
+        assert!(checks
+            .iter()
+            .all(|c| c.report.passed && c.report.by_fingerprint));
 
-        // One ulp in a row no lookup touches.
+        // One ulp in a row no lookup touches: the proof fails, the full check names the row.
         let mut changed = correct.clone();
         changed[untouched * rows.width * 4] ^= 1;
-        v.backend.upload(&buf, &changed).unwrap();
-        let fail = v.recheck(&sets, &mut Vec::new()).unwrap().unwrap();
+        backend.upload(&buf, &changed).unwrap();
+        let (report, copy) = verifier(&mut backend, problem)
+            .check_one(set, Side::Candidate, weight)
+            .unwrap();
+        assert!(!report.passed && !report.by_fingerprint);
+        assert!(matches!(copy, Copied::Whole(_)), "copied back whole");
+        let named = format!("first: row {untouched}");
         assert!(
-            fail.contains("weight") && fail.contains("bit-identical"),
+            report.reason.contains(&named) && report.reason.contains("bit-identical"),
+            "{}",
+            report.reason
+        );
+        let fail = verifier(&mut backend, problem)
+            .recheck(&sets, &mut Vec::new())
+            .unwrap()
+            .unwrap();
+        assert!(fail.contains("`weight`") && fail.contains(&named), "{fail}");
+
+        // One listed row a little off, the rest right: caught on the listed rows alone, by the
+        // check against the oracle and by the recheck against the reference's rows.
+        let mut off = correct.clone();
+        let row = rows.rows[rows.rows.len() / 2] as usize;
+        for e in off[row * rows.width * 4..(row + 1) * rows.width * 4].chunks_mut(4) {
+            let x = f32::from_le_bytes(e.try_into().unwrap());
+            e.copy_from_slice(&(x + 1e-3).to_le_bytes());
+        }
+        backend.upload(&buf, &off).unwrap();
+        let before = backend.downloaded_bytes();
+        let (report, copy) = verifier(&mut backend, problem)
+            .check_one(set, Side::Candidate, weight)
+            .unwrap();
+        assert_eq!(backend.downloaded_bytes() - before, listed_bytes("weight"));
+        assert!(matches!(copy, Copied::ChangedRows(_)));
+        assert!(!report.passed && report.by_fingerprint);
+        assert!(
+            report.reason.contains("the update of the"),
+            "{}",
+            report.reason
+        );
+        let mut checks = Vec::new();
+        let fail = verifier(&mut backend, problem)
+            .recheck(&sets, &mut checks)
+            .unwrap()
+            .unwrap();
+        assert!(
+            fail.starts_with("timed output differs from the oracle"),
             "{fail}"
         );
+        let vs_reference = checks
+            .iter()
+            .find(|c| c.set == "recheck-public-0-vs-reference" && c.output == "weight")
+            .unwrap();
+        let r = &vs_reference.report;
+        assert!(!r.passed && r.by_fingerprint, "{r:?}");
+        assert!(r.reason.contains("the update of the"), "{}", r.reason);
+        assert_eq!(r.worst_index.map(|i| i / rows.width), Some(row));
+
+        // A reference that changed a row it must not: the whole outputs are compared.
+        backend.upload(&buf, &correct).unwrap();
+        let reference = set.outputs(Side::Reference)["weight"];
+        let mut wrong = correct.clone();
+        for e in wrong[untouched * rows.width * 4..(untouched + 1) * rows.width * 4].chunks_mut(4) {
+            e.copy_from_slice(&100f32.to_le_bytes());
+        }
+        backend.upload(&reference, &wrong).unwrap();
+        let (report, copy) = verifier(&mut backend, problem)
+            .check_one(set, Side::Candidate, weight)
+            .unwrap();
+        assert!(report.passed && matches!(copy, Copied::ChangedRows(_)));
+        let r = verifier(&mut backend, problem)
+            .against_reference(set, weight, copy)
+            .unwrap();
+        assert!(!r.passed && !r.by_fingerprint, "{r:?}");
+        assert_eq!(r.worst_index.map(|i| i / rows.width), Some(untouched));
+        backend.upload(&reference, &correct).unwrap();
 
         // No update at all (the initial table back): the update check fails.
-        v.backend.upload(&buf, &correct).unwrap();
         sets[0]
-            .reset_outputs(&mut *v.backend, problem, Side::Candidate, false)
+            .reset_outputs(&mut backend, problem, Side::Candidate, false)
             .unwrap();
-        let fail = v.recheck(&sets, &mut Vec::new()).unwrap().unwrap();
+        let fail = verifier(&mut backend, problem)
+            .recheck(&sets, &mut Vec::new())
+            .unwrap()
+            .unwrap();
         assert!(fail.contains("the update of the"), "{fail}");
     }
 }
