@@ -97,11 +97,11 @@ fn a_worker_stops_when_its_orchestrator_is_killed() {
     runner.wait().unwrap();
     let killed = Instant::now();
     while alive(worker) {
-        assert!(
-            killed.elapsed() < Duration::from_secs(10),
-            "worker {worker} still runs {:.1} s after its orchestrator was killed",
-            killed.elapsed().as_secs_f64()
-        );
+        if killed.elapsed() > Duration::from_secs(10) {
+            // Do not leave it spinning on the machine after the test fails.
+            let _ = Command::new("kill").args(["-9", &worker.to_string()]).status();
+            panic!("worker {worker} still ran 10 s after its orchestrator was killed");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     std::fs::remove_dir_all(&root).ok();
