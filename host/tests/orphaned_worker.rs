@@ -99,7 +99,9 @@ fn a_worker_stops_when_its_orchestrator_is_killed() {
     while alive(worker) {
         if killed.elapsed() > Duration::from_secs(10) {
             // Do not leave it spinning on the machine after the test fails.
-            let _ = Command::new("kill").args(["-9", &worker.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-9", &worker.to_string()])
+                .status();
             panic!("worker {worker} still ran 10 s after its orchestrator was killed");
         }
         std::thread::sleep(Duration::from_millis(50));
