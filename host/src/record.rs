@@ -194,15 +194,38 @@ pub struct RecordLog {
 }
 
 impl RecordLog {
+    /// Opens the run's `results.jsonl` for appending. A torn last line (a crash or a full disk
+    /// while it was written) is cut off first, so the next record starts on a line of its
+    /// own; the torn bytes are kept in `results.jsonl.torn` and the cut is reported.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
         let path = dir.join("results.jsonl");
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)?;
+        let text = std::fs::read(&path)?;
+        let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        if whole < text.len() {
+            let torn = path.with_extension("jsonl.torn");
+            std::fs::write(&torn, &text[whole..])?;
+            file.set_len(whole as u64)?;
+            eprintln!(
+                "warning: {}: its last line was torn ({} bytes, not a whole record): cut off, \
+                 kept in {}",
+                path.display(),
+                text.len() - whole,
+                torn.display()
+            );
+        }
         Ok(RecordLog { path, file })
     }
 
+    /// Appends one record as one whole line, in a single write.
     pub fn append(&mut self, rec: &Record) -> std::io::Result<()> {
-        let line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
-        writeln!(self.file, "{line}")?;
+        let mut line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
         self.file.flush()
     }
 
@@ -232,6 +255,33 @@ pub fn read_records(path: &Path) -> Vec<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_cut_off_and_kept_before_appending() {
+        // Issue 13: a full disk left a torn line, and the resumed run appended onto it.
+        let dir = std::env::temp_dir().join(format!("dlrm-record-torn-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut log = RecordLog::open(&dir).unwrap();
+        log.append(&Record::new("p", "a", "g", "o")).unwrap();
+        drop(log);
+        let path = dir.join("results.jsonl");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text += "{\"problem\":\"p\",\"candi";
+        std::fs::write(&path, &text).unwrap();
+        let mut log = RecordLog::open(&dir).unwrap();
+        log.append(&Record::new("p", "b", "g", "o")).unwrap();
+        let names: Vec<String> = read_records(&path)
+            .into_iter()
+            .map(|r| r.candidate)
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("results.jsonl.torn")).unwrap(),
+            "{\"problem\":\"p\",\"candi"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn appended_records_read_back_and_bad_lines_are_skipped() {

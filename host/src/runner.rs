@@ -884,11 +884,13 @@ fn heading(run_id: &str, info: &DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -
     s
 }
 
+/// Writes `v` to `path` through a temporary file and a rename, so a crash or a full disk
+/// leaves the previous complete file, never a truncated one.
 fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
-    std::fs::write(
-        path,
-        serde_json::to_string_pretty(v).map_err(std::io::Error::other)?,
-    )
+    let text = serde_json::to_string_pretty(v).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Loads every candidate under the roots; invalid manifests are returned separately.
