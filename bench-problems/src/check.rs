@@ -218,7 +218,7 @@ pub fn check_output_with(
     }
     conclude(
         report,
-        &unwritten,
+        unwritten.first().copied(),
         matches!(oracle, OracleOutput::Float(_)),
         tol,
     )
@@ -260,7 +260,7 @@ pub fn check_against(out: &HostTensor, reference: &HostTensor, tol: &Tolerance) 
         report.mismatches = bad.len();
         report.worst_index = bad.first().copied();
     }
-    conclude(report, &unwritten, dtype.is_float(), tol)
+    conclude(report, unwritten.first().copied(), dtype.is_float(), tol)
 }
 
 /// Indices of the elements of `out` that hold the poison pattern, ascending.
@@ -276,7 +276,7 @@ fn unwritten_elements(out: &HostTensor) -> Vec<usize> {
 /// The verdict and its one-line reason, from what the comparison found.
 fn conclude(
     mut report: CheckReport,
-    unwritten: &[usize],
+    first_unwritten: Option<usize>,
     float: bool,
     tol: &Tolerance,
 ) -> CheckReport {
@@ -284,10 +284,11 @@ fn conclude(
     if !report.reason.is_empty() {
         // A wrong dtype: said already.
     } else if report.unwritten > 0 {
-        report.worst_index = unwritten.first().copied();
+        report.worst_index = first_unwritten;
         report.reason = format!(
             "{} of {n} elements never written (poison left; first at {})",
-            report.unwritten, unwritten[0]
+            report.unwritten,
+            first_unwritten.unwrap_or(0)
         );
     } else if report.non_finite > 0 {
         report.reason = format!(
@@ -334,9 +335,52 @@ fn check_float_bits(dtype: DType, got: &[u8], want: &[u8], report: &mut CheckRep
     report.worst_index = bad.first().copied();
 }
 
-/// The scale-invariant test over `n` elements, `got(i)` against `reference(i)`. Elements where
-/// the oracle is NaN or infinite (special-value input sets) must be the same NaN or infinity and
-/// stay out of the norms; any other non-finite element fails.
+/// What a scale-invariant float comparison found over its elements, however it was computed
+/// (on the host by [`check_output_with`] and [`check_against`], or on the device by the
+/// runner): the input of [`float_report`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FloatSums {
+    /// Σ (out − ref)² over elements whose oracle and output are finite.
+    pub err2: f64,
+    /// Σ ref² and max |ref| over elements whose oracle is finite.
+    pub ref2: f64,
+    pub ref_inf: f64,
+    /// The largest |out − ref| over those elements, and its first index (`None`: none).
+    pub worst: f64,
+    pub worst_index: Option<usize>,
+    /// Elements non-finite where the oracle is finite, or not the oracle's NaN or infinity.
+    pub non_finite: usize,
+    /// Elements holding the poison pattern, and the first of them.
+    pub unwritten: usize,
+    pub first_unwritten: Option<usize>,
+}
+
+/// The report of a scale-invariant comparison of `n` float elements from its sums: the same
+/// verdict and reason whether they were computed on the host or on the device.
+pub fn float_report(n: usize, sums: &FloatSums, tol: &Tolerance) -> CheckReport {
+    let mut report = CheckReport::empty(n);
+    report.unwritten = sums.unwritten;
+    apply_sums(&mut report, sums);
+    conclude(report, sums.first_unwritten, true, tol)
+}
+
+/// Sets the float fields of `report` (not `unwritten`) from `sums`.
+fn apply_sums(report: &mut CheckReport, sums: &FloatSums) {
+    report.non_finite = sums.non_finite;
+    // A reference of all zeros would make every error infinite: problems guarantee it is not
+    // (the self-test), and the floor keeps the arithmetic defined.
+    let norm = sums.ref2.sqrt().max(f64::MIN_POSITIVE);
+    report.rel_l2 = sums.err2.sqrt() / norm;
+    report.max_scaled = sums.worst.max(0.0) / sums.ref_inf.max(f64::MIN_POSITIVE);
+    if sums.non_finite == 0 {
+        report.worst_index = Some(sums.worst_index.unwrap_or(0));
+    }
+}
+
+/// The scale-invariant test over `n` elements, `got(i)` against `reference(i)`, into `report`
+/// (its `unwritten` counted by the caller). Elements where the oracle is NaN or infinite
+/// (special-value input sets) must be the same NaN or infinity and stay out of the norms; any
+/// other non-finite element fails.
 fn check_floats(
     n: usize,
     got: impl Fn(usize) -> f64 + Sync,
@@ -364,15 +408,17 @@ fn check_floats(
                 (a.0 + b.0, a.1 + b.1, a.2.max(b.2), w, wi, a.5 + b.5)
             },
         );
-    report.non_finite = non_finite;
-    // A reference of all zeros would make every error infinite: problems guarantee it is not
-    // (the self-test), and the floor keeps the arithmetic defined.
-    let norm = ref2.sqrt().max(f64::MIN_POSITIVE);
-    report.rel_l2 = err2.sqrt() / norm;
-    report.max_scaled = worst.max(0.0) / ref_inf.max(f64::MIN_POSITIVE);
-    if non_finite == 0 {
-        report.worst_index = Some(worst_i);
-    }
+    let sums = FloatSums {
+        err2,
+        ref2,
+        ref_inf,
+        worst,
+        worst_index: Some(worst_i),
+        non_finite,
+        unwritten: report.unwritten,
+        first_unwritten: None,
+    };
+    apply_sums(report, &sums);
 }
 
 /// Checks an in-place float output against a [`RowUpdate`] oracle and the output's `initial`
@@ -554,7 +600,7 @@ fn check_listed_rows<'a>(
             oracle.update_max_scaled
         );
     }
-    conclude(report, &unwritten, true, tol)
+    conclude(report, unwritten.first().copied(), true, tol)
 }
 
 /// The oracle's values rounded to `dtype` (round to nearest even): what a correct kernel writes.

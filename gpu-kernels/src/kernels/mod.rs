@@ -6,6 +6,7 @@
 
 pub mod block_bucketize_sparse_features;
 pub mod ceilings;
+pub mod compare;
 pub mod dot_interaction;
 pub mod dot_interaction_backward;
 pub mod embedding_backward_rowwise_adagrad;

@@ -6,6 +6,9 @@ pub mod emu;
 pub mod ptx_params;
 mod source;
 
+use bench_problems::check::poison_pattern;
+use data_gen::DType;
+use gpu_kernels::kernels::compare::{self, FloatAcc};
 use serde::Serialize;
 pub use source::ModuleSource;
 
@@ -156,6 +159,93 @@ pub trait Backend {
             ],
         };
         self.launch(module, &launch)
+    }
+    /// Compares the first `n` elements of float buffer `got` (f32, f16 or bf16) with those of
+    /// `want` (f64, or `got`'s dtype) on the device, and returns what the scale-invariant check
+    /// needs ([`FloatAcc`]: norms, the worst element, non-finite and poisoned elements), copying
+    /// back a few words per block only. Run by the built-in kernel `compare_floats` on both
+    /// backends.
+    fn compare_floats(
+        &mut self,
+        got: (&Buffer, DType),
+        want: (&Buffer, DType),
+        n: usize,
+    ) -> BackendResult<FloatAcc> {
+        let code = |dtype: DType| match dtype {
+            DType::F64 => Some(compare::DTYPE_F64),
+            DType::F32 => Some(compare::DTYPE_F32),
+            DType::F16 => Some(compare::DTYPE_F16),
+            DType::BF16 => Some(compare::DTYPE_BF16),
+            _ => None,
+        };
+        let fits = |(b, dtype): (&Buffer, DType)| {
+            n.checked_mul(dtype.size_bytes())
+                .is_some_and(|bytes| bytes <= b.bytes)
+        };
+        let (Some(got_code), Some(want_code)) = (code(got.1), code(want.1)) else {
+            return Err(BackendError::Device(format!(
+                "float comparison of {} with {}",
+                got.1.name(),
+                want.1.name()
+            )));
+        };
+        if got.1 == DType::F64 || !fits(got) || !fits(want) {
+            return Err(BackendError::Device(format!(
+                "float comparison of {n} elements: {} bytes of {} against {} bytes of {}",
+                got.0.bytes,
+                got.1.name(),
+                want.0.bytes,
+                want.1.name()
+            )));
+        }
+        if n == 0 {
+            return Ok(FloatAcc::EMPTY);
+        }
+        let [got_at, want_at] = [got.0, want.0].map(|b| self.address(b));
+        if got_at == 0 || want_at == 0 {
+            return Err(BackendError::Device(
+                "float comparison of a freed buffer".into(),
+            ));
+        }
+        let mut poison = [0u8; 8];
+        let pattern = poison_pattern(got.1);
+        poison[..pattern.len()].copy_from_slice(&pattern);
+        // Enough blocks to fill the device, each with a few thousand elements or more.
+        let per_block = compare::COMPARE_BLOCK as usize * 64;
+        let most = (self.info().multiprocessors as usize * 4).max(1);
+        let blocks = n.div_ceil(per_block).clamp(1, most);
+        let partials = self.alloc(blocks * compare::ACC_WORDS * 8)?;
+        let module = self.load_module(&ModuleSource::Builtin);
+        let launch = Launch {
+            kernel: "compare_floats".into(),
+            grid: [blocks as u32, 1, 1],
+            block: [compare::COMPARE_BLOCK, 1, 1],
+            shared_bytes: 0,
+            args: vec![
+                got_at,
+                got_code as u64,
+                want_at,
+                want_code as u64,
+                n as u64,
+                u64::from_le_bytes(poison),
+                self.address(&partials),
+            ],
+        };
+        let words = module
+            .and_then(|m| self.launch(m, &launch))
+            .and_then(|()| self.download(&partials));
+        self.free(partials);
+        let mut acc = FloatAcc::EMPTY;
+        for slot in words?.chunks_exact(8 * compare::ACC_WORDS) {
+            let slot: Vec<u64> = slot
+                .chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+                .collect();
+            acc.merge(&FloatAcc::from_words(
+                slot[..].try_into().expect("a slot's words"),
+            ));
+        }
+        Ok(acc)
     }
     /// Device address of the buffer's first byte.
     fn address(&self, buffer: &Buffer) -> u64;

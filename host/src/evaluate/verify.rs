@@ -11,7 +11,15 @@
 //! ([`host_fingerprint`]); a check fingerprints the output on the device and copies nothing
 //! back when the two agree. Only a disagreement copies the output (its checked part) back for
 //! the full check, whose report says where and how it is wrong (a NaN with another payload
-//! passes there). Float outputs are copied back once per check and compared in parallel.
+//! passes there).
+//!
+//! Float outputs under the scale-invariant test are compared on the device
+//! ([`Backend::compare_floats`]): the oracle is uploaded to a temporary buffer after the run
+//! (zeroed and freed right after), the kernel reduces the norms, the worst element and the
+//! non-finite and poisoned elements, and only a few words per block come back; the report is
+//! the host check's ([`float_report`]). The recheck compares the candidate's output with the
+//! reference's on the device the same way. Only when the device has no room for the oracle is
+//! the output copied back and compared on the host.
 //!
 //! An in-place output with a row-update oracle ([`OracleOutput::Rows`]: an optimizer step on a
 //! table of gigabytes) is checked on the rows that change plus a fingerprint of the rest: when
@@ -33,13 +41,15 @@ use crate::activity::CandidateRun;
 use crate::backend::{host_fingerprint, host_rows_fingerprint, Backend, BackendError, Buffer};
 use crate::record::{SetCheck, Status};
 use bench_problems::check::{
-    check_against, check_changed_rows, check_output_with, encode, poison_pattern, RowsReference,
+    check_against, check_changed_rows, check_output_with, encode, float_report, poison_pattern,
+    FloatSums, RowsReference,
 };
 use bench_problems::spec::shape_of;
 use bench_problems::{
     CheckContext, CheckReport, OracleOutput, Problem, Role, RowUpdate, TensorSpec,
 };
-use data_gen::HostTensor;
+use data_gen::{DType, HostTensor};
+use gpu_kernels::kernels::compare::FloatAcc;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
@@ -79,6 +89,26 @@ fn checked_elements(
         oracle.len()
     } else {
         numel
+    }
+}
+
+/// Float dtypes [`Backend::compare_floats`] reads as outputs.
+fn on_device_dtype(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// The device's comparison sums as the host check's.
+fn float_sums(acc: &FloatAcc) -> FloatSums {
+    let index = |i: u64| (i != u64::MAX).then_some(i as usize);
+    FloatSums {
+        err2: acc.err2,
+        ref2: acc.ref2,
+        ref_inf: acc.ref_inf,
+        worst: acc.worst,
+        worst_index: index(acc.worst_index),
+        non_finite: acc.non_finite as usize,
+        unwritten: acc.unwritten as usize,
+        first_unwritten: index(acc.first_unwritten),
     }
 }
 
@@ -195,6 +225,8 @@ pub(super) enum Copied {
     /// Only the rows its row-update oracle lists (row `rows[u]` at row `u`), the others proven
     /// unchanged by fingerprint.
     ChangedRows(Vec<u8>),
+    /// Nothing: a float output compared with the oracle on the device ([`Verifier::on_device`]).
+    ComparedOnDevice,
 }
 
 /// Checks plans of one problem on its device sets.
@@ -326,6 +358,9 @@ impl Verifier<'_> {
                 return Ok((report, Copied::ChangedRows(changed)));
             }
         }
+        if let Some(report) = self.on_device(set, &buf, spec)? {
+            return Ok((report, Copied::ComparedOnDevice));
+        }
         let got = self.download_checked(set, &buf, spec)?;
         let ctx = CheckContext {
             encoded: expected.map(|e| &e.bytes[..]),
@@ -339,6 +374,79 @@ impl Verifier<'_> {
             }
         }
         Ok((report, Copied::Whole(got)))
+    }
+
+    /// The check of float output `spec` (held in `buf`) against the set's oracle on the device,
+    /// when its test is the scale-invariant one and the problem adds no check of its own: the
+    /// oracle goes to a temporary device buffer (zeroed and freed right after, so no later run
+    /// can find it), [`Backend::compare_floats`] reduces both, and nothing but a few words per
+    /// block comes back. `None` when the output is not such a one, or the device has no room
+    /// for the oracle (the host check then copies the output back).
+    fn on_device(
+        &mut self,
+        set: &DeviceSet,
+        buf: &Buffer,
+        spec: &TensorSpec,
+    ) -> Result<Option<CheckReport>, BackendError> {
+        let tol = self.problem.tolerance(spec);
+        let OracleOutput::Float(oracle) = &set.oracle[spec.name] else {
+            return Ok(None);
+        };
+        if tol.exact || !on_device_dtype(spec.dtype) || self.problem.custom_checked(spec.name) {
+            return Ok(None);
+        }
+        let n = self.checked_len(set, spec)?;
+        if oracle.len() != n {
+            return Ok(None); // the host check says what is wrong with this oracle
+        }
+        let Ok(want) = self.backend.alloc(8 * n) else {
+            return Ok(None);
+        };
+        let sums = self
+            .backend
+            .upload(&want, bytemuck::cast_slice(&oracle[..]))
+            .and_then(|()| {
+                self.backend
+                    .compare_floats((buf, spec.dtype), (&want, DType::F64), n)
+            });
+        let cleared = self.backend.fill(&want, &[0]);
+        self.backend.free(want);
+        let sums = sums?;
+        cleared?;
+        Ok(Some(float_report(n, &float_sums(&sums), &tol)))
+    }
+
+    /// The candidate's float output `spec` against the reference's on the same set, on the
+    /// device (the candidate's was compared with the oracle there too).
+    fn against_reference_on_device(
+        &mut self,
+        set: &DeviceSet,
+        spec: &TensorSpec,
+    ) -> Result<CheckReport, BackendError> {
+        let n = self.checked_len(set, spec)?;
+        let cand = set.outputs(Side::Candidate)[spec.name];
+        let reference = set.outputs(Side::Reference)[spec.name];
+        let sums = self
+            .backend
+            .compare_floats((&cand, spec.dtype), (&reference, spec.dtype), n)?;
+        Ok(float_report(
+            n,
+            &float_sums(&sums),
+            &self.problem.tolerance(spec),
+        ))
+    }
+
+    /// Elements of output `spec` the check covers (see [`checked_elements`]).
+    fn checked_len(&self, set: &DeviceSet, spec: &TensorSpec) -> Result<usize, BackendError> {
+        let shape =
+            shape_of(spec, &set.input.sizes).map_err(|e| BackendError::Device(e.to_string()))?;
+        let numel: usize = shape.iter().product();
+        Ok(checked_elements(
+            self.problem,
+            spec,
+            &set.oracle[spec.name],
+            numel,
+        ))
     }
 
     /// Checks `side`'s outputs against the set's oracle; records a check per output under
@@ -468,6 +576,7 @@ impl Verifier<'_> {
         cand: Copied,
     ) -> Result<CheckReport, BackendError> {
         let cand = match cand {
+            Copied::ComparedOnDevice => return self.against_reference_on_device(set, spec),
             Copied::Nothing => None,
             Copied::Whole(got) => Some(got),
             Copied::ChangedRows(changed) => {
@@ -726,6 +835,89 @@ mod tests {
         let mut checks = Vec::new();
         assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
         assert!(checks.iter().all(|c| c.report.by_fingerprint));
+    }
+
+    #[test]
+    fn float_outputs_are_compared_on_the_device_with_the_host_checks_verdict() {
+        for name in ["embedding_bag_sum", "embedding_bag_weighted_sum_bf16"] {
+            let problem = bench_problems::find_problem(name).unwrap();
+            let mut backend = EmuBackend::new();
+            let sets = ci_sets(&mut backend, problem, 1);
+            checked_both_sides(&mut backend, problem, &sets);
+            let spec = output_specs(problem).into_iter().next().unwrap();
+            let (set, dtype) = (&sets[0], spec.dtype);
+            let buf = set.outputs(Side::Candidate)[spec.name];
+            let reference = backend
+                .download(&set.outputs(Side::Reference)[spec.name])
+                .unwrap();
+            let size = dtype.size_bytes();
+            let n = reference.len() / size;
+            let tol = problem.tolerance(&spec);
+            let shape = shape_of(&spec, &set.input.sizes).unwrap();
+            let as_tensor = |bytes: &[u8]| HostTensor::new(dtype, shape.clone(), bytes.to_vec());
+            let set_element = |bytes: &mut Vec<u8>, i: usize, value: f64| {
+                let e = encode(&OracleOutput::Float(vec![value]), dtype, vec![1]).unwrap();
+                bytes[i * size..(i + 1) * size].copy_from_slice(&e.bytes);
+            };
+            let value_at = |bytes: &[u8], i: usize| as_tensor(bytes).unwrap().to_f64_vec()[i];
+            // Variants of the candidate's output, each judged on the device and on the host.
+            let mut variants: Vec<(&str, Vec<u8>)> = vec![("correct", reference.clone())];
+            let mut poisoned = reference.clone();
+            let poison = poison_pattern(dtype);
+            for i in [3, n - 1] {
+                poisoned[i * size..(i + 1) * size].copy_from_slice(&poison);
+            }
+            variants.push(("two unwritten", poisoned));
+            let mut nan = reference.clone();
+            set_element(&mut nan, n / 2, f64::NAN);
+            variants.push(("a NaN", nan));
+            let mut off = reference.clone();
+            let v = value_at(&off, n / 3);
+            set_element(&mut off, n / 3, v + 10.0);
+            variants.push(("one far off", off));
+            variants.push(("zeros", vec![0u8; reference.len()]));
+            for (what, bytes) in variants {
+                backend.upload(&buf, &bytes).unwrap();
+                let before = backend.downloaded_bytes();
+                let mut v = verifier(&mut backend, problem);
+                let (device, copied) = v.check_one(set, Side::Candidate, &spec).unwrap();
+                assert!(matches!(copied, Copied::ComparedOnDevice), "{name} {what}");
+                let against = v.against_reference(set, &spec, copied).unwrap();
+                let moved = backend.downloaded_bytes() - before;
+                assert!(moved < 4096, "{name} {what}: {moved} bytes copied back");
+                let got = as_tensor(&bytes).unwrap();
+                let host =
+                    check_output_with(&got, &set.oracle[spec.name], &tol, Default::default());
+                let host_against = check_against(&got, &as_tensor(&reference).unwrap(), &tol);
+                for (device, host) in [(&device, &host), (&against, &host_against)] {
+                    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+                    assert_eq!(
+                        (
+                            device.passed,
+                            device.unwritten,
+                            device.non_finite,
+                            device.worst_index
+                        ),
+                        (
+                            host.passed,
+                            host.unwritten,
+                            host.non_finite,
+                            host.worst_index
+                        ),
+                        "{name} {what}: {device:?} vs {host:?}"
+                    );
+                    assert!(close(device.rel_l2, host.rel_l2), "{name} {what}");
+                    assert!(close(device.max_scaled, host.max_scaled), "{name} {what}");
+                    assert_eq!(device.reason, host.reason, "{name} {what}");
+                }
+                assert_eq!(
+                    device.passed,
+                    what == "correct",
+                    "{name} {what}: {}",
+                    device.reason
+                );
+            }
+        }
     }
 
     /// A verifier of `problem` on `backend` (for tests that look at the backend in between).
