@@ -1,5 +1,8 @@
-//! The CPU-emulator backend: buffers in host memory, kernels from `gpu-kernels` run by its
-//! emulator, wall-clock timing. It checks correctness anywhere; its timings are not GPU timings.
+//! The CPU-emulator backend: buffers in host memory (each between guard pages, so a kernel
+//! writing past one faults in its own worker: [`super::guarded`]), kernels from `gpu-kernels`
+//! run by its emulator, wall-clock timing. It checks correctness anywhere; its timings are not
+//! GPU timings.
+use super::guarded::GuardedBuffer;
 use super::{
     Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId, ModuleSource,
 };
@@ -9,7 +12,7 @@ use std::time::Instant;
 /// Host-memory "device".
 pub struct EmuBackend {
     info: DeviceInfo,
-    buffers: Vec<Option<Vec<u128>>>,
+    buffers: Vec<Option<GuardedBuffer>>,
     timer: Option<Instant>,
     downloads: usize,
     downloaded_bytes: usize,
@@ -58,12 +61,12 @@ impl EmuBackend {
     }
 
     fn storage(&mut self, b: &Buffer) -> BackendResult<&mut [u8]> {
-        let words = self
+        let buffer = self
             .buffers
             .get_mut(b.id)
             .and_then(|s| s.as_mut())
             .ok_or_else(|| BackendError::Device(format!("buffer {} was freed", b.id)))?;
-        Ok(&mut bytemuck::cast_slice_mut::<u128, u8>(words)[..b.bytes])
+        Ok(&mut buffer.as_mut_slice()[..b.bytes])
     }
 }
 
@@ -73,9 +76,12 @@ impl Backend for EmuBackend {
     }
 
     fn alloc(&mut self, bytes: usize) -> BackendResult<Buffer> {
-        // u128 storage: 16-byte aligned, like cudaMalloc's 256-byte alignment for vector loads.
-        self.buffers
-            .push(Some(vec![0u128; bytes.div_ceil(16).max(1)]));
+        // 16-byte aligned like cudaMalloc's 256-byte alignment for vector loads, and between
+        // guard pages, so a kernel that writes past a buffer faults in its own worker.
+        let storage = GuardedBuffer::new(bytes).ok_or_else(|| {
+            BackendError::Device(format!("the emulator could not map {bytes} bytes"))
+        })?;
+        self.buffers.push(Some(storage));
         Ok(Buffer {
             id: self.buffers.len() - 1,
             bytes,
@@ -146,7 +152,10 @@ impl Backend for EmuBackend {
             .get(buffer.id)
             .and_then(|s| s.as_ref())
             .ok_or_else(|| BackendError::Device("freed".into()))?;
-        let data: &[u32] = &bytemuck::cast_slice::<u128, u32>(storage)[..words];
+        // The 16-byte-rounded storage holds the last partial word.
+        let whole = storage.address() as *const u32;
+        // SAFETY: `words` ≤ ⌈bytes / 4⌉ words of the buffer's 16-byte-rounded storage.
+        let data: &[u32] = unsafe { std::slice::from_raw_parts(whole, words) };
         Ok(data.iter().enumerate().fold(0u64, |a, (i, &w)| {
             a.wrapping_add(gpu_kernels::kernels::fingerprint::word_hash(i as u64, w))
         }))
@@ -161,7 +170,7 @@ impl Backend for EmuBackend {
     fn address(&self, buffer: &Buffer) -> u64 {
         self.buffers[buffer.id]
             .as_ref()
-            .map(|v| v.as_ptr() as u64)
+            .map(|v| v.address())
             .unwrap_or(0)
     }
 

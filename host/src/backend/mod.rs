@@ -3,6 +3,7 @@
 //! launches with raw argument words, a stream-ordered timer and an L2 flush.
 pub mod cuda;
 pub mod emu;
+mod guarded;
 pub mod ptx_params;
 mod source;
 
