@@ -96,8 +96,12 @@ struct RunArgs {
     #[arg(long = "problem")]
     problems: Vec<String>,
     /// Directories searched for candidate.toml (default: candidates/examples and candidates/tuned).
+    /// Each must exist and hold a candidate.toml (see --no-candidates for a reference-only run).
     #[arg(long = "candidates")]
     candidates: Vec<PathBuf>,
+    /// Run the references alone (no candidates; e.g. to profile them).
+    #[arg(long, conflicts_with = "candidates")]
+    no_candidates: bool,
     /// Size preset (default: full on a GPU; the emulator always runs ci).
     #[arg(long, value_parser = parse_preset)]
     preset: Option<Preset>,
@@ -162,7 +166,7 @@ struct RunArgs {
     /// run.json records them, so no other option of `run` may be given with it (each is
     /// refused); it must run on the same kind of backend, device and preset as the run did.
     #[arg(long, conflicts_with_all = [
-        "problems", "candidates", "preset", "cpu", "require_gpu", "seed", "public_sets",
+        "problems", "candidates", "no_candidates", "preset", "cpu", "require_gpu", "seed", "public_sets",
         "secret_sets", "rotation", "warm_l2", "min_pairs", "max_pairs", "budget_s",
         "win_threshold", "peer", "out", "timeout_s", "workload", "torch", "input_cache",
         "keep_inputs",
@@ -203,7 +207,9 @@ fn main() -> anyhow::Result<ExitCode> {
 
 fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let (min_pairs, max_pairs) = dlrm_bench::arg_bounds::pairs(a.min_pairs, a.max_pairs)?;
-    let candidates = if a.candidates.is_empty() {
+    let candidates = if a.no_candidates {
+        Vec::new()
+    } else if a.candidates.is_empty() {
         vec![
             PathBuf::from("candidates/examples"),
             PathBuf::from("candidates/tuned"),

@@ -79,6 +79,10 @@ fn out_of_bounds_options_are_errors_naming_the_flag() {
         refused(&with(&[arg]), &["--timeout-s", "above 0"]);
     }
     refused(&["check"], &["required", "<DIRS>"]);
+    refused(
+        &["run", "--no-candidates", "--candidates", "x"],
+        &["cannot be used with", "--candidates"],
+    );
 }
 
 #[test]
