@@ -12,8 +12,7 @@ preset=${3:-full}
 bin=${DLRM_BENCH_BIN:-target/release/dlrm-bench}
 mkdir -p "$out"
 inputs=$(mktemp -d /dev/shm/dlrm-profile.XXXX 2>/dev/null || mktemp -d)
-empty=$(mktemp -d)
-trap 'rm -rf "$inputs" "$empty"' EXIT
+trap 'rm -rf "$inputs"' EXIT
 "$bin" gen "$problem" --preset "$preset" --sets 1 --out "$inputs" >/dev/null
 file=$(ls "$inputs"/*.safetensors | head -1)
 model=$(ls bench-problems/kernelbench/*_"$problem".py)
@@ -35,7 +34,7 @@ PY
 LAUNCHES=${LAUNCHES:-80}
 ncu "${ncu_args[@]}" -k 'regex:^(aten_|radix_|inclusive_|scan_|unique_|kjt_|seq_|bucket)' \
     --launch-count "$LAUNCHES" \
-    "$bin" run --problem "$problem" --preset "$preset" --candidates "$empty" --public-sets 1 \
+    "$bin" run --problem "$problem" --preset "$preset" --no-candidates --public-sets 1 \
     --secret-sets 0 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
     > "$out/$problem.reference.csv" || echo "ncu on dlrm-bench exited $?"
 summaries=("$out/$problem.reference.csv")

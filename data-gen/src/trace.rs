@@ -153,14 +153,19 @@ impl Trace {
                 .transpose()
         };
         let (mut tables, batch) = (meta("tables")?, meta("batch_size")?);
-        let indices = set.get("indices")?.to_i64_vec()?;
+        // A float tensor is an error naming the file and the tensor.
+        let ints = |name: &str, t: &crate::HostTensor| {
+            t.to_i64_vec()
+                .map_err(|e| bad(path, format!("tensor `{name}`: {e}")))
+        };
+        let indices = ints("indices", set.get("indices")?)?;
         let bags = if let Ok(o) = set.get("offsets") {
-            Bags::Offsets(o.to_i64_vec()?)
+            Bags::Offsets(ints("offsets", o)?)
         } else if let Ok(l) = set.get("lengths") {
             if l.shape.len() == 2 {
                 tables = tables.or(Some(l.shape[0]));
             }
-            Bags::Lengths(l.to_i64_vec()?)
+            Bags::Lengths(ints("lengths", l)?)
         } else {
             return Err(bad(path, "holds neither `offsets` nor `lengths`"));
         };
@@ -346,6 +351,17 @@ mod tests {
         set.write(&path).unwrap();
         let e = Trace::read(&path).unwrap_err().to_string();
         assert!(e.contains("offsets end at 9"), "{e}");
+        // Issue 13: float indices said "cannot read as integers a tensor of dtype f32" alone.
+        set.insert(
+            "indices",
+            HostTensor::from_f32(vec![7], vec![0.0; 7]).unwrap(),
+        );
+        set.write(&path).unwrap();
+        let e = Trace::read(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("trace-offsets") && e.contains("`indices`") && e.contains("f32"),
+            "{e}"
+        );
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -248,6 +248,34 @@ pub fn discover(root: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// The candidate roots (`run --candidates`), each checked and made absolute, so that a
+/// `--resume` from another working directory finds them: a root that does not exist, is not
+/// a directory, or holds no `candidate.toml` anywhere below it is an error naming it.
+pub fn check_roots(roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    roots
+        .iter()
+        .map(|root| {
+            let meta = std::fs::metadata(root).map_err(|e| {
+                anyhow::anyhow!("--candidates {}: cannot read it: {e}", root.display())
+            })?;
+            anyhow::ensure!(
+                meta.is_dir(),
+                "--candidates {}: a file, not a directory (name directories holding \
+                 candidate.toml, or one candidate's directory)",
+                root.display()
+            );
+            anyhow::ensure!(
+                !discover(root).is_empty(),
+                "--candidates {}: no candidate.toml in it or below it",
+                root.display()
+            );
+            std::fs::canonicalize(root).map_err(|e| {
+                anyhow::anyhow!("--candidates {}: cannot resolve it: {e}", root.display())
+            })
+        })
+        .collect()
+}
+
 /// The candidate directories under every root, each once however often the roots name it
 /// (the same root twice, or one inside another), in the roots' order.
 pub fn discover_all(roots: &[PathBuf]) -> Vec<PathBuf> {
@@ -289,6 +317,34 @@ mod tests {
         let d = std::env::temp_dir().join(format!("dlrm-bench-cand-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn candidate_roots_must_hold_candidates_and_are_made_absolute() {
+        let root = tmp("roots");
+        let empty = root.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let file = root.join("plain.toml");
+        std::fs::write(&file, "x").unwrap();
+        let missing = root.join("missing");
+        for (bad, why) in [
+            (&missing, "cannot read it"),
+            (&empty, "no candidate.toml"),
+            (&file, "a file, not a directory"),
+        ] {
+            let e = check_roots(std::slice::from_ref(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("--candidates {}", bad.display())) && e.contains(why),
+                "{e}"
+            );
+        }
+        write(&root.join("tree/one"), "problem = \"x\"", &[]);
+        let back = check_roots(&[root.join("tree/../tree")]).unwrap();
+        assert_eq!(back, [std::fs::canonicalize(root.join("tree")).unwrap()]);
+        assert!(back[0].is_absolute());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     const GOOD: &str = r#"

@@ -2,6 +2,9 @@
 //! uses for a seed (file k is the run's public set k) — with their problem, preset, seed, sizes
 //! and recipe as metadata, optionally printing each set's statistics. With `--trace`, one table
 //! of a lookup trace ([`TraceReplay`]) gives the bags in place of the generated ones.
+//! Each file is written under a temporary name beside it and renamed when complete, so a full
+//! disk leaves no truncated `.safetensors`. `--stats` alone prints statistics and writes
+//! nothing; with `--out` it writes too.
 use anyhow::Context;
 use bench_problems::{find_problem, InputSet, Preset, Problem, Role, Sizes};
 use data_gen::HostTensor;
@@ -19,10 +22,13 @@ pub struct GenArgs {
     /// How many input sets (set k is the run's public set k).
     #[arg(long, default_value_t = 1)]
     pub sets: usize,
-    #[arg(long, default_value = "inputs")]
-    pub out: PathBuf,
+    /// Directory the files are written to (default `inputs`; with `--stats`, files are
+    /// written only when `--out` is given).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Print each set's input statistics (unique fraction, top-1%/10% share, pooling
-    /// histogram, empty bags, reuse), computed from its `indices` and `offsets`.
+    /// histogram, empty bags, reuse), computed from its `indices` and `offsets`. Writes no
+    /// file unless `--out` is given too.
     #[arg(long)]
     pub stats: bool,
     /// Replay a trace (safetensors or a directory of .npy; see data-gen's `trace` module):
@@ -132,8 +138,17 @@ pub fn set_path(out: &Path, problem: &dyn Problem, preset: Preset, k: usize) -> 
 pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
     let p = find_problem(&a.problem)
         .with_context(|| format!("unknown problem `{}` (see `dlrm-bench list`)", a.problem))?;
-    let (preset, out) = (a.preset, a.out.as_path());
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let preset = a.preset;
+    // `--stats` alone is a statistics command: it writes only when asked to.
+    let out = match (&a.out, a.stats) {
+        (Some(out), _) => Some(out.as_path()),
+        (None, false) => Some(Path::new("inputs")),
+        (None, true) => None,
+    };
+    if let Some(out) = out {
+        std::fs::create_dir_all(out)
+            .with_context(|| format!("--out {}: cannot create it", out.display()))?;
+    }
     let replay = a
         .trace
         .as_deref()
@@ -162,12 +177,18 @@ pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
         meta.insert("table_seed".into(), seeds.table.to_string());
         meta.insert("sizes".into(), serde_json::to_string(&set.sizes)?);
         meta.insert("recipe".into(), p.recipe(preset).to_string());
-        let path = set_path(out, p, preset, k);
-        set.tensors.write(&path)?;
         let sizes: Vec<String> = set.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let name = match out {
+            Some(out) => {
+                let path = set_path(out, p, preset, k);
+                write_atomically(&set.tensors, &path)?;
+                path.display().to_string()
+            }
+            None => format!("set {k} (not written: --stats without --out)"),
+        };
         println!(
             "{}: {} (compulsory {:.1} MB, logical {:.1} MB)",
-            path.display(),
+            name,
             sizes.join(" "),
             work.compulsory_bytes / 1e6,
             work.logical_bytes / 1e6
@@ -180,6 +201,23 @@ pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
     }
     drop(previous);
     Ok(())
+}
+
+/// Writes `set` to a temporary file beside `path`, then renames it to `path`; on any error the
+/// temporary file is removed and the error names `path`.
+fn write_atomically(set: &data_gen::TensorSet, path: &Path) -> anyhow::Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(name);
+    let written = set
+        .write(&tmp)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(anyhow::Error::from))
+        .with_context(|| format!("writing {}", path.display()));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The statistics of a set's `indices` and `offsets`, when it has them.
@@ -206,7 +244,7 @@ mod tests {
             preset: Preset::Ci,
             seed: 5,
             sets: 2,
-            out: out.to_path_buf(),
+            out: Some(out.to_path_buf()),
             stats: true,
             trace: None,
             table: 0,
@@ -238,6 +276,32 @@ mod tests {
             assert_eq!(file.metadata["problem"], "embedding_bag_sum");
             assert_eq!(file.metadata["preset"], "ci");
         }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn stats_alone_writes_nothing_and_a_failed_write_leaves_no_file() {
+        let p = find_problem("embedding_bag_sum").unwrap();
+        // `--stats` without `--out`: the default directory is not written to.
+        let default_file = set_path(Path::new("inputs"), p, Preset::Ci, 0);
+        let before = default_file.exists();
+        let mut a = args("embedding_bag_sum", Path::new("unused"));
+        a.out = None;
+        gen(&a).unwrap();
+        assert_eq!(default_file.exists(), before);
+        assert!(!Path::new("unused").exists());
+        // A write that fails (here the rename: a directory is in the way) leaves neither a
+        // temporary nor a truncated file, and the error names the file.
+        let dir = temp("failed-write");
+        let blocked = set_path(&dir, p, Preset::Ci, 0);
+        std::fs::create_dir_all(blocked.join("occupied")).unwrap();
+        let e = format!("{:#}", gen(&args("embedding_bag_sum", &dir)).unwrap_err());
+        assert!(e.contains(&blocked.display().to_string()), "{e}");
+        let left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.iter().all(|f| !f.contains(".tmp-")), "{left:?}");
         std::fs::remove_dir_all(&dir).ok();
     }
 

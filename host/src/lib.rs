@@ -2,6 +2,7 @@
 //! timing, metrics and reports, and the work of every subcommand. `main.rs` is a thin CLI over
 //! it: it parses the arguments and calls one function here.
 pub mod activity;
+pub mod arg_bounds;
 pub mod backend;
 pub mod candidate;
 pub mod catalog;
@@ -17,11 +18,13 @@ pub mod projection;
 pub mod ptx;
 pub mod record;
 pub mod report;
+pub mod run_dir;
 pub mod runner;
 pub mod scaffold;
 pub mod static_check;
 pub mod stats;
 pub mod worker;
+pub mod worker_exit;
 
 use bench_problems::Preset;
 

@@ -2,6 +2,7 @@
 //! `report`, `project` and `new-problem`; this file parses them and calls the library, where all work lives.
 use bench_problems::Preset;
 use clap::{Parser, Subcommand};
+use dlrm_bench::arg_bounds::{at_least_one, positive_seconds, win_threshold};
 use dlrm_bench::evaluate::EvalConfig;
 use dlrm_bench::input_files::{self, GenArgs};
 use dlrm_bench::input_stats::{self, StatsArgs};
@@ -80,7 +81,8 @@ enum Command {
     /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
     /// each launch's arguments against the kernel's parameters.
     Check {
-        /// Candidate directories (each with a candidate.toml).
+        /// Candidate directories (each with a candidate.toml); at least one.
+        #[arg(required = true)]
         dirs: Vec<PathBuf>,
         /// NVRTC target architecture.
         #[arg(long, default_value = "compute_90", value_parser = ["compute_80", "compute_89", "compute_90", "compute_100"])]
@@ -94,8 +96,12 @@ struct RunArgs {
     #[arg(long = "problem")]
     problems: Vec<String>,
     /// Directories searched for candidate.toml (default: candidates/examples and candidates/tuned).
+    /// Each must exist and hold a candidate.toml (see --no-candidates for a reference-only run).
     #[arg(long = "candidates")]
     candidates: Vec<PathBuf>,
+    /// Run the references alone (no candidates; e.g. to profile them).
+    #[arg(long, conflicts_with = "candidates")]
+    no_candidates: bool,
     /// Size preset (default: full on a GPU; the emulator always runs ci).
     #[arg(long, value_parser = parse_preset)]
     preset: Option<Preset>,
@@ -107,25 +113,28 @@ struct RunArgs {
     require_gpu: bool,
     #[arg(long, default_value_t = 2026)]
     seed: u64,
-    #[arg(long, default_value_t = 3)]
+    /// Public input sets (at least 1: the timing rotates among them).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     public_sets: usize,
     #[arg(long, default_value_t = 2)]
     secret_sets: usize,
-    /// Input sets the timing rotates among.
-    #[arg(long, default_value_t = 3)]
+    /// Input sets the timing rotates among (at least 1).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     rotation: usize,
     /// Time without flushing L2 first.
     #[arg(long)]
     warm_l2: bool,
-    #[arg(long)]
+    /// Timed pairs at least (default 20, or --max-pairs when lower; at most --max-pairs).
+    #[arg(long, value_parser = at_least_one)]
     min_pairs: Option<usize>,
-    #[arg(long)]
+    /// Timed pairs at most (default 400).
+    #[arg(long, value_parser = at_least_one)]
     max_pairs: Option<usize>,
     /// Seconds of timing per candidate at most.
-    #[arg(long)]
+    #[arg(long, value_parser = positive_seconds)]
     budget_s: Option<f64>,
-    /// A win needs the speedup's lower 95% bound above this.
-    #[arg(long, default_value_t = 1.0)]
+    /// A win needs the speedup's lower 95% bound above this (at least 1.0).
+    #[arg(long, default_value_t = 1.0, value_parser = win_threshold)]
     win_threshold: f64,
     /// PyTorch peer timings (JSONL from tools/torch_peer.py) to show beside the references.
     #[arg(long)]
@@ -135,7 +144,7 @@ struct RunArgs {
     /// Seconds one execution of a candidate's launch plan may run on the device before its
     /// worker is killed (`timeout`); the limit is also at most 1000 times the reference's
     /// median (but never under 10 s). The harness's own work never counts.
-    #[arg(long, default_value_t = 180.0)]
+    #[arg(long, default_value_t = 180.0, value_parser = positive_seconds)]
     timeout_s: f64,
     /// Project the run's wins onto this workload profile (workloads/README.md): the
     /// addressable fraction and the projected step speedup, in the summary and run.json.
@@ -153,8 +162,15 @@ struct RunArgs {
     /// its candidates are done).
     #[arg(long)]
     keep_inputs: bool,
-    /// Finish the interrupted run in this results directory (its options are reused).
-    #[arg(long)]
+    /// Finish the interrupted run in this results directory. Its options are reused as
+    /// run.json records them, so no other option of `run` may be given with it (each is
+    /// refused); it must run on the same kind of backend, device and preset as the run did.
+    #[arg(long, conflicts_with_all = [
+        "problems", "candidates", "no_candidates", "preset", "cpu", "require_gpu", "seed", "public_sets",
+        "secret_sets", "rotation", "warm_l2", "min_pairs", "max_pairs", "budget_s",
+        "win_threshold", "peer", "out", "timeout_s", "workload", "torch", "input_cache",
+        "keep_inputs",
+    ])]
     resume: Option<PathBuf>,
 }
 
@@ -180,6 +196,7 @@ fn main() -> anyhow::Result<ExitCode> {
             workload,
             group,
         } => {
+            report::warn_emulator_sets(&results);
             let records = report::pool_runs(&results)?;
             let text = projection::project_file(&workload, &records, group.as_deref())?;
             println!("{text}");
@@ -189,7 +206,10 @@ fn main() -> anyhow::Result<ExitCode> {
 }
 
 fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let candidates = if a.candidates.is_empty() {
+    let (min_pairs, max_pairs) = dlrm_bench::arg_bounds::pairs(a.min_pairs, a.max_pairs)?;
+    let candidates = if a.no_candidates {
+        Vec::new()
+    } else if a.candidates.is_empty() {
         vec![
             PathBuf::from("candidates/examples"),
             PathBuf::from("candidates/tuned"),
@@ -205,8 +225,8 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         secret_sets: a.secret_sets,
         rotation: a.rotation,
         warm_l2: a.warm_l2,
-        min_pairs: a.min_pairs.unwrap_or(20),
-        max_pairs: a.max_pairs.unwrap_or(400),
+        min_pairs,
+        max_pairs,
         target_half_width: 0.01,
         budget_s: a.budget_s.unwrap_or(20.0),
         win_threshold: a.win_threshold,

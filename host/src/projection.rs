@@ -108,9 +108,23 @@ impl Projection {
         1.0 - self.new_time_share
     }
 
-    /// The most any kernel of these problems could give: 1 / (1 − Σf).
+    /// The most any kernel of these problems could give: 1 / (1 − Σf), infinite when they
+    /// are the whole step (Σf = 1).
     pub fn ceiling(&self) -> f64 {
-        1.0 / (1.0 - self.addressable).max(f64::MIN_POSITIVE)
+        let rest = 1.0 - self.addressable;
+        if rest <= 1e-12 {
+            f64::INFINITY
+        } else {
+            1.0 / rest
+        }
+    }
+
+    /// [`Self::ceiling`] in words: `2.326x`, or `unbounded` when it is infinite.
+    pub fn ceiling_text(&self) -> String {
+        match self.ceiling() {
+            c if c.is_finite() => format!("{c:.3}x"),
+            _ => "an unbounded speedup (these problems are the whole step)".into(),
+        }
     }
 
     /// The projection as a markdown section (the profile, a row per problem, the totals).
@@ -134,9 +148,9 @@ impl Projection {
         }
         s += &format!(
             "\nAddressable fraction {:.1}% (no kernel of these problems can give more than \
-             {:.3}x); projected step speedup {:.3}x, step time -{:.1}%.\n",
+             {}); projected step speedup {:.3}x, step time -{:.1}%.\n",
             100.0 * self.addressable,
-            self.ceiling(),
+            self.ceiling_text(),
             self.step_speedup(),
             100.0 * self.time_saved()
         );
@@ -150,7 +164,8 @@ impl Projection {
             "addressable_fraction": self.addressable,
             "new_time_share": self.new_time_share,
             "step_speedup": self.step_speedup(),
-            "ceiling": self.ceiling(),
+            // null when unbounded (JSON has no infinity).
+            "ceiling": Some(self.ceiling()).filter(|c| c.is_finite()),
             "problems": self.problems.iter().map(|p| serde_json::json!({
                 "problem": p.problem,
                 "fraction": p.fraction,
@@ -414,5 +429,18 @@ mod tests {
             assert!(err.contains(want), "{file}: {err}");
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_share_of_one_has_an_unbounded_ceiling_not_a_309_digit_one() {
+        let w = workload(&[("embedding_bag_sum", 1.0)]);
+        let p = project(&w, &[], None);
+        assert!(p.ceiling().is_infinite());
+        let md = p.markdown(&w);
+        assert!(md.contains("more than an unbounded speedup"), "{md}");
+        assert!(!md.contains("00000000"), "{md}");
+        assert!(p.to_json()["ceiling"].is_null());
+        let half = project(&workload(&[("embedding_bag_sum", 0.5)]), &[], None);
+        assert_eq!(half.ceiling_text(), "2.000x");
     }
 }

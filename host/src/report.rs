@@ -32,6 +32,39 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
     Ok(pooled)
 }
 
+/// The result sets among `paths` (directories or their results.jsonl) whose `run.json` says
+/// they ran on the CPU emulator (`timings_are_gpu_timings: false`).
+pub fn emulator_sets(paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter(|path| {
+            let dir = if path.is_dir() {
+                path.as_path()
+            } else {
+                path.parent().unwrap_or(Path::new("."))
+            };
+            std::fs::read_to_string(dir.join("run.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v["timings_are_gpu_timings"].as_bool())
+                == Some(false)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Warns on stderr about each of [`emulator_sets`]: its timings say nothing about a GPU, so
+/// neither does a projection from them.
+pub fn warn_emulator_sets(paths: &[PathBuf]) {
+    for path in emulator_sets(paths) {
+        eprintln!(
+            "warning: {} ran on the CPU emulator: its timings are NOT GPU timings, and a \
+             projection from them says nothing about a GPU step",
+            path.display()
+        );
+    }
+}
+
 fn f(v: Option<f64>, digits: usize) -> String {
     v.filter(|x| x.is_finite())
         .map(|x| format!("{x:.digits$}"))
@@ -232,6 +265,9 @@ pub fn report(
     workload: Option<&Path>,
     out: Option<&Path>,
 ) -> anyhow::Result<()> {
+    if workload.is_some() {
+        warn_emulator_sets(results);
+    }
     let records = pool_runs(results)?;
     let mut problems: Vec<&str> = records.iter().map(|r| r.problem.as_str()).collect();
     problems.dedup();

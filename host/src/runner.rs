@@ -16,7 +16,9 @@ use crate::peer::{
 use crate::projection::{self, Workload};
 use crate::record::{read_records, Ceilings, Record, RecordLog, Status, GIT_COMMIT};
 use crate::report;
+use crate::run_dir::{self, write_json, SECRET_FILE, SECRET_HIDDEN};
 use crate::worker::{Event, WorkerSpec};
+use crate::worker_exit::death_message;
 use bench_problems::{all_problems, Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -95,7 +97,6 @@ pub fn execution_limit_s(timeout_s: f64, reference_ms: Option<f64>) -> f64 {
         _ => timeout_s,
     }
 }
-const SECRET_FILE: &str = ".secret_seed";
 
 /// Where a run's input cache goes by default: memory-backed `/dev/shm/dlrm-bench/<run-id>-<pid>`
 /// when `/dev/shm` is a writable directory (sets are gigabytes at `full`), else the run
@@ -116,9 +117,12 @@ pub fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
 
 /// Runs the suite (or finishes the run in `resume`).
 pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome> {
-    let (mut opts, dir, secret_seed) = match resume {
-        Some(dir) => resumed(dir)?,
-        None => (opts, PathBuf::new(), 0),
+    let (mut opts, original) = match resume {
+        Some(dir) => {
+            let (opts, run_json) = resumed(dir)?;
+            (opts, Some((dir, run_json)))
+        }
+        None => (opts, None),
     };
     let (info, on_gpu, why) = probe_device(opts.force_cpu, opts.require_gpu)?;
     if !on_gpu {
@@ -136,27 +140,36 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     }
     let preset = opts.preset.unwrap_or(Preset::Full);
     opts.eval.preset = preset;
+    if let Some((dir, run_json)) = &original {
+        run_dir::check_resume_backend(dir, run_json, on_gpu, &info, preset)?;
+    }
     let problems = select_problems(&opts.problems)?;
-    // A bad profile is an error before anything is measured.
+    // A bad profile or a missing candidate directory is an error before anything is measured
+    // or written; the roots are recorded absolute, so a resume from elsewhere finds them.
     let workload = opts.workload.as_deref().map(Workload::load).transpose()?;
+    opts.candidate_roots = crate::candidate::check_roots(&opts.candidate_roots)?;
 
     let started = chrono::Utc::now();
-    let (dir, secret_seed) = if resume.is_some() {
-        eprintln!("resuming {}", dir.display());
-        (dir, secret_seed)
-    } else {
-        let run_id = format!(
-            "{}-{}-{}",
-            started.format("%Y%m%dT%H%M%SZ"),
-            if on_gpu { "gpu" } else { "cpu" },
-            preset.name()
-        );
-        let dir = opts.out.join(run_id);
-        std::fs::create_dir_all(&dir)?;
-        let secret = opts.eval.secret_seed;
-        // Kept out of run.json until the run ends; a resumed run reads it from here.
-        std::fs::write(dir.join(SECRET_FILE), secret.to_string())?;
-        (dir, secret)
+    let (dir, secret_seed, published) = match &original {
+        Some((dir, run_json)) => {
+            eprintln!("resuming {}", dir.display());
+            // Stored in SECRET_FILE again before run.json is rewritten (run_dir's doc).
+            let (seed, published) = run_dir::resume_secret(dir, run_json)?;
+            (dir.to_path_buf(), seed, published)
+        }
+        None => {
+            let run_id = format!(
+                "{}-{}-{}",
+                started.format("%Y%m%dT%H%M%SZ"),
+                if on_gpu { "gpu" } else { "cpu" },
+                preset.name()
+            );
+            let dir = run_dir::create_run_dir(&opts.out, &run_id)?;
+            let secret = opts.eval.secret_seed;
+            // Kept out of run.json until the run ends; a resumed run reads it from here.
+            run_dir::store_secret(&dir, secret)?;
+            (dir, secret, false)
+        }
     };
     let run_id = dir
         .file_name()
@@ -205,7 +218,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         "ceilings": ceilings,
         "config": opts.eval,
         "public_seeds": (0..opts.eval.public_sets).map(|k| crate::evaluate::public_seed(opts.eval.seed, k)).collect::<Vec<_>>(),
-        "secret_seed": "(written when the run ends)",
+        // Once published it stays so (a resume of a run that had ended).
+        "secret_seed": if published { json!(secret_seed) } else { json!(SECRET_HIDDEN) },
         "peer_files": opts.peer,
         "options": opts,
         "problems": problems.iter().map(|p| json!({
@@ -425,8 +439,8 @@ pub fn exit_code(records: &[Record]) -> ExitCode {
     }
 }
 
-/// Rebuilds the options of an interrupted run from its `run.json` and secret-seed file.
-fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
+/// Reads the `run.json` of the run in `dir` and rebuilds its options (changing nothing).
+fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, serde_json::Value)> {
     let run_json: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("run.json"))
             .map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?,
@@ -434,16 +448,7 @@ fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, PathBuf, u64)> {
     .map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?;
     let opts: RunOptions = serde_json::from_value(run_json["options"].clone())
         .map_err(|e| anyhow::anyhow!("{}/run.json: field `options`: {e}", dir.display()))?;
-    let secret = match std::fs::read_to_string(dir.join(SECRET_FILE)) {
-        Ok(s) => s.trim().parse()?,
-        Err(_) => run_json["secret_seed"].as_u64().ok_or_else(|| {
-            anyhow::anyhow!(
-                "{}: no {SECRET_FILE} and no secret_seed in run.json",
-                dir.display()
-            )
-        })?,
-    };
-    Ok((opts, dir.to_path_buf(), secret))
+    Ok((opts, run_json))
 }
 
 /// The run's one probe of the device: what it is, whether it is a GPU, and why it was chosen.
@@ -697,6 +702,8 @@ impl ProblemSession<'_> {
             };
             let mut worker = spawn_worker(self.exe, &spec)?;
             let mut current: Option<(String, Instant)> = None;
+            // The harness's last phase (for the message of a worker that dies).
+            let mut phase: Option<String> = None;
             let mut ready = false;
             let mut reference_failed = false;
             let mut device_lost = None;
@@ -736,20 +743,23 @@ impl ProblemSession<'_> {
                         pending.retain(|p| p.display().to_string() != record.origin);
                         current = None;
                         running = None;
+                        phase = None;
                         self.record(record, &mut out)?;
                     }
                     Ok(Some(Event::Start { candidate })) => {
                         self.bar
                             .set_message(format!("{}: {candidate}", self.problem.name()));
                         current = Some((candidate, Instant::now()));
+                        phase = None;
                     }
-                    Ok(Some(Event::Phase { phase })) => {
+                    Ok(Some(Event::Phase { phase: p })) => {
                         let what = current.as_ref().map_or("reference", |(c, _)| c.as_str());
                         self.bar.set_message(format!(
                             "{}: {what}: {}",
                             self.problem.name(),
-                            phase.describe()
+                            p.describe()
                         ));
+                        phase = Some(p.describe().to_string());
                     }
                     Ok(Some(Event::Running)) => running = Some(Instant::now()),
                     Ok(Some(Event::Done)) => running = None,
@@ -804,16 +814,25 @@ impl ProblemSession<'_> {
                 }
                 (None, Some((cand, _))) => {
                     pending.retain(|p| p.display().to_string() != cand);
-                    let code = status.map(|s| s.to_string()).unwrap_or_default();
-                    let msg =
-                        format!("the worker died while running this candidate ({code}):\n{tail}");
+                    let what = format!("candidate {cand} of {}", self.problem.name());
+                    let msg = death_message(&what, phase.as_deref(), status, &tail);
                     self.fail(&cand, Status::RuntimeError, msg, &mut out)?;
                 }
                 (outcome, None) if !ready => {
                     // Preparation (inputs, oracle, reference) failed or hung: nothing can be compared.
                     let why = match outcome {
-                        Some((limit, _)) => format!("preparing the inputs and the reference took over {limit:.0} s"),
-                        None => format!("the worker failed while preparing the inputs and the reference:\n{tail}"),
+                        Some((limit, _)) => {
+                            format!("preparing the inputs and the reference took over {limit:.0} s")
+                        }
+                        None => format!(
+                            "the worker failed while preparing the inputs and the reference: {}",
+                            death_message(
+                                &format!("the reference of {}", self.problem.name()),
+                                phase.as_deref(),
+                                status,
+                                &tail
+                            )
+                        ),
                     };
                     if !self.reference_done {
                         self.fail("reference", Status::RuntimeError, why.clone(), &mut out)?;
@@ -884,25 +903,10 @@ fn heading(run_id: &str, info: &DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -
     s
 }
 
-/// Writes `v` to `path` through a temporary file and a rename, so a crash or a full disk
-/// leaves the previous complete file, never a truncated one.
-fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
-    let text = serde_json::to_string_pretty(v).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
-}
-
 /// Loads every candidate under the roots; invalid manifests are returned separately.
 pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::CandidateError>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
-    for root in roots.iter().filter(|r| !r.exists()) {
-        eprintln!(
-            "warning: candidate directory {} does not exist",
-            root.display()
-        );
-    }
     for dir in discover_all(roots) {
         match load_candidate(&dir) {
             Ok(c) => ok.push(c),

@@ -5,6 +5,10 @@
 //!
 //! Protocol: the spec arrives as one JSON line on stdin (then, with `wait_after_prepare`, a go
 //! line once the orchestrator is ready); stdout carries [`Event`] lines.
+//!
+//! Fault injection for the tests: with [`FAULT_ENV`]`=prepare` in its environment (inherited
+//! from `dlrm-bench run`), a worker fails while preparing the inputs, as one whose generator or
+//! oracle failed would; the reference is then recorded as `runtime_error`.
 use crate::activity::{Activity, Phase, PhaseTimes};
 use crate::backend;
 use crate::candidate::load_candidate;
@@ -97,6 +101,9 @@ fn emit_activity(activity: Activity) {
     });
 }
 
+/// The environment variable of the tests' fault injection (see the module doc).
+pub const FAULT_ENV: &str = "DLRM_BENCH_INJECT_FAULT";
+
 /// Exit status of a worker that stopped because its orchestrator is gone.
 pub const EXIT_ORPHANED: i32 = 4;
 
@@ -148,6 +155,9 @@ pub fn main() -> anyhow::Result<()> {
         .input_cache
         .as_deref()
         .map(|root| InputCache::new(root, problem));
+    if std::env::var_os(FAULT_ENV).is_some_and(|v| v == "prepare") {
+        anyhow::bail!("{FAULT_ENV}=prepare: a fault injected while preparing the inputs");
+    }
     let mut run = ProblemRun::prepare(&mut *backend, problem, eval, spec.ceilings, cache.as_ref())?;
     emit(&Event::Prepared {
         phases: run.prepare_phases().clone(),

@@ -1,14 +1,18 @@
 //! `dlrm-bench run` exits non-zero, naming the reference, when a problem's reference fails its
-//! own check, and so does `--resume` of that run. A reference is made to fail from the command
-//! line by `--public-sets 0`: its worker stops while preparing the inputs (a run needs one
-//! public set), so the reference is recorded as `runtime_error`. (Runs whose references pass
-//! exit 0: tests/isolation.rs.)
+//! own check, and so does `--resume` of that run. A reference is made to fail by the workers'
+//! fault injection (`DLRM_BENCH_INJECT_FAULT=prepare`, see `worker.rs`): the worker fails while
+//! preparing the inputs, as one whose generator or oracle failed would, so the reference is
+//! recorded as `runtime_error` and the candidate is skipped. (Runs whose references pass exit
+//! 0: tests/isolation.rs.)
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn dlrm_bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args(args)
+fn dlrm_bench(args: &[&str], fault: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"));
+    if fault {
+        cmd.env(dlrm_bench::worker::FAULT_ENV, "prepare");
+    }
+    cmd.args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("the binary runs")
@@ -28,27 +32,38 @@ fn run_dir(out: &Path) -> PathBuf {
 fn a_failed_reference_makes_run_and_resume_exit_non_zero() {
     let root = std::env::temp_dir().join(format!("dlrm-bench-exit-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let (candidates, out) = (root.join("none"), root.join("results"));
-    std::fs::create_dir_all(&candidates).unwrap();
-    let run = dlrm_bench(&[
-        "run",
-        "--cpu",
-        "--problem",
-        "embedding_bag_sum",
-        "--public-sets",
-        "0",
-        "--candidates",
-        candidates.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (candidates, out) = (root.join("corpus"), root.join("results"));
+    std::fs::create_dir_all(candidates.join("tuned")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../candidates/tuned/embedding_bag_sum/candidate.toml"),
+        candidates.join("tuned/candidate.toml"),
+    )
+    .unwrap();
+    let run = dlrm_bench(
+        &[
+            "run",
+            "--cpu",
+            "--problem",
+            "embedding_bag_sum",
+            "--candidates",
+            candidates.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        true,
+    );
     let stderr = String::from_utf8_lossy(&run.stderr);
     let line = "error: the reference of `embedding_bag_sum` failed its own check (runtime_error)";
     assert!(!run.status.success(), "exit status {}", run.status);
     assert!(stderr.contains(line), "{stderr}");
+    assert!(
+        stderr.contains("DLRM_BENCH_INJECT_FAULT=prepare"),
+        "{stderr}"
+    );
 
     let dir = run_dir(&out);
-    let resumed = dlrm_bench(&["run", "--resume", dir.to_str().unwrap()]);
+    let resumed = dlrm_bench(&["run", "--resume", dir.to_str().unwrap()], false);
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(!resumed.status.success(), "exit status {}", resumed.status);
     assert!(stderr.contains(line), "{stderr}");
