@@ -30,6 +30,8 @@ pub enum Status {
     Skipped,
     /// The manifest is invalid.
     InvalidManifest,
+    /// Wrote into the guard region before or after one of its buffers.
+    OutOfBoundsWrite,
 }
 
 impl Status {
@@ -43,6 +45,7 @@ impl Status {
             Status::Timeout => "timeout",
             Status::Skipped => "skipped",
             Status::InvalidManifest => "invalid_manifest",
+            Status::OutOfBoundsWrite => "out_of_bounds_write",
         }
     }
 }

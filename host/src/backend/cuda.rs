@@ -91,6 +91,7 @@ impl CudaBackend {
             .get(b.id)
             .copied()
             .flatten()
+            .map(|p| p + b.offset as sys::CUdeviceptr)
             .ok_or_else(|| BackendError::Device(format!("buffer {} was freed", b.id)))
     }
 
@@ -183,6 +184,7 @@ impl Backend for CudaBackend {
         self.buffers.push(Some(p));
         Ok(Buffer {
             id: self.buffers.len() - 1,
+            offset: 0,
             bytes,
         })
     }

@@ -66,7 +66,7 @@ impl EmuBackend {
             .get_mut(b.id)
             .and_then(|s| s.as_mut())
             .ok_or_else(|| BackendError::Device(format!("buffer {} was freed", b.id)))?;
-        Ok(&mut buffer.as_mut_slice()[..b.bytes])
+        Ok(&mut buffer.as_mut_slice()[b.offset..b.offset + b.bytes])
     }
 }
 
@@ -84,6 +84,7 @@ impl Backend for EmuBackend {
         self.buffers.push(Some(storage));
         Ok(Buffer {
             id: self.buffers.len() - 1,
+            offset: 0,
             bytes,
         })
     }
@@ -153,7 +154,7 @@ impl Backend for EmuBackend {
             .and_then(|s| s.as_ref())
             .ok_or_else(|| BackendError::Device("freed".into()))?;
         // The 16-byte-rounded storage holds the last partial word.
-        let whole = storage.address() as *const u32;
+        let whole = (storage.address() + buffer.offset as u64) as *const u32;
         // SAFETY: `words` ≤ ⌈bytes / 4⌉ words of the buffer's 16-byte-rounded storage.
         let data: &[u32] = unsafe { std::slice::from_raw_parts(whole, words) };
         Ok(data.iter().enumerate().fold(0u64, |a, (i, &w)| {
@@ -170,7 +171,7 @@ impl Backend for EmuBackend {
     fn address(&self, buffer: &Buffer) -> u64 {
         self.buffers[buffer.id]
             .as_ref()
-            .map(|v| v.address())
+            .map(|v| v.address() + buffer.offset as u64)
             .unwrap_or(0)
     }
 

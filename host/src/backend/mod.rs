@@ -13,11 +13,25 @@ use gpu_kernels::kernels::compare::{self, FloatAcc};
 use serde::Serialize;
 pub use source::ModuleSource;
 
-/// A device buffer.
+/// A device buffer: bytes `offset..offset + bytes` of allocation `id` (a whole allocation has
+/// offset 0; [`Buffer::part`] gives a part of one, which every call treats as a buffer of its
+/// own, except that freeing it frees the whole allocation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Buffer {
     pub id: usize,
+    pub offset: usize,
     pub bytes: usize,
+}
+
+impl Buffer {
+    /// Bytes `offset..offset + bytes` of this buffer, as a buffer (`None` past its end).
+    pub fn part(&self, offset: usize, bytes: usize) -> Option<Buffer> {
+        (offset.checked_add(bytes)? <= self.bytes).then_some(Buffer {
+            id: self.id,
+            offset: self.offset + offset,
+            bytes,
+        })
+    }
 }
 
 /// A loaded module.

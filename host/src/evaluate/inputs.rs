@@ -6,9 +6,11 @@
 //! are never where a candidate writes, plus the initial values of in-out tensors, copied back
 //! into the outputs before every run. An in-out tensor with a row-update oracle also gets the
 //! oracle's row ids on the device and the fingerprint its other rows keep
-//! ([`super::verify::ExpectedRows`]), so its checks copy back only the rows that change.
+//! ([`super::verify::ExpectedRows`]), so its checks copy back only the rows that change. Every
+//! input and output buffer lies between guard regions ([`super::guard`]).
 use super::cache::{CachedSet, InputCache, StoreQueue};
 use super::config::SetPlan;
+use super::guard;
 use super::verify::{expected_outputs, expected_rows, Expected, ExpectedRows};
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError, Buffer};
@@ -64,7 +66,7 @@ impl SharedUploads {
         if let Some((_, buf, fp)) = self.0.iter().find(|(b, _, _)| b.same_as(bytes)) {
             return Ok((*buf, *fp));
         }
-        let buf = backend.alloc(bytes.len())?;
+        let buf = guard::alloc(backend, bytes.len())?;
         backend.upload(&buf, bytes)?;
         let fp = backend.fingerprint(&buf)?;
         self.0.push((bytes.clone(), buf, fp));
@@ -186,8 +188,8 @@ impl DeviceSet {
         for spec in output_specs(problem) {
             let numel: usize = shape_of(&spec, &input.sizes)?.iter().product();
             let bytes = numel * spec.dtype.size_bytes();
-            ref_outputs.insert(spec.name.to_string(), backend.alloc(bytes)?);
-            cand_outputs.insert(spec.name.to_string(), backend.alloc(bytes)?);
+            ref_outputs.insert(spec.name.to_string(), guard::alloc(backend, bytes)?);
+            cand_outputs.insert(spec.name.to_string(), guard::alloc(backend, bytes)?);
             if spec.role == Role::InOut {
                 let initial = input.tensors.get(spec.name)?;
                 anyhow::ensure!(

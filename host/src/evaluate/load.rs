@@ -1,6 +1,7 @@
 //! Loading a plan for evaluation: its module loaded or compiled (a failure is the plan's status:
 //! `skipped`, `compile_error` or `runtime_error`), its scratch buffers allocated for every input
-//! set, and its launches bound to each set's buffers on one side.
+//! set (between guard regions), and its launches bound to each set's buffers on one side.
+use super::guard;
 use super::inputs::{DeviceSet, Side};
 use crate::backend::{Backend, BackendError, Buffer, Launch, ModuleId};
 use crate::candidate::Candidate;
@@ -12,7 +13,16 @@ pub(super) struct Loaded {
     pub module: ModuleId,
     /// One bound plan per input set, in the order of the sets.
     pub plans: Vec<Vec<Launch>>,
-    pub scratch: Vec<Buffer>,
+    pub scratch: Vec<Scratch>,
+}
+
+/// One scratch buffer of a loaded plan (between guard regions, [`super::guard`]).
+pub(super) struct Scratch {
+    /// The input set whose bound plan uses it.
+    pub set: usize,
+    /// Its name in the manifest.
+    pub name: String,
+    pub buffer: Buffer,
 }
 
 /// Where a candidate's plan comes from, for messages.
@@ -47,8 +57,8 @@ pub(super) fn load(
         }),
         Err(e) => {
             // Nothing a refused plan allocated stays behind for the next candidate.
-            for b in scratch {
-                backend.free(b);
+            for s in scratch {
+                backend.free(s.buffer);
             }
             Err(e)
         }
@@ -64,9 +74,9 @@ fn bind_all(
     side: Side,
     module: ModuleId,
     plans: &mut Vec<Vec<Launch>>,
-    scratch: &mut Vec<Buffer>,
+    scratch: &mut Vec<Scratch>,
 ) -> Result<(), (Status, String)> {
-    for set in sets {
+    for (set_index, set) in sets.iter().enumerate() {
         let mut buffers = set.inputs.clone();
         buffers.extend(set.outputs(side).clone());
         let sizes = &set.input.sizes;
@@ -86,10 +96,13 @@ fn bind_all(
                     format!("{field} = {bytes}: more than the {free} bytes of device memory free"),
                 ));
             }
-            let buf = backend
-                .alloc(bytes as usize)
+            let buf = guard::alloc(backend, bytes as usize)
                 .map_err(|e| (Status::RuntimeError, format!("scratch `{}`: {e}", s.name)))?;
-            scratch.push(buf);
+            scratch.push(Scratch {
+                set: set_index,
+                name: s.name.clone(),
+                buffer: buf,
+            });
             buffers.insert(s.name.clone(), buf);
         }
         let scalars = &set.input.scalars;
@@ -106,10 +119,18 @@ impl Loaded {
         plan::run(backend, self.module, &self.plans[set])
     }
 
+    /// The scratch buffers the plan bound for set `set` uses, by name.
+    pub fn scratch_of(&self, set: usize) -> impl Iterator<Item = (&str, &Buffer)> {
+        self.scratch
+            .iter()
+            .filter(move |s| s.set == set)
+            .map(|s| (s.name.as_str(), &s.buffer))
+    }
+
     /// Frees the scratch buffers (the module stays loaded).
     pub fn free_scratch(self, backend: &mut dyn Backend) {
-        for b in self.scratch {
-            backend.free(b);
+        for s in self.scratch {
+            backend.free(s.buffer);
         }
     }
 }

@@ -9,6 +9,7 @@
 //! launches), `verify` (poisoned runs, output and input checks, the recheck) and `timing`.
 mod cache;
 mod config;
+mod guard;
 mod inputs;
 mod load;
 mod timing;
@@ -207,6 +208,14 @@ impl<'a> ProblemRun<'a> {
             let (mut timer, sets) = self.timer();
             timer.reference_series(sets, &plan)
         });
+        let series = series.and_then(|ms| {
+            let rotation = self.cfg.rotation_sets();
+            let (mut verifier, sets) = self.verifier();
+            match verifier.guards_after_timing(&sets[..rotation], &plan, Side::Reference)? {
+                None => Ok(ms),
+                Some(msg) => Err(BackendError::Device(format!("the reference {msg}"))),
+            }
+        });
         self.reference_plan = Some(plan);
         match series {
             Ok(ms) => {
@@ -280,9 +289,27 @@ impl<'a> ProblemRun<'a> {
                 return;
             }
         }
+        // The guards of every buffer the timed runs reached (no check ran between them).
+        let rotation = self.cfg.rotation_sets();
+        let guards = phases.time(Phase::Recheck, || {
+            let (mut verifier, sets) = self.verifier();
+            verifier.guards_after_timing(&sets[..rotation], plan, Side::Candidate)
+        });
+        match guards {
+            Ok(None) => {}
+            Ok(Some(msg)) => {
+                rec.status = Status::OutOfBoundsWrite;
+                rec.message = msg;
+                return;
+            }
+            Err(e) => {
+                rec.status = Status::RuntimeError;
+                rec.message = format!("while checking guard regions: {e}");
+                return;
+            }
+        }
         // Recheck what the timed runs left (no poison in between): against the oracle and
         // against the reference's output on the same inputs.
-        let rotation = self.cfg.rotation_sets();
         let recheck = phases.time(Phase::Recheck, || {
             let (mut verifier, sets) = self.verifier();
             verifier.recheck(&sets[..rotation], &mut rec.checks)

@@ -35,6 +35,7 @@
 //! ([`bench_problems::check::check_rows`]), whose report names the row. The recheck compares
 //! the listed rows of both sides the same way, the reference's update standing for the
 //! oracle's, and copies both outputs back whole only when a side changed another row.
+use super::guard;
 use super::inputs::{input_specs, output_specs, DeviceSet, Side};
 use super::load::Loaded;
 use crate::activity::CandidateRun;
@@ -248,7 +249,7 @@ impl Verifier<'_> {
         for (i, set) in sets.iter().enumerate() {
             match self.check_set(set, i, plan, side, &mut checks) {
                 Ok(None) => {}
-                Ok(Some(fail)) => return (checks, Some((Status::Incorrect, fail))),
+                Ok(Some(fail)) => return (checks, Some(fail)),
                 Err(e) => {
                     let msg = format!("on {}: {e}", set.label);
                     return (checks, Some((Status::RuntimeError, msg)));
@@ -258,7 +259,8 @@ impl Verifier<'_> {
         (checks, None)
     }
 
-    /// One poisoned run of the plan bound for set `i`, then its checks.
+    /// One poisoned run of the plan bound for set `i`, then its checks: the guards of every
+    /// buffer it could reach, its outputs, its inputs.
     fn check_set(
         &mut self,
         set: &DeviceSet,
@@ -266,21 +268,77 @@ impl Verifier<'_> {
         plan: &Loaded,
         side: Side,
         checks: &mut Vec<SetCheck>,
-    ) -> Result<Option<String>, BackendError> {
+    ) -> Result<Option<(Status, String)>, BackendError> {
         set.reset_outputs(&mut *self.backend, self.problem, side, true)?;
         for s in &plan.scratch {
-            self.backend.fill(s, &[SCRATCH_POISON])?;
+            self.backend.fill(&s.buffer, &[SCRATCH_POISON])?;
         }
         {
             let _running = CandidateRun::start(side == Side::Candidate);
             plan.run(&mut *self.backend, i)?;
             self.backend.synchronize()?;
         }
-        let (fail, _) = self.check_outputs(set, side, &set.label, checks)?;
-        if fail.is_some() {
-            return Ok(fail);
+        if let Some(msg) = self.guards_intact(set, i, plan, side)? {
+            return Ok(Some((
+                Status::OutOfBoundsWrite,
+                format!("{}: {msg}", set.label),
+            )));
         }
-        self.check_inputs_unchanged(set)
+        let (fail, _) = self.check_outputs(set, side, &set.label, checks)?;
+        if let Some(fail) = fail {
+            return Ok(Some((Status::Incorrect, fail)));
+        }
+        Ok(self
+            .check_inputs_unchanged(set)?
+            .map(|fail| (Status::Incorrect, fail)))
+    }
+
+    /// The guards ([`guard::verify`]) of every buffer the plan bound for set `i` on `side`
+    /// reaches: the set's inputs, `side`'s outputs, the plan's scratch for that set. The
+    /// message of the first changed one.
+    fn guards_intact(
+        &mut self,
+        set: &DeviceSet,
+        i: usize,
+        plan: &Loaded,
+        side: Side,
+    ) -> Result<Option<String>, BackendError> {
+        let whose = match side {
+            Side::Reference => "the reference's",
+            Side::Candidate => "the candidate's",
+        };
+        let inputs = set.inputs.iter().map(|(n, b)| (n.as_str(), b));
+        if let Some(msg) = guard::verify(&mut *self.backend, "input", inputs)? {
+            return Ok(Some(msg));
+        }
+        let outputs = set.outputs(side).iter().map(|(n, b)| (n.as_str(), b));
+        if let Some(msg) = guard::verify(&mut *self.backend, &format!("{whose} output"), outputs)? {
+            return Ok(Some(msg));
+        }
+        guard::verify(
+            &mut *self.backend,
+            &format!("{whose} scratch"),
+            plan.scratch_of(i),
+        )
+    }
+
+    /// After timed runs of `plan` on `sets` (the rotation): the guards of every buffer they
+    /// reached ([`Self::guards_intact`]), which the timed runs had no poison or check between.
+    pub fn guards_after_timing(
+        &mut self,
+        sets: &[DeviceSet],
+        plan: &Loaded,
+        side: Side,
+    ) -> Result<Option<String>, BackendError> {
+        for (i, set) in sets.iter().enumerate() {
+            if let Some(msg) = self.guards_intact(set, i, plan, side)? {
+                return Ok(Some(format!(
+                    "after the timed runs on {}: {msg}",
+                    set.label
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Whether `buf` holds `expected`'s bytes, by fingerprint on the device (and the 1–3
