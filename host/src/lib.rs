@@ -10,6 +10,8 @@ pub mod evaluate;
 pub mod input_files;
 pub mod input_stats;
 pub mod launch_bounds;
+pub mod launch_limits;
+pub mod manifest;
 pub mod metrics;
 pub mod peer;
 pub mod plan;
