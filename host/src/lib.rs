@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod backend;
 pub mod candidate;
+pub mod candidate_set;
 pub mod catalog;
 pub mod ceilings;
 pub mod evaluate;

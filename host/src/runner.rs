@@ -903,8 +903,8 @@ pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::Can
             root.display()
         );
     }
-    for dir in discover_all(roots) {
-        match load_candidate(&dir) {
+    for (_, loaded) in crate::candidate_set::load_unique(&discover_all(roots)) {
+        match loaded {
             Ok(c) => ok.push(c),
             Err(e) => bad.push(e),
         }
