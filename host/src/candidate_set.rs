@@ -92,6 +92,11 @@ mod tests {
                 && e.contains("field `name`"),
             "{e}"
         );
+        // `run` loads through the same function: one candidate runs, the other is invalid.
+        let (ok, bad) = crate::runner::load_all(&[root.clone(), root.join("a")]);
+        assert_eq!(ok.len(), 2, "a and c");
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].file, root.join("b/candidate.toml"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
