@@ -13,6 +13,8 @@ pub mod input_stats;
 pub mod launch_bounds;
 pub mod launch_limits;
 pub mod manifest;
+#[cfg(test)]
+mod manifest_properties;
 pub mod metrics;
 pub mod peer;
 pub mod plan;
