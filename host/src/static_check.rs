@@ -252,7 +252,8 @@ mod tests {
         let problem = find_problem("embedding_bag_sum").unwrap();
         let base = crate::candidate::reference_candidate(problem);
         let l = &base.launches[0];
-        let cases: [(&str, fn(&mut bench_problems::LaunchSpec)); 6] = [
+        type Change = fn(&mut bench_problems::LaunchSpec);
+        let cases: [(&str, Change); 6] = [
             ("launch[0].grid[0] = 0", |l| l.grid[0] = Dim::Number(0)),
             ("launch[0].grid[0] = -3", |l| {
                 l.grid[0] = Dim::Expr("B - B - 3".into())
