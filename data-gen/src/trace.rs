@@ -65,17 +65,17 @@ impl Trace {
         let offsets = match bags {
             Bags::Offsets(o) => {
                 if o.is_empty() {
-                    return Err(bad(path, "offsets are empty (need T·B + 1 entries)"));
+                    return Err(bad(path, "`offsets` are empty (need T·B + 1 entries)"));
                 }
                 let base = o[0];
                 o.into_iter()
                     .map(|x| x.checked_sub(base))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| bad(path, "offsets span more than 2^63"))?
+                    .ok_or_else(|| bad(path, "`offsets` span more than 2^63"))?
             }
             Bags::Lengths(l) => {
                 if let Some(&x) = l.iter().find(|&&x| x < 0) {
-                    return Err(bad(path, format!("negative bag length {x}")));
+                    return Err(bad(path, format!("`lengths`: negative bag length {x}")));
                 }
                 std::iter::once(Some(0))
                     .chain(l.iter().scan(0i64, |acc, &x| {
@@ -84,19 +84,19 @@ impl Trace {
                     }))
                     .collect::<Option<Vec<_>>>()
                     .filter(|o| o.len() == l.len() + 1)
-                    .ok_or_else(|| bad(path, "bag lengths add up to more than 2^63"))?
+                    .ok_or_else(|| bad(path, "`lengths` add up to more than 2^63"))?
             }
         };
         let bags = offsets.len() - 1;
         if let Some(w) = offsets.windows(2).position(|w| w[1] < w[0]) {
-            return Err(bad(path, format!("offsets decrease at bag {w}")));
+            return Err(bad(path, format!("`offsets` decrease at bag {w}")));
         }
         let last = *offsets.last().unwrap_or(&0);
         if last as usize > indices.len() || last < 0 {
             return Err(bad(
                 path,
                 format!(
-                    "offsets end at {last} but there are {} indices",
+                    "`offsets` end at {last} but there are {} `indices`",
                     indices.len()
                 ),
             ));
@@ -110,11 +110,14 @@ impl Trace {
         if tables.checked_mul(batch) != Some(bags) {
             return Err(bad(
                 path,
-                format!("{bags} bags is not tables ({tables}) × batch size ({batch})"),
+                format!(
+                    "{bags} bags is not tables ({tables}) × batch size ({batch}) (metadata \
+                     `tables`, `batch_size` or the shape of `lengths`)"
+                ),
             ));
         }
         if let Some(&i) = indices.iter().find(|&&i| i < 0) {
-            return Err(bad(path, format!("negative index {i}")));
+            return Err(bad(path, format!("`indices`: negative index {i}")));
         }
         let mut indices = indices;
         indices.truncate(last as usize);
@@ -153,19 +156,25 @@ impl Trace {
                 .transpose()
         };
         let (mut tables, batch) = (meta("tables")?, meta("batch_size")?);
-        // A float tensor is an error naming the file and the tensor.
-        let ints = |name: &str, t: &crate::HostTensor| {
-            t.to_i64_vec()
-                .map_err(|e| bad(path, format!("tensor `{name}`: {e}")))
+        // A tensor as integers, or an error naming the file and the tensor.
+        let ints = |name: &str| {
+            set.tensors
+                .get(name)
+                .map(|t| {
+                    t.to_i64_vec()
+                        .map_err(|e| bad(path, format!("tensor `{name}`: {e}")))
+                })
+                .transpose()
         };
-        let indices = ints("indices", set.get("indices")?)?;
-        let bags = if let Ok(o) = set.get("offsets") {
-            Bags::Offsets(ints("offsets", o)?)
-        } else if let Ok(l) = set.get("lengths") {
-            if l.shape.len() == 2 {
-                tables = tables.or(Some(l.shape[0]));
+        let indices = ints("indices")?.unwrap_or_default();
+        let bags = if let Some(o) = ints("offsets")? {
+            Bags::Offsets(o)
+        } else if let Some(l) = ints("lengths")? {
+            let shape = &set.tensors["lengths"].shape;
+            if shape.len() == 2 {
+                tables = tables.or(Some(shape[0]));
             }
-            Bags::Lengths(ints("lengths", l)?)
+            Bags::Lengths(l)
         } else {
             return Err(bad(path, "holds neither `offsets` nor `lengths`"));
         };
@@ -275,12 +284,16 @@ fn widen<T: Into<i64>>(v: Vec<T>) -> Vec<i64> {
 }
 
 #[cfg(test)]
+#[path = "trace_properties.rs"]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::tensor::{scratch_path, HostTensor};
 
     /// A minimal .npy writer (format 1.0), independent of the reader under test.
-    fn write_npy(path: &Path, descr: &str, fortran: bool, shape: &[usize], data: &[u8]) {
+    pub(super) fn write_npy(path: &Path, descr: &str, fortran: bool, shape: &[usize], data: &[u8]) {
         let shape_s = match shape {
             [n] => format!("({n},)"),
             s => format!(
@@ -350,7 +363,7 @@ mod tests {
         );
         set.write(&path).unwrap();
         let e = Trace::read(&path).unwrap_err().to_string();
-        assert!(e.contains("offsets end at 9"), "{e}");
+        assert!(e.contains("`offsets` end at 9"), "{e}");
         // Issue 13: float indices said "cannot read as integers a tensor of dtype f32" alone.
         set.insert(
             "indices",

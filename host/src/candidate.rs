@@ -3,31 +3,11 @@
 //! optional scratch buffers and the launch plan. The runner never executes a candidate's host
 //! code. A bad manifest is an error naming the file and the field; it never stops a run.
 pub use crate::backend::ModuleSource;
+pub use crate::manifest::Manifest;
 pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec};
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// `candidate.toml`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Manifest {
-    pub problem: String,
-    pub name: String,
-    /// `kernel.cu`, `kernel.ptx`, or `gpu-kernels` (a kernel of the project's Rust crate).
-    pub source: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    /// The status this candidate must end with (the exploit corpus says what each exploit is
-    /// caught as); a different status is flagged in the report.
-    #[serde(default)]
-    pub expect: Option<String>,
-    #[serde(default)]
-    pub scratch: Vec<ScratchSpec>,
-    #[serde(rename = "launch")]
-    pub launches: Vec<LaunchSpec>,
-}
 
 /// A loaded candidate (or the reference, which uses the same form).
 #[derive(Clone, Debug)]
@@ -56,7 +36,8 @@ pub struct CandidateError {
 }
 
 impl CandidateError {
-    fn new(file: &Path, field: Option<&str>, message: impl Into<String>) -> Self {
+    /// An error in `file`, at `field` when there is one (the message then starts with it).
+    pub fn new(file: &Path, field: Option<&str>, message: impl Into<String>) -> Self {
         let message = message.into();
         let message = match field {
             Some(f) => format!("field `{f}`: {message}"),
@@ -75,19 +56,20 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
     let file = dir.join("candidate.toml");
     let text = std::fs::read_to_string(&file)
         .map_err(|e| CandidateError::new(&file, None, format!("cannot read: {e}")))?;
-    let manifest: Manifest = toml::from_str(&text).map_err(|e| {
-        let field = e.message().split('`').nth(1).map(String::from);
-        CandidateError {
-            file: file.clone(),
-            field,
-            message: format!("malformed manifest: {}", e.to_string().trim()),
-        }
-    })?;
+    let manifest = crate::manifest::parse(&file, &text)?;
     let problem = find_problem(&manifest.problem).ok_or_else(|| {
+        let known: Vec<&str> = bench_problems::all_problems()
+            .iter()
+            .map(|p| p.name())
+            .collect();
         CandidateError::new(
             &file,
             Some("problem"),
-            format!("unknown problem `{}`", manifest.problem),
+            format!(
+                "unknown problem `{}` (one of: {})",
+                manifest.problem,
+                known.join(", ")
+            ),
         )
     })?;
     if manifest.launches.is_empty() {
@@ -101,6 +83,7 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
     // A small sample input set gives the data-dependent sizes (N, ...) and the float scalars
     // (lr, eps, ...) the expressions may name.
     let (sizes, scalars) = sample_symbols(problem);
+    check_scratch_names(&file, &manifest.scratch, problem, &sizes, &scalars)?;
     for (i, l) in manifest.launches.iter().enumerate() {
         for (field, dims) in [("grid", &l.grid), ("block", &l.block)] {
             for (axis, d) in dims.iter().enumerate() {
@@ -192,6 +175,42 @@ pub fn candidate_group(dir: &Path, problem: &str) -> String {
     } else {
         name(parent)
     }
+}
+
+/// Scratch names must be unique and may not shadow a tensor, size symbol or scalar of the
+/// problem (arguments are looked up as buffers first, so `out` would silently replace the
+/// output).
+fn check_scratch_names(
+    file: &Path,
+    scratch: &[ScratchSpec],
+    problem: &dyn bench_problems::Problem,
+    sizes: &bench_problems::Sizes,
+    scalars: &BTreeMap<String, f64>,
+) -> Result<(), CandidateError> {
+    let tensors = problem.tensors();
+    for (k, s) in scratch.iter().enumerate() {
+        let clash = if tensors.iter().any(|t| t.name == s.name) {
+            Some(format!("a tensor of {}", problem.name()))
+        } else if sizes.contains_key(&s.name) || scalars.contains_key(&s.name) {
+            Some(format!("a size or scalar of {}", problem.name()))
+        } else {
+            scratch[..k]
+                .iter()
+                .position(|o| o.name == s.name)
+                .map(|j| format!("scratch[{j}]"))
+        };
+        if let Some(other) = clash {
+            return Err(CandidateError::new(
+                file,
+                Some(&format!("scratch[{k}].name")),
+                format!(
+                    "`{}` is already the name of {other}; rename the buffer",
+                    s.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Size symbols that only exist once inputs are generated (N), set to 1 for static validation.
@@ -399,6 +418,22 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
                 "blok",
             ),
             ("problem = 3".to_string(), "problem"),
+            // Issue 13: a scratch buffer named like a tensor replaced it as an argument.
+            (
+                GOOD.replace("[[launch]]", "[[scratch]]\nname = \"out\"\nbytes = 8\n[[launch]]"),
+                "scratch[0].name",
+            ),
+            (
+                GOOD.replace("[[launch]]", "[[scratch]]\nname = \"B\"\nbytes = 8\n[[launch]]"),
+                "scratch[0].name",
+            ),
+            (
+                GOOD.replace(
+                    "[[launch]]",
+                    "[[scratch]]\nname = \"t\"\nbytes = 8\n[[scratch]]\nname = \"t\"\nbytes = 8\n[[launch]]",
+                ),
+                "scratch[1].name",
+            ),
         ];
         for (i, (manifest, field)) in cases.iter().enumerate() {
             let d = tmp(&format!("bad{i}"));
@@ -407,7 +442,7 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
             let text = e.to_string();
             assert!(text.contains("candidate.toml"), "case {i}: {text}");
             assert!(
-                text.contains(field),
+                text.contains(&format!("field `{field}`")),
                 "case {i}: expected field {field} in: {text}"
             );
         }

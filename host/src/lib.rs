@@ -5,12 +5,17 @@ pub mod activity;
 pub mod arg_bounds;
 pub mod backend;
 pub mod candidate;
+pub mod candidate_set;
 pub mod catalog;
 pub mod ceilings;
 pub mod evaluate;
 pub mod input_files;
 pub mod input_stats;
 pub mod launch_bounds;
+pub mod launch_limits;
+pub mod manifest;
+#[cfg(test)]
+mod manifest_properties;
 pub mod metrics;
 pub mod peer;
 pub mod plan;

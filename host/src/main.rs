@@ -79,7 +79,8 @@ enum Command {
         repo: PathBuf,
     },
     /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
-    /// each launch's arguments against the kernel's parameters.
+    /// every launch rule of `run` at the ci, small and full sizes (the GPU's limits, or an
+    /// H100/H200's without one), each argument against the kernel's parameters.
     Check {
         /// Candidate directories (each with a candidate.toml); at least one.
         #[arg(required = true)]

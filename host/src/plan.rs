@@ -1,8 +1,11 @@
 //! Binds a launch plan to numbers: evaluates grid, block and shared-memory expressions over the
 //! sizes, turns each argument into a device address or an integer of the parameter's width, and
 //! refuses launches the device could not run — each error naming the plan's file and field.
+//! [`resolve`] holds every rule; `run` reaches it through [`bind`] (its device's limits and
+//! buffers) and `check` directly (default limits, placeholder addresses), so the two agree.
 use crate::backend::{Backend, Buffer, Launch, ModuleId};
 use crate::candidate::Candidate;
+use crate::launch_limits::LaunchLimits;
 use bench_problems::expr::Number;
 use bench_problems::{Dim, Sizes};
 use std::collections::BTreeMap;
@@ -10,7 +13,8 @@ use std::collections::BTreeMap;
 /// Named device buffers a plan may take as arguments (tensors and scratch).
 pub type Buffers = BTreeMap<String, Buffer>;
 
-/// Resolves every launch of `cand` for `sizes`.
+/// Resolves every launch of `cand` for `sizes` on the backend: its limits, its kernels'
+/// parameter lists and its buffers' addresses.
 pub fn bind(
     cand: &Candidate,
     sizes: &Sizes,
@@ -19,7 +23,34 @@ pub fn bind(
     backend: &mut dyn Backend,
     module: ModuleId,
 ) -> Result<Vec<Launch>, String> {
-    let info = backend.info().clone();
+    let limits = LaunchLimits::of(backend.info());
+    let addresses: BTreeMap<&str, u64> = buffers
+        .iter()
+        .map(|(name, b)| (name.as_str(), backend.address(b)))
+        .collect();
+    let mut params = |kernel: &str| {
+        backend
+            .kernel_params(module, kernel)
+            .map_err(|e| e.to_string())
+    };
+    resolve(cand, sizes, scalars, &limits, &mut params, &|name| {
+        addresses.get(name).copied()
+    })
+}
+
+/// Every rule a launch plan must keep, applied for `sizes` and `limits`: grid and block axes
+/// within the device's bounds, threads per block and dynamic shared memory within its limits,
+/// the argument list matching the kernel's parameters (`params` gives their byte widths), each
+/// argument a buffer (`address` gives its address) of a pointer parameter or a number that fits
+/// its parameter. The launches resolved to numbers, or what is wrong, naming file and field.
+pub fn resolve(
+    cand: &Candidate,
+    sizes: &Sizes,
+    scalars: &BTreeMap<String, f64>,
+    limits: &LaunchLimits,
+    params: &mut dyn FnMut(&str) -> Result<Vec<usize>, String>,
+    address: &dyn Fn(&str) -> Option<u64>,
+) -> Result<Vec<Launch>, String> {
     let mut out = Vec::with_capacity(cand.launches.len());
     for (i, l) in cand.launches.iter().enumerate() {
         let field = |f: &str| format!("{}: launch[{i}].{f}", manifest_name(cand));
@@ -27,7 +58,7 @@ pub fn bind(
         let mut grid = [0u32; 3];
         let mut block = [0u32; 3];
         for axis in 0..3 {
-            let limit = if axis == 0 { (1i64 << 31) - 1 } else { 65535 };
+            let limit = limits.max_grid[axis];
             let g = eval(&l.grid[axis], &format!("grid[{axis}]"))?;
             if g < 1 || g > limit {
                 return Err(format!(
@@ -36,35 +67,33 @@ pub fn bind(
                 ));
             }
             grid[axis] = g as u32;
+            let limit = limits.max_block[axis];
             let b = eval(&l.block[axis], &format!("block[{axis}]"))?;
-            if b < 1 || b > info.max_threads_per_block as i64 {
+            if b < 1 || b > limit {
                 return Err(format!(
-                    "{} = {b}: must be in 1..={}",
-                    field(&format!("block[{axis}]")),
-                    info.max_threads_per_block
+                    "{} = {b}: must be in 1..={limit}",
+                    field(&format!("block[{axis}]"))
                 ));
             }
             block[axis] = b as u32;
         }
         let threads: u64 = block.iter().map(|&b| b as u64).product();
-        if threads > info.max_threads_per_block as u64 {
+        if threads > limits.max_threads_per_block as u64 {
             return Err(format!(
                 "{}: {threads} threads per block, the device allows {}",
                 field("block"),
-                info.max_threads_per_block
+                limits.max_threads_per_block
             ));
         }
         let shared = eval(&l.shared_bytes, "shared_bytes")?;
-        if shared < 0 || shared as usize > info.max_shared_bytes_per_block {
+        if shared < 0 || shared as u64 > limits.max_shared_bytes_per_block as u64 {
             return Err(format!(
                 "{} = {shared}: the device allows 0..={} bytes",
                 field("shared_bytes"),
-                info.max_shared_bytes_per_block
+                limits.max_shared_bytes_per_block
             ));
         }
-        let params = backend
-            .kernel_params(module, &l.kernel)
-            .map_err(|e| format!("{}: {e}", field("kernel")))?;
+        let params = params(&l.kernel).map_err(|e| format!("{}: {e}", field("kernel")))?;
         if params.len() != l.args.len() {
             return Err(format!(
                 "{}: kernel `{}` takes {} parameters, the plan passes {}",
@@ -77,13 +106,13 @@ pub fn bind(
         let mut args = Vec::with_capacity(params.len());
         for (j, (arg, &width)) in l.args.iter().zip(&params).enumerate() {
             let f = field(&format!("args[{j}]"));
-            if let Some(buf) = buffers.get(arg) {
+            if let Some(at) = address(arg) {
                 if width != 8 {
                     return Err(format!(
                         "{f}: `{arg}` is a pointer but parameter {j} is {width} bytes"
                     ));
                 }
-                args.push(backend.address(buf));
+                args.push(at);
                 continue;
             }
             let value = bench_problems::expr::eval_number(arg, sizes, scalars)
@@ -117,6 +146,28 @@ pub fn bind(
         });
     }
     Ok(out)
+}
+
+/// The byte size of scratch buffer `k` of `cand` for `sizes`: not negative and at most
+/// `available` (the device memory free in `run`, the limits' memory in `check`).
+pub fn scratch_bytes(
+    cand: &Candidate,
+    k: usize,
+    sizes: &Sizes,
+    available: usize,
+) -> Result<usize, String> {
+    let s = &cand.scratch[k];
+    let field = format!("{}: scratch[{k}].bytes (`{}`)", manifest_name(cand), s.name);
+    let bytes = s.bytes.eval(sizes).map_err(|e| format!("{field}: {e}"))?;
+    if bytes < 0 {
+        return Err(format!("{field} = {bytes}: negative"));
+    }
+    if bytes as u64 > available as u64 {
+        return Err(format!(
+            "{field} = {bytes}: more than the {available} bytes of device memory free"
+        ));
+    }
+    Ok(bytes as usize)
 }
 
 fn manifest_name(cand: &Candidate) -> String {

@@ -35,6 +35,24 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in the order of the enum.
+    pub const ALL: [Status; 9] = [
+        Status::Correct,
+        Status::Incorrect,
+        Status::CompileError,
+        Status::RuntimeError,
+        Status::Suspect,
+        Status::Timeout,
+        Status::Skipped,
+        Status::InvalidManifest,
+        Status::OutOfBoundsWrite,
+    ];
+
+    /// The status named `name` (as [`Status::name`] writes it).
+    pub fn parse(name: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Status::Correct => "correct",

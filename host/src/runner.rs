@@ -907,8 +907,8 @@ fn heading(run_id: &str, info: &DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -
 pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::CandidateError>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
-    for dir in discover_all(roots) {
-        match load_candidate(&dir) {
+    for (_, loaded) in crate::candidate_set::load_unique(&discover_all(roots)) {
+        match loaded {
             Ok(c) => ok.push(c),
             Err(e) => bad.push(e),
         }

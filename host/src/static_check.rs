@@ -1,14 +1,75 @@
 //! `dlrm-bench check`: validates candidates without running them — the manifest, the source
-//! (compiled with NVRTC when it is CUDA C++; needs libnvrtc, not a GPU), and every launch's
-//! argument list against the kernel's parameter list in the PTX.
-use crate::backend::{cuda::compile_cuda, ptx_params::entry_params};
-use crate::candidate::{load_candidate, ModuleSource};
-use bench_problems::{find_problem, Preset};
+//! (compiled with NVRTC when it is CUDA C++; needs libnvrtc, not a GPU), and the launch plan
+//! under every rule `run` applies ([`plan::resolve`], [`plan::scratch_bytes`]): evaluated on the
+//! sizes of every preset and edge set ([`check_sizes`]), against the GPU's limits when there is
+//! one and H100/H200-class limits otherwise, with each argument matched against the kernel's
+//! parameter list in the PTX. Each directory is checked once ([`crate::candidate_set`]).
+use crate::backend::{cuda::compile_cuda, ptx_params::entry_params, Backend};
+use crate::candidate::{load_candidate, Candidate, ModuleSource};
+use crate::candidate_set::load_unique;
+use crate::launch_limits::LaunchLimits;
+use crate::plan;
+use bench_problems::{find_problem, Preset, Problem, Sizes};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Checks one candidate directory; `Ok` holds one line per launch, `Err` says what is wrong.
+/// One set of sizes a plan is checked at: a label (`ci`, `full edge-0`, ...), the size symbols
+/// and the float scalars.
+pub type SizeSet = (String, Sizes, BTreeMap<String, f64>);
+
+/// The sizes `run` may evaluate `problem`'s plans at: the `ci` preset and its edge sets as
+/// generated (data-dependent sizes such as `N` included), then the `small` and `full` presets
+/// and their edge sets, whose data-dependent sizes (which only generating their inputs would
+/// give) take the `ci` values.
+pub fn check_sizes(problem: &dyn Problem) -> Vec<SizeSet> {
+    let generate = |sizes: &Sizes| {
+        problem
+            .generate(Preset::Ci, sizes, 0.into())
+            .map(|set| (set.sizes, set.scalars))
+    };
+    let base = problem.sizes(Preset::Ci);
+    let (ci, scalars) = generate(&base).unwrap_or_else(|_| {
+        let mut s = base.clone();
+        s.entry("N".into()).or_insert(1);
+        (s, BTreeMap::new())
+    });
+    let mut out = vec![("ci".to_string(), ci.clone(), scalars.clone())];
+    for (k, sizes) in problem.edge_sizes(Preset::Ci).iter().enumerate() {
+        if let Ok((sizes, scalars)) = generate(sizes) {
+            out.push((format!("ci edge-{k}"), sizes, scalars));
+        }
+    }
+    let fill = |mut s: Sizes| {
+        for (k, v) in &ci {
+            s.entry(k.clone()).or_insert(*v);
+        }
+        s
+    };
+    for preset in [Preset::Small, Preset::Full] {
+        let name = preset.name();
+        out.push((name.into(), fill(problem.sizes(preset)), scalars.clone()));
+        for (k, sizes) in problem.edge_sizes(preset).into_iter().enumerate() {
+            out.push((format!("{name} edge-{k}"), fill(sizes), scalars.clone()));
+        }
+    }
+    out
+}
+
+/// Checks one candidate directory with the default limits; `Ok` holds one line per launch,
+/// `Err` says what is wrong.
 pub fn check_candidate(dir: &Path, arch: &'static str) -> Result<Vec<String>, String> {
     let cand = load_candidate(dir).map_err(|e| e.to_string())?;
+    check_loaded(&cand, arch, &LaunchLimits::H100_CLASS)
+}
+
+/// Checks a loaded candidate against `limits`: its module compiles, and its plan keeps every
+/// rule of `run` at every size of [`check_sizes`]. One line per launch (its parameters and its
+/// grid at full size), or what is wrong and at which sizes.
+pub fn check_loaded(
+    cand: &Candidate,
+    arch: &'static str,
+    limits: &LaunchLimits,
+) -> Result<Vec<String>, String> {
     let ptx = match &cand.source {
         ModuleSource::Builtin => crate::ptx::GPU_KERNELS_PTX.to_string(),
         ModuleSource::Ptx { code, .. } => code.clone(),
@@ -18,57 +79,74 @@ pub fn check_candidate(dir: &Path, arch: &'static str) -> Result<Vec<String>, St
     };
     let problem = find_problem(&cand.problem).expect("checked by load_candidate");
     let tensors = problem.tensors();
-    let mut lines = Vec::new();
-    for (i, l) in cand.launches.iter().enumerate() {
-        let field = format!("{}/candidate.toml: launch[{i}]", dir.display());
-        let params = entry_params(&ptx, &l.kernel)
-            .ok_or_else(|| format!("{field}.kernel: no kernel `{}` in the module", l.kernel))?;
-        if params.len() != l.args.len() {
-            return Err(format!(
-                "{field}.args: kernel `{}` takes {} parameters, the plan passes {}",
+    let pointers: BTreeSet<&str> = tensors
+        .iter()
+        .map(|t| t.name)
+        .chain(cand.scratch.iter().map(|s| s.name.as_str()))
+        .collect();
+    let mut params =
+        |k: &str| entry_params(&ptx, k).ok_or_else(|| format!("no kernel `{k}` in the module"));
+    // Any address will do: only the parameter's width is checked.
+    let address = |name: &str| pointers.contains(name).then_some(0u64);
+    let mut full = Vec::new();
+    for (label, sizes, scalars) in check_sizes(problem) {
+        let at = |e: String| format!("{e} (at {label} sizes)");
+        for k in 0..cand.scratch.len() {
+            plan::scratch_bytes(cand, k, &sizes, limits.memory_bytes).map_err(at)?;
+        }
+        let launches =
+            plan::resolve(cand, &sizes, &scalars, limits, &mut params, &address).map_err(at)?;
+        if label == "full" {
+            full = launches;
+        }
+    }
+    let lines = full
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let params = entry_params(&ptx, &l.kernel).unwrap_or_default();
+            format!(
+                "launch[{i}] {}: {} parameters {:?}, grid at full size {:?}, block {:?}",
                 l.kernel,
                 params.len(),
-                l.args.len()
-            ));
-        }
-        for (j, (arg, &width)) in l.args.iter().zip(&params).enumerate() {
-            let is_pointer = tensors.iter().any(|t| t.name == arg)
-                || cand.scratch.iter().any(|s| &s.name == arg);
-            if is_pointer && width != 8 {
-                return Err(format!(
-                    "{field}.args[{j}]: `{arg}` is a pointer but the parameter is {width} bytes"
-                ));
-            }
-        }
-        let mut sizes = problem.sizes(Preset::Full);
-        sizes.entry("N".into()).or_insert(1);
-        let grid: Vec<String> = l
-            .grid
-            .iter()
-            .map(|d| {
-                d.eval(&sizes)
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|e| e.to_string())
-            })
-            .collect();
-        lines.push(format!(
-            "launch[{i}] {}: {} parameters {:?}, grid at full size [{}]",
-            l.kernel,
-            params.len(),
-            params,
-            grid.join(", ")
-        ));
-    }
+                params,
+                l.grid,
+                l.block
+            )
+        })
+        .collect();
     Ok(lines)
 }
 
-/// `dlrm-bench check`: checks each directory, printing `ok` with a line per launch or `FAIL`
-/// with the reason; an error when any failed.
+/// The limits `check` holds plans to: those of CUDA device 0 when there is one, else the
+/// H100/H200-class defaults; and a line saying which.
+pub fn check_limits() -> (LaunchLimits, String) {
+    match crate::backend::cuda::CudaBackend::new(0) {
+        Ok(b) => (
+            LaunchLimits::of(b.info()),
+            format!("limits of CUDA device 0: {}", b.info().name),
+        ),
+        Err(e) => (
+            LaunchLimits::H100_CLASS,
+            format!("limits of an H100/H200-class GPU (no GPU here: {e})"),
+        ),
+    }
+}
+
+/// `dlrm-bench check`: checks each directory once, printing `ok` with a line per launch or
+/// `FAIL` with the reason; an error when any failed.
 pub fn check_dirs(dirs: &[PathBuf], arch: &str) -> anyhow::Result<()> {
     let arch: &'static str = Box::leak(arch.to_string().into_boxed_str());
+    let (limits, which) = check_limits();
+    println!("{which}");
+    let loaded = load_unique(dirs);
     let mut failed = 0;
-    for dir in dirs {
-        match check_candidate(dir, arch) {
+    for (dir, cand) in &loaded {
+        let checked = cand
+            .as_ref()
+            .map_err(|e| e.to_string())
+            .and_then(|c| check_loaded(c, arch, &limits));
+        match checked {
             Ok(lines) => {
                 println!("ok   {}", dir.display());
                 lines.iter().for_each(|l| println!("     {l}"));
@@ -86,7 +164,7 @@ pub fn check_dirs(dirs: &[PathBuf], arch: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         failed == 0,
         "{failed} of {} candidates failed the check",
-        dirs.len()
+        loaded.len()
     );
     Ok(())
 }
@@ -95,6 +173,7 @@ pub fn check_dirs(dirs: &[PathBuf], arch: &str) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::backend::cuda::NVRTC_MISSING;
+    use bench_problems::Dim;
 
     fn nvrtc_present() -> bool {
         match compile_cuda(
@@ -125,6 +204,99 @@ mod tests {
             check_candidate(&dir, "compute_90")
                 .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         }
+    }
+
+    #[test]
+    fn every_reference_plan_passes_at_every_size() {
+        // The sizes and limits `check` uses refuse none of the project's own plans.
+        for problem in bench_problems::all_problems() {
+            let cand = crate::candidate::reference_candidate(problem);
+            check_loaded(&cand, "compute_90", &LaunchLimits::H100_CLASS)
+                .unwrap_or_else(|e| panic!("{}: {e}", problem.name()));
+        }
+    }
+
+    #[test]
+    fn shipped_plans_keep_the_limits_at_every_size() {
+        // Without NVRTC the kernels' parameter lists are unknown; every argument is taken as
+        // 8 bytes, so this checks the geometry and the scratch of each plan.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../candidates");
+        for dir in crate::candidate::discover(&root) {
+            let cand = load_candidate(&dir).unwrap();
+            let problem = find_problem(&cand.problem).unwrap();
+            let limits = LaunchLimits::H100_CLASS;
+            let buffers: BTreeSet<String> = problem
+                .tensors()
+                .iter()
+                .map(|t| t.name.to_string())
+                .chain(cand.scratch.iter().map(|s| s.name.clone()))
+                .collect();
+            for (label, sizes, scalars) in check_sizes(problem) {
+                let mut params = |k: &str| {
+                    let l = cand.launches.iter().find(|l| l.kernel == k).unwrap();
+                    Ok(vec![8; l.args.len()])
+                };
+                let address = |n: &str| buffers.contains(n).then_some(0);
+                plan::resolve(&cand, &sizes, &scalars, &limits, &mut params, &address)
+                    .unwrap_or_else(|e| panic!("{} at {label}: {e}", dir.display()));
+                for k in 0..cand.scratch.len() {
+                    plan::scratch_bytes(&cand, k, &sizes, limits.memory_bytes).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn launches_run_would_refuse_are_refused_naming_the_field() {
+        // Issue 13: `check` printed "ok" for all of these, which `run` refuses.
+        let problem = find_problem("embedding_bag_sum").unwrap();
+        let base = crate::candidate::reference_candidate(problem);
+        let l = &base.launches[0];
+        type Change = fn(&mut bench_problems::LaunchSpec);
+        let cases: [(&str, Change); 6] = [
+            ("launch[0].grid[0] = 0", |l| l.grid[0] = Dim::Number(0)),
+            ("launch[0].grid[0] = -3", |l| {
+                l.grid[0] = Dim::Expr("B - B - 3".into())
+            }),
+            ("launch[0].grid[1] = 65536", |l| {
+                l.grid[1] = Dim::Number(65536)
+            }),
+            ("launch[0].block[0] = 2048", |l| {
+                l.block[0] = Dim::Number(2048)
+            }),
+            ("launch[0].block: 2048 threads", |l| {
+                l.block = [Dim::Number(64), Dim::Number(32), Dim::Number(1)]
+            }),
+            ("launch[0].shared_bytes = 10000000", |l| {
+                l.shared_bytes = Dim::Number(10_000_000)
+            }),
+        ];
+        assert!(
+            check_loaded(&base, "compute_90", &LaunchLimits::H100_CLASS).is_ok(),
+            "{l:?}"
+        );
+        for (want, change) in cases {
+            let mut cand = base.clone();
+            change(&mut cand.launches[0]);
+            let e = check_loaded(&cand, "compute_90", &LaunchLimits::H100_CLASS).unwrap_err();
+            assert!(
+                e.contains(want) && e.contains("(at ci sizes)"),
+                "{want}: {e}"
+            );
+        }
+        // A grid fine at ci size but past the limit at full size.
+        let mut cand = base.clone();
+        cand.launches[0].grid[1] = Dim::Expr("min(B, 70000)".into());
+        let e = check_loaded(&cand, "compute_90", &LaunchLimits::H100_CLASS).unwrap_err();
+        assert!(
+            e.contains("launch[0].grid[1] = 70000") && e.contains("at full sizes"),
+            "{e}"
+        );
+        let mut cand = base.clone();
+        cand.scratch
+            .push(bench_problems::ScratchSpec::new("neg", "0 - B"));
+        let e = check_loaded(&cand, "compute_90", &LaunchLimits::H100_CLASS).unwrap_err();
+        assert!(e.contains("scratch[") && e.contains("negative"), "{e}");
     }
 
     #[test]

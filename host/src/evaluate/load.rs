@@ -25,15 +25,6 @@ pub(super) struct Scratch {
     pub buffer: Buffer,
 }
 
-/// Where a candidate's plan comes from, for messages.
-fn manifest_path(cand: &Candidate) -> String {
-    if cand.origin == "reference" {
-        "the reference plan".into()
-    } else {
-        format!("{}/candidate.toml", cand.origin)
-    }
-}
-
 /// Loads `cand`'s module and binds its plan on every set, writing `side`'s outputs (scratch
 /// allocated per set).
 pub(super) fn load(
@@ -81,22 +72,9 @@ fn bind_all(
         buffers.extend(set.outputs(side).clone());
         let sizes = &set.input.sizes;
         for (k, s) in cand.scratch.iter().enumerate() {
-            let field = format!("{}: scratch[{k}].bytes (`{}`)", manifest_path(cand), s.name);
-            let bytes = s
-                .bytes
-                .eval(sizes)
-                .map_err(|e| (Status::RuntimeError, format!("{field}: {e}")))?;
-            if bytes < 0 {
-                return Err((Status::RuntimeError, format!("{field} = {bytes}: negative")));
-            }
-            let free = backend.free_memory();
-            if bytes as usize > free {
-                return Err((
-                    Status::RuntimeError,
-                    format!("{field} = {bytes}: more than the {free} bytes of device memory free"),
-                ));
-            }
-            let buf = guard::alloc(backend, bytes as usize)
+            let bytes = plan::scratch_bytes(cand, k, sizes, backend.free_memory())
+                .map_err(|e| (Status::RuntimeError, e))?;
+            let buf = guard::alloc(backend, bytes)
                 .map_err(|e| (Status::RuntimeError, format!("scratch `{}`: {e}", s.name)))?;
             scratch.push(Scratch {
                 set: set_index,

@@ -1,0 +1,159 @@
+//! `dlrm-bench check` on bad manifests (issue 13): every launch `run` refuses fails the check,
+//! with a non-zero exit and a message naming the file and the field; a directory named several
+//! times is checked once; two candidates with one problem and name fail, naming both files.
+//! The candidates use the project's own kernels (`source = "gpu-kernels"`), so no NVRTC is
+//! needed.
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+fn check(dirs: &[&Path]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .arg("check")
+        .args(dirs)
+        .output()
+        .expect("the binary runs")
+}
+
+/// The tuned embedding_bag_sum candidate (`NAME` is its name).
+const GOOD: &str = r#"
+problem = "embedding_bag_sum"
+name = "NAME"
+source = "gpu-kernels"
+[[launch]]
+kernel = "embedding_bag_sum_warp_per_bag"
+grid = ["ceil_div(B * 32, 256)", 1, 1]
+block = [256, 1, 1]
+shared_bytes = 0
+args = ["weight", "indices", "offsets", "out", "B", "D"]
+"#;
+
+fn root(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dlrm-bench-check-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Writes `GOOD` named `name`, with `from` replaced by `to`, into `dir`.
+fn candidate(dir: &Path, name: &str, from: &str, to: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let text = GOOD.replace("NAME", name).replace(from, to);
+    std::fs::write(dir.join("candidate.toml"), text).unwrap();
+    dir.to_path_buf()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_good_candidate_passes() {
+    let r = root("good");
+    let dir = candidate(&r.join("a"), "a", "", "");
+    let o = check(&[&dir]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains("ok   "), "{}", stdout(&o));
+    std::fs::remove_dir_all(&r).unwrap();
+}
+
+#[test]
+fn launches_run_refuses_fail_the_check() {
+    let r = root("launch");
+    let grid = "\"ceil_div(B * 32, 256)\", 1, 1";
+    let cases = [
+        (grid, "0, 1, 1", "launch[0].grid[0] = 0"),
+        (grid, "\"0 - B\", 1, 1", "launch[0].grid[0] = -"),
+        ("[256, 1, 1]", "[2048, 1, 1]", "launch[0].block[0] = 2048"),
+        ("[256, 1, 1]", "[256, 8, 1]", "2048 threads per block"),
+        (
+            "shared_bytes = 0",
+            "shared_bytes = 10485760",
+            "shared_bytes = 10485760",
+        ),
+        // Issue 13: a fourth value was silently dropped.
+        (
+            "[256, 1, 1]",
+            "[256, 1, 1, 4]",
+            "field `launch[0].block`: 4 values",
+        ),
+    ];
+    for (k, (from, to, want)) in cases.iter().enumerate() {
+        let dir = candidate(&r.join(format!("c{k}")), "c", from, to);
+        let o = check(&[&dir]);
+        let out = stdout(&o);
+        let file = format!("{}/candidate.toml", dir.display());
+        assert!(!o.status.success(), "case {k}: {out}");
+        assert!(
+            out.contains("FAIL") && out.contains(&file),
+            "case {k}: {out}"
+        );
+        assert!(out.contains(want), "case {k}: expected `{want}` in {out}");
+    }
+    std::fs::remove_dir_all(&r).unwrap();
+}
+
+#[test]
+fn bad_names_and_statuses_fail_naming_the_field() {
+    let r = root("names");
+    let scratch = "[[scratch]]\nname = \"out\"\nbytes = 8\n[[launch]]";
+    let cases = [
+        (
+            "[[launch]]",
+            scratch,
+            "field `scratch[0].name`: `out` is already the name of a tensor",
+        ),
+        ("name = \"n\"", "name = \"a|b\"", "field `name`"),
+        (
+            "name = \"n\"",
+            "name = \"\"",
+            "field `name`: must not be empty",
+        ),
+        ("kernel = \"", "kernel = \"x/", "field `launch[0].kernel`"),
+        (
+            "source",
+            "expect = \"banana\"\nsource",
+            "field `expect`: `banana` is not a status",
+        ),
+    ];
+    for (k, (from, to, want)) in cases.iter().enumerate() {
+        let dir = candidate(&r.join(format!("c{k}")), "n", from, to);
+        let o = check(&[&dir]);
+        let out = stdout(&o);
+        assert!(!o.status.success(), "case {k}: {out}");
+        let file = format!("{}/candidate.toml", dir.display());
+        assert!(
+            out.contains(&file) && out.contains(want),
+            "case {k}: expected `{want}` in {out}"
+        );
+    }
+    std::fs::remove_dir_all(&r).unwrap();
+}
+
+#[test]
+fn a_directory_given_thrice_is_checked_once_and_a_second_name_fails() {
+    let r = root("dups");
+    let a = candidate(&r.join("a"), "same", "", "");
+    let again = r.join("b/../a");
+    std::fs::create_dir_all(r.join("b")).unwrap();
+    let o = check(&[&a, &again, &a]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}");
+    assert_eq!(out.matches("ok   ").count(), 1, "{out}");
+
+    let b = candidate(&r.join("b"), "same", "", "");
+    let o = check(&[&a, &b]);
+    let out = stdout(&o);
+    assert!(!o.status.success(), "{out}");
+    let (fa, fb) = (a.join("candidate.toml"), b.join("candidate.toml"));
+    assert!(
+        out.contains(&format!("FAIL {}", b.display()))
+            && out.contains(&fa.display().to_string())
+            && out.contains(&fb.display().to_string()),
+        "{out}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("1 of 2 candidates failed"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::remove_dir_all(&r).unwrap();
+}
