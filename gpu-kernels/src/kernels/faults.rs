@@ -15,7 +15,7 @@ kernel! {
     /// Writes through `base + offset` (pass a null-ish base): an illegal address.
     pub unsafe fn fault_write_address(base: u64, offset: u64) {
         if thread_idx_x() == 0 {
-            core::ptr::write_volatile((base + offset) as usize as *mut u32, 1);
+            core::ptr::write_volatile(base.wrapping_add(offset) as usize as *mut u32, 1);
         }
     }
 }

@@ -378,6 +378,92 @@ mod tests {
     use super::*;
     use crate::backend::emu::EmuBackend;
 
+    /// The reference's plan plus one launch writing a word at `offset` bytes from buffer `base`.
+    fn writing_at(problem: &'static dyn Problem, base: &str, offset: &str) -> Candidate {
+        let mut c = reference_candidate(problem);
+        c.name = format!("write_{base}");
+        c.origin = "test".into();
+        c.launches.push(bench_problems::LaunchSpec {
+            kernel: "fault_write_address".into(),
+            grid: [1, 1, 1].map(bench_problems::Dim::Number),
+            block: [32, 1, 1].map(bench_problems::Dim::Number),
+            shared_bytes: bench_problems::Dim::Number(0),
+            args: vec![base.into(), offset.into()],
+        });
+        c
+    }
+
+    #[test]
+    fn a_write_before_or_after_any_buffer_is_an_out_of_bounds_write_naming_it() {
+        let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let mut backend = EmuBackend::new();
+        let mut run =
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+                .unwrap();
+        assert_eq!(run.reference_record().status, Status::Correct);
+        // D = 40 floats a row: `out` ends on a 16-byte boundary, `bag_size` ((B + 1) · 8 bytes)
+        // too when B is odd; the offsets are from each buffer's first byte.
+        let cases = [
+            (
+                "out",
+                "B * D * 4 + 4",
+                "the candidate's output buffer `out`",
+                "after it",
+                "first at 4 bytes past its end",
+            ),
+            (
+                "out",
+                "0 - 8",
+                "the candidate's output buffer `out`",
+                "before it",
+                "first at 8 bytes before its start",
+            ),
+            (
+                "weight",
+                "E * D * 4",
+                "input buffer `weight`",
+                "after it",
+                "first at 0 bytes past its end",
+            ),
+            (
+                "indices",
+                "0 - 65536",
+                "input buffer `indices`",
+                "before it",
+                "first at 65536 bytes before its start",
+            ),
+            (
+                "bag_size",
+                "(B + 1) * 8 + 64",
+                "the candidate's scratch buffer `bag_size`",
+                "after it",
+                "bytes past its end",
+            ),
+        ];
+        for (base, offset, buffer, side, at) in cases {
+            let rec = run.evaluate(&writing_at(problem, base, offset));
+            assert_eq!(
+                rec.status,
+                Status::OutOfBoundsWrite,
+                "{base} {offset}: {}",
+                rec.message
+            );
+            for part in [buffer, side, at] {
+                assert!(
+                    rec.message.contains(part),
+                    "{base} {offset}: `{part}` in {}",
+                    rec.message
+                );
+            }
+        }
+        // Inside the buffers, the same kind of write is no violation: a legitimate candidate
+        // (the reference's plan with a harmless extra launch writing into its own scratch).
+        let rec = run.evaluate(&writing_at(problem, "bag_size", "0"));
+        assert_eq!(rec.status, Status::Correct, "{}", rec.message);
+        run.release();
+        assert_eq!(backend.live_buffers(), 0);
+    }
+
     #[test]
     fn release_frees_every_buffer_the_run_allocated() {
         let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
