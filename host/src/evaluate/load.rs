@@ -105,6 +105,15 @@ impl Loaded {
             .map(|s| (s.name.as_str(), &s.buffer))
     }
 
+    /// Zeroes the scratch the plan bound for set `set` uses (the reference's holds what it
+    /// computed on the way, which no candidate may find).
+    pub fn clear_scratch(&self, backend: &mut dyn Backend, set: usize) -> Result<(), BackendError> {
+        for (_, buf) in self.scratch_of(set) {
+            backend.fill(buf, &[0])?;
+        }
+        Ok(())
+    }
+
     /// Frees the scratch buffers (the module stays loaded).
     pub fn free_scratch(self, backend: &mut dyn Backend) {
         for s in self.scratch {

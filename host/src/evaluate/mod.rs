@@ -204,6 +204,14 @@ impl<'a> ProblemRun<'a> {
             rec.message = format!("THE REFERENCE FAILED ITS OWN CHECK: {msg}");
             return rec;
         }
+        // No candidate may find the reference's answers: its outputs and scratch are zeroed
+        // after every run of it (the timing does it after each timed run).
+        let cleared = self.clear_reference(&plan);
+        if let Err(e) = cleared {
+            rec.status = Status::RuntimeError;
+            rec.message = format!("while clearing the reference's outputs: {e}");
+            return rec;
+        }
         let series = phases.time(Phase::Time, || {
             let (mut timer, sets) = self.timer();
             timer.reference_series(sets, &plan)
@@ -312,7 +320,7 @@ impl<'a> ProblemRun<'a> {
         // against the reference's output on the same inputs.
         let recheck = phases.time(Phase::Recheck, || {
             let (mut verifier, sets) = self.verifier();
-            verifier.recheck(&sets[..rotation], &mut rec.checks)
+            verifier.recheck(&sets[..rotation], reference, &mut rec.checks)
         });
         match recheck {
             Ok(None) => rec.status = Status::Correct,
@@ -348,6 +356,15 @@ impl<'a> ProblemRun<'a> {
         rec.speedup = Some(pairs.speedup(self.cfg.seed));
         rec.timing = Some(timing_stats(&pairs.candidate, &work, self.ceilings));
         rec.reference_timing = Some(timing_stats(&pairs.reference, &work, self.ceilings));
+    }
+
+    /// Zeroes the reference's outputs and `plan`'s scratch on every set.
+    fn clear_reference(&mut self, plan: &Loaded) -> Result<(), BackendError> {
+        for (i, set) in self.sets.iter().enumerate() {
+            set.clear_outputs(&mut *self.backend, Side::Reference)?;
+            plan.clear_scratch(&mut *self.backend, i)?;
+        }
+        Ok(())
     }
 
     /// Whether the device still works after a fault (a CUDA illegal address is sticky: every
@@ -462,6 +479,53 @@ mod tests {
         assert_eq!(rec.status, Status::Correct, "{}", rec.message);
         run.release();
         assert_eq!(backend.live_buffers(), 0);
+    }
+
+    /// Whether every reference output of every set, and the reference's scratch, is all zeros.
+    fn reference_answers_cleared(run: &mut ProblemRun<'_>) -> bool {
+        let mut buffers: Vec<crate::backend::Buffer> = run
+            .sets
+            .iter()
+            .flat_map(|s| s.outputs(Side::Reference).values().copied())
+            .collect();
+        let plan = run.reference_plan.as_ref().expect("the reference passed");
+        buffers.extend(plan.scratch.iter().map(|s| s.buffer));
+        buffers
+            .iter()
+            .all(|b| run.backend.download(b).unwrap().iter().all(|&x| x == 0))
+    }
+
+    #[test]
+    fn no_answer_of_the_reference_is_on_the_device_while_a_candidate_runs() {
+        // Problem 5 (in place, row ids), 9 (the reference's scratch holds the sorted ids) and 1.
+        for name in [
+            "embedding_bag_sum",
+            "embedding_backward_rowwise_adagrad",
+            "unique_indices",
+        ] {
+            let problem = bench_problems::find_problem(name).unwrap();
+            let mut backend = EmuBackend::new();
+            let mut run =
+                ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+                    .unwrap();
+            assert_eq!(run.reference_record().status, Status::Correct, "{name}");
+            assert!(
+                reference_answers_cleared(&mut run),
+                "{name}: after the reference's record"
+            );
+            // A candidate (the reference's plan again) is checked, timed and rechecked against
+            // the reference's answers, and still nothing of them stays behind.
+            let mut cand = reference_candidate(problem);
+            cand.name = "again".into();
+            let rec = run.evaluate(&cand);
+            assert_eq!(rec.status, Status::Correct, "{name}: {}", rec.message);
+            assert!(rec.checks.iter().any(|c| c.set.ends_with("-vs-reference")));
+            assert!(
+                reference_answers_cleared(&mut run),
+                "{name}: after a candidate"
+            );
+            run.release();
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Timing (DESIGN §7): one timed run on the stream (in-out tensors restored and the L2 flushed
-//! first, outside the timed region, unless `warm_l2`), the reference's own series, and
+//! first, outside the timed region, unless `warm_l2`; after a run of the reference its outputs
+//! and scratch are zeroed, so that the candidate timed next cannot copy them), the reference's own series, and
 //! interleaved reference/candidate pairs on rotating input sets until the 95% interval of the
 //! median ratio is narrow enough or the budget is spent; then the statistics of a series.
 use super::config::EvalConfig;
@@ -55,10 +56,18 @@ impl Timer<'_> {
         if !self.cfg.warm_l2 {
             self.backend.flush_l2()?;
         }
-        let _running = CandidateRun::start(side == Side::Candidate);
-        self.backend.timer_start()?;
-        plan.run(&mut *self.backend, i)?;
-        self.backend.timer_stop()
+        let ms = {
+            let _running = CandidateRun::start(side == Side::Candidate);
+            self.backend.timer_start()?;
+            plan.run(&mut *self.backend, i)?;
+            self.backend.timer_stop()?
+        };
+        if side == Side::Reference {
+            // Outside the timed region: the candidate timed next must not find the answer.
+            set.clear_outputs(&mut *self.backend, Side::Reference)?;
+            plan.clear_scratch(&mut *self.backend, i)?;
+        }
+        Ok(ms)
     }
 
     /// The reference alone on the rotation `sets`: one warm-up pass over them, then

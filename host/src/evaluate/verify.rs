@@ -23,10 +23,10 @@
 //!
 //! An in-place output with a row-update oracle ([`OracleOutput::Rows`]: an optimizer step on a
 //! table of gigabytes) is checked on the rows that change plus a fingerprint of the rest: when
-//! the set is prepared, [`expected_rows`] puts the oracle's row ids on the device and computes
-//! the fingerprint the other rows hold when they keep their initial value (the fingerprint is a
-//! sum over words, so that is the initial value's minus the listed rows' part). A check
-//! fingerprints the output on the device, gathers the listed rows into scratch
+//! the set is prepared, [`expected_rows`] computes the fingerprint the other rows hold when
+//! they keep their initial value (the fingerprint is a sum over words, so that is the initial
+//! value's minus the listed rows' part). A check fingerprints the output on the device, puts
+//! the oracle's row ids there for a moment, gathers the listed rows into scratch
 //! ([`Backend::gather_rows`]) and copies back only those; the whole's fingerprint minus theirs
 //! must be the expected one, and the listed rows are checked against the oracle's update
 //! ([`bench_problems::check::check_changed_rows`]); the report is the full check's (`elements`
@@ -156,12 +156,11 @@ pub(super) fn expected_outputs(
     Ok(expected)
 }
 
-/// What the check of an in-place output with a row-update oracle keeps on the device: the ids
-/// of the rows that change and the fingerprint the other rows hold when they keep their initial
-/// value, so that a check copies back only the changed rows ([`Verifier::changed_rows`]).
+/// What the check of an in-place output with a row-update oracle needs besides the oracle's
+/// row ids: the fingerprint the other rows hold when they keep their initial value, so that a
+/// check copies back only the changed rows ([`Verifier::changed_rows`]). The ids go to the
+/// device only for the check (they are the distinct rows a kernel must find itself).
 pub(super) struct ExpectedRows {
-    /// The oracle's rows (i64, ascending), on the device.
-    pub ids: Buffer,
     /// 32-bit words per row.
     pub width_words: usize,
     /// The initial value's fingerprint minus what its listed rows add to it.
@@ -172,17 +171,16 @@ pub(super) struct ExpectedRows {
 /// `initial_fingerprint` ([`Backend::fingerprint`] of the pristine copy), when its oracle is a
 /// row update the compact check covers: no custom check, rows of whole 32-bit words, the
 /// oracle's rows in range and the initial value of its shape. `None` otherwise (the full check
-/// then says what is wrong); the row ids are uploaded once.
+/// then says what is wrong).
 pub(super) fn expected_rows(
-    backend: &mut dyn Backend,
     problem: &dyn Problem,
     spec: &TensorSpec,
     oracle: Option<&OracleOutput>,
     initial: &HostTensor,
     initial_fingerprint: u64,
-) -> Result<Option<ExpectedRows>, BackendError> {
+) -> Option<ExpectedRows> {
     let Some(OracleOutput::Rows(rows)) = oracle else {
-        return Ok(None);
+        return None;
     };
     let row_bytes = rows.width * initial.dtype.size_bytes();
     let fits = !problem.custom_checked(spec.name)
@@ -194,7 +192,7 @@ pub(super) fn expected_rows(
             .iter()
             .all(|&r| (0..rows.total_rows as i64).contains(&r));
     if !fits {
-        return Ok(None);
+        return None;
     }
     let width_words = row_bytes / 4;
     let listed: Vec<u8> = rows
@@ -204,17 +202,10 @@ pub(super) fn expected_rows(
         .copied()
         .collect();
     let listed_fingerprint = host_rows_fingerprint(&rows.rows, width_words, &listed);
-    let ids = backend.alloc(rows.rows.len() * 8)?;
-    let uploaded = backend.upload(&ids, bytemuck::cast_slice(&rows.rows));
-    if let Err(e) = uploaded {
-        backend.free(ids);
-        return Err(e);
-    }
-    Ok(Some(ExpectedRows {
-        ids,
+    Some(ExpectedRows {
         width_words,
         unchanged_fingerprint: initial_fingerprint.wrapping_sub(listed_fingerprint),
-    }))
+    })
 }
 
 /// What a check copied back of an output.
@@ -369,13 +360,25 @@ impl Verifier<'_> {
     ) -> Result<Option<Vec<u8>>, BackendError> {
         let whole = self.backend.fingerprint(buf)?;
         let (n, width) = (rows.rows.len(), expected.width_words);
-        let scratch = self.backend.alloc(n * width * 4)?;
+        let ids = self.backend.alloc(n * 8)?;
+        let scratch = match self.backend.alloc(n * width * 4) {
+            Ok(s) => s,
+            Err(e) => {
+                self.backend.free(ids);
+                return Err(e);
+            }
+        };
         let gathered = self
             .backend
-            .gather_rows(buf, &expected.ids, n, width, &scratch)
+            .upload(&ids, bytemuck::cast_slice(&rows.rows))
+            .and_then(|()| self.backend.gather_rows(buf, &ids, n, width, &scratch))
             .and_then(|()| self.backend.download(&scratch));
+        // Neither the ids nor the gathered rows stay where a later run could find them.
+        let cleared = [&ids, &scratch].map(|b| self.backend.fill(b, &[0]));
+        self.backend.free(ids);
         self.backend.free(scratch);
         let changed = gathered?;
+        cleared.into_iter().collect::<Result<Vec<()>, _>>()?;
         let listed = host_rows_fingerprint(&rows.rows, width, &changed);
         Ok((whole.wrapping_sub(listed) == expected.unchanged_fingerprint).then_some(changed))
     }
@@ -581,7 +584,8 @@ impl Verifier<'_> {
     }
 
     /// After timing, with no poison in between: checks the candidate's outputs on `sets` (the
-    /// timed ones) against the oracle and against the reference's outputs on the same inputs,
+    /// timed ones) against the oracle and against the reference's outputs on the same inputs
+    /// (`reference` run once more on each set for it, its outputs and scratch zeroed after),
     /// and the inputs once more. Appends its checks and returns the first failure.
     ///
     /// An exact output whose fingerprint equals the expected one, on both sides, is proven
@@ -592,15 +596,21 @@ impl Verifier<'_> {
     pub fn recheck(
         &mut self,
         sets: &[DeviceSet],
+        reference: &Loaded,
         checks: &mut Vec<SetCheck>,
     ) -> Result<Option<String>, BackendError> {
         let mut fail = None;
-        for set in sets {
+        for (i, set) in sets.iter().enumerate() {
             let label = format!("recheck-{}", set.label);
             let (f, copies) = self.check_outputs(set, Side::Candidate, &label, checks)?;
             if let Some(f) = f {
                 fail.get_or_insert(format!("timed output differs from the oracle: {f}"));
             }
+            // The reference's outputs on the same inputs, computed now (the candidate's runs
+            // are over) and zeroed again below.
+            set.reset_outputs(&mut *self.backend, self.problem, Side::Reference, true)?;
+            reference.run(&mut *self.backend, i)?;
+            self.backend.synchronize()?;
             for (spec, cand) in output_specs(self.problem).into_iter().zip(copies) {
                 let report = self.against_reference(set, &spec, cand)?;
                 if !report.passed {
@@ -615,6 +625,8 @@ impl Verifier<'_> {
                     report,
                 });
             }
+            set.clear_outputs(&mut *self.backend, Side::Reference)?;
+            reference.clear_scratch(&mut *self.backend, i)?;
             if let Some(f) = self.check_inputs_unchanged(set)? {
                 fail.get_or_insert(f);
             }
@@ -715,6 +727,7 @@ mod tests {
         let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
         let mut backend = EmuBackend::new();
         let sets = ci_sets(&mut backend, problem, 1);
+        let ref_plan = reference_plan(&mut backend, problem, &sets);
         let reference = reference_candidate(problem);
         let check = |backend: &mut EmuBackend, side| {
             let plan = load(backend, &sets, &reference, side).unwrap();
@@ -736,7 +749,7 @@ mod tests {
             problem,
         };
         let mut checks = Vec::new();
-        assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
+        assert_eq!(v.recheck(&sets, &ref_plan, &mut checks).unwrap(), None);
         let labels: Vec<&str> = checks.iter().map(|c| c.set.as_str()).collect();
         assert_eq!(
             labels,
@@ -747,7 +760,10 @@ mod tests {
         v.backend
             .fill(&sets[0].outputs(Side::Candidate)["out"], &[0])
             .unwrap();
-        let fail = v.recheck(&sets, &mut Vec::new()).unwrap().unwrap();
+        let fail = v
+            .recheck(&sets, &ref_plan, &mut Vec::new())
+            .unwrap()
+            .unwrap();
         assert!(
             fail.starts_with("timed output differs from the oracle"),
             "{fail}"
@@ -792,6 +808,7 @@ mod tests {
             let problem = bench_problems::find_problem(name).unwrap();
             let mut backend = EmuBackend::new();
             let sets = ci_sets(&mut backend, problem, 1);
+            let ref_plan = reference_plan(&mut backend, problem, &sets);
             let outputs = output_specs(problem);
             assert_eq!(sets[0].expected.len(), outputs.len(), "{name}: all exact");
             let (checks, copied) = checked_both_sides(&mut backend, problem, &sets);
@@ -823,7 +840,7 @@ mod tests {
                 problem,
             };
             let mut checks = Vec::new();
-            assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
+            assert_eq!(v.recheck(&sets, &ref_plan, &mut checks).unwrap(), None);
             assert_eq!(
                 backend.downloads(),
                 before,
@@ -844,6 +861,7 @@ mod tests {
         let problem = bench_problems::find_problem("kjt_permute").unwrap();
         let mut backend = EmuBackend::new();
         let sets = ci_sets(&mut backend, problem, 1);
+        let ref_plan = reference_plan(&mut backend, problem, &sets);
         checked_both_sides(&mut backend, problem, &sets);
         let values = output_specs(problem)
             .into_iter()
@@ -866,7 +884,10 @@ mod tests {
             "{}",
             report.reason
         );
-        let fail = v.recheck(&sets, &mut Vec::new()).unwrap().unwrap();
+        let fail = v
+            .recheck(&sets, &ref_plan, &mut Vec::new())
+            .unwrap()
+            .unwrap();
         assert!(
             fail.starts_with(
                 "timed output differs from the oracle: recheck-public-0, output `permuted_values`"
@@ -891,7 +912,7 @@ mod tests {
         // Restored: passes by fingerprint again, against the reference's too.
         v.backend.upload(&buf, &correct).unwrap();
         let mut checks = Vec::new();
-        assert_eq!(v.recheck(&sets, &mut checks).unwrap(), None);
+        assert_eq!(v.recheck(&sets, &ref_plan, &mut checks).unwrap(), None);
         assert!(checks.iter().all(|c| c.report.by_fingerprint));
     }
 
@@ -978,6 +999,21 @@ mod tests {
         }
     }
 
+    /// The reference's plan loaded on `sets` (the recheck runs it again).
+    fn reference_plan(
+        backend: &mut EmuBackend,
+        problem: &'static dyn Problem,
+        sets: &[DeviceSet],
+    ) -> Loaded {
+        load(
+            backend,
+            sets,
+            &reference_candidate(problem),
+            Side::Reference,
+        )
+        .unwrap()
+    }
+
     /// A verifier of `problem` on `backend` (for tests that look at the backend in between).
     fn verifier<'a>(backend: &'a mut EmuBackend, problem: &'static dyn Problem) -> Verifier<'a> {
         Verifier { backend, problem }
@@ -996,6 +1032,7 @@ mod tests {
         let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
         let mut backend = EmuBackend::new();
         let sets = ci_sets(&mut backend, problem, 1);
+        let ref_plan = reference_plan(&mut backend, problem, &sets);
         let set = &sets[0];
         let outputs = output_specs(problem);
         assert!(
@@ -1071,7 +1108,7 @@ mod tests {
         let mut checks = Vec::new();
         assert_eq!(
             verifier(&mut backend, problem)
-                .recheck(&sets, &mut checks)
+                .recheck(&sets, &ref_plan, &mut checks)
                 .unwrap(),
             None
         );
@@ -1097,7 +1134,7 @@ mod tests {
             report.reason
         );
         let fail = verifier(&mut backend, problem)
-            .recheck(&sets, &mut Vec::new())
+            .recheck(&sets, &ref_plan, &mut Vec::new())
             .unwrap()
             .unwrap();
         assert!(fail.contains("`weight`") && fail.contains(&named), "{fail}");
@@ -1125,7 +1162,7 @@ mod tests {
         );
         let mut checks = Vec::new();
         let fail = verifier(&mut backend, problem)
-            .recheck(&sets, &mut checks)
+            .recheck(&sets, &ref_plan, &mut checks)
             .unwrap()
             .unwrap();
         assert!(
@@ -1165,7 +1202,7 @@ mod tests {
             .reset_outputs(&mut backend, problem, Side::Candidate, false)
             .unwrap();
         let fail = verifier(&mut backend, problem)
-            .recheck(&sets, &mut Vec::new())
+            .recheck(&sets, &ref_plan, &mut Vec::new())
             .unwrap()
             .unwrap();
         assert!(fail.contains("the update of the"), "{fail}");
