@@ -479,6 +479,40 @@ mod tests {
         assert_eq!(rec.status, Status::Correct, "{}", rec.message);
         run.release();
         assert_eq!(backend.live_buffers(), 0);
+
+        // An in-out buffer (problem 5's table and momentum, restored before every run).
+        let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
+        let mut backend = EmuBackend::new();
+        let mut run =
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+                .unwrap();
+        assert_eq!(run.reference_record().status, Status::Correct);
+        for (base, offset, side) in [
+            ("weight", "E * D * 4", "after it"),
+            ("momentum", "0 - 4", "before it"),
+        ] {
+            let rec = run.evaluate(&writing_at(problem, base, offset));
+            assert_eq!(
+                rec.status,
+                Status::OutOfBoundsWrite,
+                "{base}: {}",
+                rec.message
+            );
+            let buffer = format!("the candidate's output buffer `{base}`");
+            assert!(
+                rec.message.contains(&buffer) && rec.message.contains(side),
+                "{}",
+                rec.message
+            );
+        }
+        let rec = run.evaluate(&reference_candidate(problem));
+        assert_eq!(
+            rec.status,
+            Status::Correct,
+            "after the repaired guards: {}",
+            rec.message
+        );
+        run.release();
     }
 
     /// Whether every reference output of every set, and the reference's scratch, is all zeros.
