@@ -3,6 +3,7 @@
 //! 3 values (missing axes are 1). The file is first read into loose TOML values, so that a
 //! value of the wrong kind is an error naming its field rather than a serde message about an
 //! untagged enum; a TOML syntax or type error is located at its field by its position.
+use crate::backend::triton::{self, TritonSpec};
 use crate::candidate::CandidateError;
 use crate::record::Status;
 use bench_problems::{Dim, LaunchSpec, ScratchSpec};
@@ -22,6 +23,8 @@ pub struct Manifest {
     pub expect: Option<String>,
     pub scratch: Vec<ScratchSpec>,
     pub launches: Vec<LaunchSpec>,
+    /// The `[triton]` table of a Triton candidate (a `.py` source).
+    pub triton: Option<TritonSpec>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +41,21 @@ struct RawManifest {
     scratch: Vec<RawScratch>,
     #[serde(rename = "launch", default)]
     launches: Vec<RawLaunch>,
+    #[serde(default)]
+    triton: Option<RawTriton>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTriton {
+    function: String,
+    signature: toml::Table,
+    #[serde(default)]
+    constexprs: toml::Table,
+    #[serde(default)]
+    num_warps: Option<toml::Value>,
+    #[serde(default)]
+    num_stages: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -52,7 +70,9 @@ struct RawScratch {
 struct RawLaunch {
     kernel: String,
     grid: Vec<toml::Value>,
-    block: Vec<toml::Value>,
+    /// Required, except for a Triton kernel (whose block is `num_warps` × 32).
+    #[serde(default)]
+    block: Option<Vec<toml::Value>>,
     #[serde(default)]
     shared_bytes: Option<toml::Value>,
     args: Vec<String>,
@@ -85,14 +105,52 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         let bytes = dim(file, &format!("scratch[{k}].bytes"), &s.bytes)?;
         scratch.push(ScratchSpec::new(&s.name, bytes));
     }
+    let is_py = Path::new(&raw.source)
+        .extension()
+        .is_some_and(|e| e == "py");
+    let triton = match (raw.triton, is_py) {
+        (Some(t), true) => Some(triton_table(file, t)?),
+        (None, false) => None,
+        (Some(_), false) => {
+            return Err(err(
+                "triton",
+                format!(
+                    "a [triton] table goes with a Triton source (a `.py` file), not `{}`",
+                    raw.source
+                ),
+            ))
+        }
+        (None, true) => {
+            return Err(err(
+                "triton",
+                format!(
+                    "`{}` is a Triton source: it needs a [triton] table (function, signature, constexprs, num_warps, num_stages)",
+                    raw.source
+                ),
+            ))
+        }
+    };
     let mut launches = Vec::with_capacity(raw.launches.len());
     for (i, l) in raw.launches.into_iter().enumerate() {
         check_name(file, &format!("launch[{i}].kernel"), &l.kernel)?;
         let grid = dims(file, &format!("launch[{i}].grid"), &l.grid)?;
-        let block = dims(file, &format!("launch[{i}].block"), &l.block)?;
-        let shared = match &l.shared_bytes {
-            Some(v) => dim(file, &format!("launch[{i}].shared_bytes"), v)?,
-            None => Dim::Number(0),
+        let block_field = format!("launch[{i}].block");
+        let block = match (&l.block, &triton) {
+            (Some(b), _) => Some(dims(file, &block_field, b)?),
+            (None, Some(_)) => None,
+            (None, None) => {
+                return Err(err(&block_field, "missing field `block`".into()));
+            }
+        };
+        let (block, shared) = match &triton {
+            Some(t) => triton_launch(file, i, t, &l, block)?,
+            None => {
+                let shared = match &l.shared_bytes {
+                    Some(v) => dim(file, &format!("launch[{i}].shared_bytes"), v)?,
+                    None => Dim::Number(0),
+                };
+                (block.expect("given"), shared)
+            }
         };
         let args: Vec<&str> = l.args.iter().map(String::as_str).collect();
         launches.push(LaunchSpec::new(&l.kernel, grid, block, &args).with_shared(shared));
@@ -105,7 +163,141 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         expect: raw.expect,
         scratch,
         launches,
+        triton,
     })
+}
+
+/// Checks a `[triton]` table: the function's name, each signature entry a type a launch can
+/// pass, each constexpr an integer, `num_warps` a power of two up to 32 (1024 threads),
+/// `num_stages` 1 to 16; Triton's defaults (4 warps, 3 stages) where they are left out.
+fn triton_table(file: &Path, t: RawTriton) -> Result<TritonSpec, CandidateError> {
+    let err = |field: &str, message: String| CandidateError::new(file, Some(field), message);
+    let identifier = |field: &str, name: &str| {
+        let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if ok {
+            Ok(())
+        } else {
+            Err(err(field, format!("`{name}` is not a Python identifier")))
+        }
+    };
+    identifier("triton.function", &t.function)?;
+    let mut signature = Vec::with_capacity(t.signature.len());
+    for (name, ty) in &t.signature {
+        let field = format!("triton.signature.{name}");
+        identifier(&field, name)?;
+        let ty = ty.as_str().ok_or_else(|| {
+            err(
+                &field,
+                format!("expected a Triton type string such as \"*fp32\" or \"i64\", got {ty}"),
+            )
+        })?;
+        triton::param_width(ty).map_err(|e| err(&field, e))?;
+        signature.push((name.clone(), ty.to_string()));
+    }
+    let mut constexprs = Vec::with_capacity(t.constexprs.len());
+    for (name, value) in &t.constexprs {
+        let field = format!("triton.constexprs.{name}");
+        identifier(&field, name)?;
+        if t.signature.contains_key(name) {
+            return Err(err(
+                &field,
+                format!("`{name}` is in the signature too: a parameter is passed at launch or compiled in, not both"),
+            ));
+        }
+        let v = value.as_integer().ok_or_else(|| {
+            err(
+                &field,
+                format!(
+                    "a constexpr is an integer, got a {} ({value})",
+                    value.type_str()
+                ),
+            )
+        })?;
+        constexprs.push((name.clone(), v));
+    }
+    let small = |field: &str, v: &Option<toml::Value>, default: u32, ok: fn(i64) -> bool, rule: &str| {
+        match v {
+            None => Ok(default),
+            Some(toml::Value::Integer(n)) if ok(*n) => Ok(*n as u32),
+            Some(other) => Err(err(field, format!("{rule}, got {other}"))),
+        }
+    };
+    let num_warps = small(
+        "triton.num_warps",
+        &t.num_warps,
+        triton::DEFAULT_NUM_WARPS,
+        |n| (1..=32).contains(&n) && (n as u64).is_power_of_two(),
+        "a power of two from 1 to 32 (the block is num_warps × 32 threads)",
+    )?;
+    let num_stages = small(
+        "triton.num_stages",
+        &t.num_stages,
+        triton::DEFAULT_NUM_STAGES,
+        |n| (1..=16).contains(&n),
+        "an integer from 1 to 16",
+    )?;
+    Ok(TritonSpec {
+        function: t.function,
+        signature,
+        constexprs,
+        num_warps,
+        num_stages,
+    })
+}
+
+/// A launch of a Triton kernel: it names the function, passes one argument per signature entry,
+/// and leaves the block (`num_warps` × 32, or given equal to it) and the shared memory (from
+/// Triton's metadata) to the compiled kernel.
+fn triton_launch(
+    file: &Path,
+    i: usize,
+    t: &TritonSpec,
+    l: &RawLaunch,
+    block: Option<[Dim; 3]>,
+) -> Result<([Dim; 3], Dim), CandidateError> {
+    let err = |field: &str, message: String| {
+        CandidateError::new(file, Some(&format!("launch[{i}].{field}")), message)
+    };
+    if l.kernel != t.function {
+        return Err(err(
+            "kernel",
+            format!(
+                "`{}`: a Triton candidate's launches run its function `{}`",
+                l.kernel, t.function
+            ),
+        ));
+    }
+    let threads = t.block_threads() as i64;
+    let want = [Dim::Number(threads), Dim::Number(1), Dim::Number(1)];
+    if let Some(b) = block {
+        if b != want {
+            return Err(err(
+                "block",
+                format!(
+                    "a Triton kernel's block is num_warps × 32 = {threads} threads (num_warps = {}); leave `block` out, or give [{threads}, 1, 1]",
+                    t.num_warps
+                ),
+            ));
+        }
+    }
+    if l.shared_bytes.is_some() {
+        return Err(err(
+            "shared_bytes",
+            "a Triton kernel's shared memory comes from its compiled metadata; leave `shared_bytes` out".into(),
+        ));
+    }
+    if l.args.len() != t.signature.len() {
+        return Err(err(
+            "args",
+            format!(
+                "{} arguments, but [triton.signature] has {} parameters passed at launch (constexprs are compiled in, not passed)",
+                l.args.len(),
+                t.signature.len()
+            ),
+        ));
+    }
+    Ok((want, Dim::Number(0)))
 }
 
 /// A name that goes into paths, tables and summary.md: not empty, and no `/`, `\`, `|` or
