@@ -643,6 +643,134 @@ args = ["lr", "eps", "N"]
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    const TRITON: &str = r#"
+problem = "fm_interaction"
+name = "t"
+source = "kernel.py"
+[triton]
+function = "fm"
+[triton.signature]
+out = "*fp32"
+x = "*fp32"
+B = "i32"
+[triton.constexprs]
+BLOCK = 32
+[[launch]]
+kernel = "fm"
+grid = ["ceil_div(B, 32)"]
+args = ["x", "out", "B"]
+"#;
+
+    const TRITON_PY: &str = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef fm(x,  # the input\n       out, B: int,\n       BLOCK: tl.constexpr = 32):\n    pass\n";
+
+    #[test]
+    fn a_triton_candidate_loads_with_its_signature_in_the_functions_order() {
+        let d = tmp("triton");
+        write(&d, TRITON, &[("kernel.py", TRITON_PY)]);
+        let c = load_candidate(&d).unwrap();
+        let ModuleSource::Triton { spec, file } = &c.source else {
+            panic!("{:?}", c.source)
+        };
+        assert!(file.ends_with("kernel.py"));
+        let names: Vec<&str> = spec.signature.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["x", "out", "B"]);
+        assert_eq!(c.launches[0].block[0], bench_problems::Dim::Number(128));
+        assert_eq!(
+            python_params("def  g(a, b=(1, 2), *, c: tl.constexpr):", "g").unwrap(),
+            ["a", "b", "c"]
+        );
+        assert!(python_params("x = fm(1)\n", "fm").is_none());
+    }
+
+    #[test]
+    fn triton_source_errors_name_the_file_and_the_field() {
+        let cases = [
+            (
+                TRITON_PY.replace("def fm(", "def other("),
+                "triton.function",
+                "defines no function `fm`",
+            ),
+            (
+                TRITON_PY.replace("@triton.jit\n", ""),
+                "triton.function",
+                "@triton.jit",
+            ),
+            (
+                TRITON_PY.replace("out, B", "out, y, B"),
+                "triton.signature",
+                "parameter `y`",
+            ),
+            (
+                TRITON_PY.replace(" B: int,", ""),
+                "triton.signature.B",
+                "no parameter `B`",
+            ),
+            (
+                TRITON_PY.replace("BLOCK: tl.constexpr = 32", "BLK: tl.constexpr"),
+                "triton.signature",
+                "`BLK`",
+            ),
+        ];
+        for (i, (py, field, want)) in cases.iter().enumerate() {
+            let d = tmp(&format!("triton-bad{i}"));
+            write(&d, TRITON, &[("kernel.py", py)]);
+            let e = load_candidate(&d).unwrap_err().to_string();
+            assert!(
+                e.contains("candidate.toml")
+                    && e.contains(&format!("field `{field}`"))
+                    && e.contains(want),
+                "case {i}: {e}"
+            );
+        }
+        let d = tmp("triton-missing");
+        write(&d, TRITON, &[]);
+        let e = load_candidate(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("field `source`") && e.contains("kernel.py"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cubin_is_checked_by_its_magic_and_a_missing_one_says_how_to_build_it() {
+        let manifest = GOOD.replace("kernel.cu", "kernel.cubin");
+        let d = tmp("cubin-missing");
+        write(&d, &manifest, &[]);
+        let c = load_candidate(&d).unwrap();
+        let ModuleSource::Unavailable { reason, .. } = &c.source else {
+            panic!("{:?}", c.source)
+        };
+        assert!(
+            reason.contains("tools/build_cubin.sh") && reason.contains("nvcc"),
+            "{reason}"
+        );
+        let d = tmp("cubin-bad");
+        write(
+            &d,
+            &manifest,
+            &[("kernel.cubin", "extern \"C\" __global__ void k() {}")],
+        );
+        let e = load_candidate(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("field `source`") && e.contains("neither a cubin"),
+            "{e}"
+        );
+        let mut elf = b"\x7fELF\x02\x01\x01\x33".to_vec();
+        elf.resize(18, 0);
+        elf.extend_from_slice(&190u16.to_le_bytes());
+        elf.resize(64, 0);
+        std::fs::write(d.join("kernel.cubin"), &elf).unwrap();
+        let c = load_candidate(&d).unwrap();
+        assert!(matches!(&c.source, ModuleSource::Binary { image, .. } if image == &elf));
+        let fat = GOOD.replace("kernel.cu", "kernel.fatbin");
+        write(&d, &fat, &[]);
+        std::fs::write(d.join("kernel.fatbin"), 0xBA55_ED50u32.to_le_bytes()).unwrap();
+        assert!(matches!(
+            load_candidate(&d).unwrap().source,
+            ModuleSource::Binary { .. }
+        ));
+    }
+
     #[test]
     fn the_shipped_candidates_load() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../candidates");

@@ -173,7 +173,10 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
 fn triton_table(file: &Path, t: RawTriton) -> Result<TritonSpec, CandidateError> {
     let err = |field: &str, message: String| CandidateError::new(file, Some(field), message);
     let identifier = |field: &str, name: &str| {
-        let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if ok {
             Ok(())
@@ -216,13 +219,14 @@ fn triton_table(file: &Path, t: RawTriton) -> Result<TritonSpec, CandidateError>
         })?;
         constexprs.push((name.clone(), v));
     }
-    let small = |field: &str, v: &Option<toml::Value>, default: u32, ok: fn(i64) -> bool, rule: &str| {
-        match v {
-            None => Ok(default),
-            Some(toml::Value::Integer(n)) if ok(*n) => Ok(*n as u32),
-            Some(other) => Err(err(field, format!("{rule}, got {other}"))),
-        }
-    };
+    let small =
+        |field: &str, v: &Option<toml::Value>, default: u32, ok: fn(i64) -> bool, rule: &str| {
+            match v {
+                None => Ok(default),
+                Some(toml::Value::Integer(n)) if ok(*n) => Ok(*n as u32),
+                Some(other) => Err(err(field, format!("{rule}, got {other}"))),
+            }
+        };
     let num_warps = small(
         "triton.num_warps",
         &t.num_warps,
@@ -491,6 +495,162 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
                 Some(s.name())
             );
         }
+    }
+
+    const TRITON: &str = r#"
+problem = "fm_interaction"
+name = "t"
+source = "kernel.py"
+[triton]
+function = "fm"
+num_warps = 4
+num_stages = 3
+[triton.signature]
+x = "*fp32"
+out = "*fp32"
+B = "i32"
+[triton.constexprs]
+BLOCK = 32
+[[launch]]
+kernel = "fm"
+grid = ["ceil_div(B, 32)"]
+args = ["x", "out", "B"]
+"#;
+
+    #[test]
+    fn a_triton_table_parses_with_its_block_from_num_warps() {
+        let m = parse(Path::new("x"), TRITON).unwrap();
+        let t = m.triton.unwrap();
+        assert_eq!(t.function, "fm");
+        assert_eq!(t.num_warps, 4);
+        assert_eq!(t.constexprs, vec![("BLOCK".to_string(), 32)]);
+        assert_eq!(t.signature.len(), 3);
+        assert_eq!(m.launches[0].block, [128.into(), 1.into(), 1.into()]);
+        // Given equal to num_warps × 32 is fine too; Triton's defaults fill what is left out.
+        let given = TRITON.replace("args =", "block = [128, 1, 1]\nargs =");
+        assert!(parse(Path::new("x"), &given).is_ok());
+        let defaults = TRITON.replace("num_warps = 4\nnum_stages = 3\n", "");
+        let t = parse(Path::new("x"), &defaults).unwrap().triton.unwrap();
+        assert_eq!((t.num_warps, t.num_stages), (4, 3));
+    }
+
+    #[test]
+    fn triton_errors_name_the_file_and_the_field() {
+        let cases = [
+            // The function's name missing, or not a Python name.
+            (
+                TRITON.replace("function = \"fm\"\n", ""),
+                "triton.function",
+                "missing",
+            ),
+            (
+                TRITON.replace("function = \"fm\"", "function = \"f m\""),
+                "triton.function",
+                "identifier",
+            ),
+            // A type string Triton's launcher does not take.
+            (
+                TRITON.replace("x = \"*fp32\"", "x = \"*float\""),
+                "triton.signature.x",
+                "*float",
+            ),
+            (
+                TRITON.replace("B = \"i32\"", "B = \"int\""),
+                "triton.signature.B",
+                "`int`",
+            ),
+            (
+                TRITON.replace("B = \"i32\"", "B = 32"),
+                "triton.signature.B",
+                "type string",
+            ),
+            // The block must be num_warps × 32.
+            (
+                TRITON.replace("args =", "block = [256, 1, 1]\nargs ="),
+                "launch[0].block",
+                "num_warps × 32 = 128",
+            ),
+            (
+                TRITON.replace("args =", "block = [64, 2]\nargs ="),
+                "launch[0].block",
+                "128 threads",
+            ),
+            (
+                TRITON.replace("num_warps = 4", "num_warps = 3"),
+                "triton.num_warps",
+                "power of two",
+            ),
+            (
+                TRITON.replace("num_warps = 4", "num_warps = 64"),
+                "triton.num_warps",
+                "power of two",
+            ),
+            (
+                TRITON.replace("num_stages = 3", "num_stages = 0"),
+                "triton.num_stages",
+                "1 to 16",
+            ),
+            // A constexpr is an integer.
+            (
+                TRITON.replace("BLOCK = 32", "BLOCK = 32.5"),
+                "triton.constexprs.BLOCK",
+                "integer",
+            ),
+            (
+                TRITON.replace("BLOCK = 32", "BLOCK = \"32\""),
+                "triton.constexprs.BLOCK",
+                "integer",
+            ),
+            (
+                TRITON.replace("BLOCK = 32", "BLOCK = 32\nB = 4"),
+                "triton.constexprs.B",
+                "signature too",
+            ),
+            // Launches: the function, one argument per signature entry, no shared_bytes.
+            (
+                TRITON.replace("kernel = \"fm\"", "kernel = \"other\""),
+                "launch[0].kernel",
+                "function `fm`",
+            ),
+            (
+                TRITON.replace("[\"x\", \"out\", \"B\"]", "[\"x\", \"out\"]"),
+                "launch[0].args",
+                "constexprs are compiled in",
+            ),
+            (
+                TRITON.replace("args =", "shared_bytes = 0\nargs ="),
+                "launch[0].shared_bytes",
+                "metadata",
+            ),
+            // The table goes with a .py source, and a .py source needs it.
+            (TRITON.replace("kernel.py", "kernel.cu"), "triton", ".py"),
+            (
+                TRITON.split("[triton]").next().unwrap().to_string()
+                    + "[[launch]]\nkernel = \"fm\"\ngrid = [1]\nargs = []\n",
+                "triton",
+                "needs a [triton] table",
+            ),
+            (
+                TRITON.replace("num_stages = 3", "num_stages = 3\nnum_ctas = 2"),
+                "triton.num_ctas",
+                "unknown field",
+            ),
+        ];
+        for (i, (text, field, want)) in cases.iter().enumerate() {
+            let e = error(text);
+            assert!(
+                e.contains("dir/candidate.toml")
+                    && e.contains(&format!("field `{field}`"))
+                    && e.contains(want),
+                "case {i}: want field {field} and {want:?} in: {e}"
+            );
+        }
+        // Without [triton] a launch must still give its block.
+        let e = error(&GOOD.replace("block = [256, 1, 1]\n", ""));
+        assert!(
+            e.contains("field `launch[0].block`") && e.contains("missing"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -30,7 +30,10 @@ pub fn check_image(image: &[u8]) -> Result<Kind, String> {
         ));
     }
     if image.len() < 20 {
-        return Err(format!("an ELF of {} bytes: too short for a cubin", image.len()));
+        return Err(format!(
+            "an ELF of {} bytes: too short for a cubin",
+            image.len()
+        ));
     }
     if image[4] != 2 {
         return Err("a 32-bit ELF: a cubin is a 64-bit ELF".into());
@@ -75,11 +78,19 @@ mod tests {
         fat.extend_from_slice(&[1, 0, 16, 0]);
         assert_eq!(check_image(&fat), Ok(Kind::Fatbin));
         let host = check_image(&elf(62)).unwrap_err();
-        assert!(host.contains("machine 62") && host.contains("not a cubin"), "{host}");
+        assert!(
+            host.contains("machine 62") && host.contains("not a cubin"),
+            "{host}"
+        );
         let text = check_image(b"// a .cu file renamed\n").unwrap_err();
-        assert!(text.contains("neither a cubin") && text.contains("2f 2f"), "{text}");
+        assert!(
+            text.contains("neither a cubin") && text.contains("2f 2f"),
+            "{text}"
+        );
         assert!(check_image(b"").unwrap_err().contains("empty"));
-        assert!(check_image(b"\x7fELF\x02").unwrap_err().contains("too short"));
+        assert!(check_image(b"\x7fELF\x02")
+            .unwrap_err()
+            .contains("too short"));
         let mut elf32 = elf(190);
         elf32[4] = 1;
         assert!(check_image(&elf32).unwrap_err().contains("32-bit"));
@@ -88,9 +99,14 @@ mod tests {
     #[test]
     fn ptx_inside_an_image_is_found() {
         let mut image = 0xBA55_ED50u32.to_le_bytes().to_vec();
-        image.extend_from_slice(b"\0\0.version 8.0\n.visible .entry k(\n.param .u64 k_param_0\n)\n{ ret; }\0");
+        image.extend_from_slice(
+            b"\0\0.version 8.0\n.visible .entry k(\n.param .u64 k_param_0\n)\n{ ret; }\0",
+        );
         let ptx = embedded_ptx(&image).unwrap();
-        assert_eq!(super::super::ptx_params::entry_params(&ptx, "k"), Some(vec![8]));
+        assert_eq!(
+            super::super::ptx_params::entry_params(&ptx, "k"),
+            Some(vec![8])
+        );
         assert!(embedded_ptx(&elf(190)).is_none());
     }
 }

@@ -169,8 +169,9 @@ fn nul_terminated(ptx: &str) -> BackendResult<Vec<u8>> {
 fn driver_params(module: sys::CUmodule, kernel: &str) -> BackendResult<Vec<usize>> {
     let name = CString::new(kernel)
         .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
-    let f = unsafe { result::module::get_function(module, name) }
-        .map_err(|e| BackendError::BadLaunch(format!("the module has no kernel `{kernel}`: {e}")))?;
+    let f = unsafe { result::module::get_function(module, name) }.map_err(|e| {
+        BackendError::BadLaunch(format!("the module has no kernel `{kernel}`: {e}"))
+    })?;
     let query = std::panic::AssertUnwindSafe(|| {
         let mut sizes = Vec::new();
         for index in 0..4096 {

@@ -1,8 +1,8 @@
 //! Where kernels run: a CUDA GPU through `cudarc` (libcuda and libnvrtc loaded at run time), or
 //! the CPU emulator of `gpu-kernels`. Both offer the same small interface: buffers, modules,
 //! launches with raw argument words, a stream-ordered timer and an L2 flush.
-pub mod cuda;
 pub mod binary;
+pub mod cuda;
 pub mod emu;
 mod guarded;
 pub mod ptx_params;

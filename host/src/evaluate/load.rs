@@ -111,7 +111,12 @@ fn compiled_extras(
     let Some(c) = backend.compiled_launch(module, &launch.kernel) else {
         return Ok(());
     };
-    let fail = |m: String| (Status::RuntimeError, format!("{}: launch[{i}]: {m}", cand.origin));
+    let fail = |m: String| {
+        (
+            Status::RuntimeError,
+            format!("{}: launch[{i}]: {m}", cand.origin),
+        )
+    };
     let threads: u32 = launch.block.iter().product();
     if threads != c.block_threads {
         return Err(fail(format!(
@@ -148,8 +153,8 @@ fn compiled_extras(
         }
         Ok(at)
     };
-    let words = crate::backend::triton::trailing_args(&c.scratch, launch.grid, &mut alloc)
-        .map_err(fail)?;
+    let words =
+        crate::backend::triton::trailing_args(&c.scratch, launch.grid, &mut alloc).map_err(fail)?;
     launch.args.extend(words);
     Ok(())
 }
@@ -221,6 +226,46 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(status, Status::Skipped);
+        // Cubins, fatbins, Triton functions and binaries not built yet: skipped, saying why.
+        let spec = crate::backend::triton::TritonSpec {
+            function: "k".into(),
+            signature: vec![],
+            constexprs: vec![],
+            num_warps: 4,
+            num_stages: 3,
+        };
+        let sources = [
+            (
+                ModuleSource::Binary {
+                    file: "k.cubin".into(),
+                    image: vec![0x7f, b'E', b'L', b'F'],
+                },
+                "cubin or fatbin",
+            ),
+            (
+                ModuleSource::Triton {
+                    file: "k.py".into(),
+                    spec,
+                },
+                "Triton",
+            ),
+            (
+                ModuleSource::Unavailable {
+                    file: "k.cubin".into(),
+                    reason: "k.cubin is not built: run tools/build_cubin.sh".into(),
+                },
+                "tools/build_cubin.sh",
+            ),
+        ];
+        for (source, why) in sources {
+            let mut cand = reference_candidate(problem);
+            cand.source = source;
+            let (status, msg) = load(&mut backend, &sets, &cand, Side::Candidate)
+                .err()
+                .unwrap();
+            assert_eq!(status, Status::Skipped, "{msg}");
+            assert!(msg.contains(why), "{msg}");
+        }
         let mut huge = reference_candidate(problem);
         huge.origin = "somewhere/huge".into();
         huge.scratch = vec![ScratchSpec {
