@@ -125,6 +125,7 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
     }
     let source = match manifest.source.as_str() {
         "gpu-kernels" => ModuleSource::Builtin,
+        src if is_binary(src) => binary_source(&file, dir, src)?,
         src => {
             let path = dir.join(src);
             let code = std::fs::read_to_string(&path).map_err(|e| {
@@ -137,11 +138,18 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
             match path.extension().and_then(|e| e.to_str()) {
                 Some("cu") => ModuleSource::Cuda { file: path, code },
                 Some("ptx") => ModuleSource::Ptx { file: path, code },
+                Some("py") => {
+                    let mut spec = manifest.triton.clone().expect("a .py source has [triton]");
+                    check_triton_source(&file, &path, &code, &mut spec)?;
+                    ModuleSource::Triton { file: path, spec }
+                }
                 _ => {
                     return Err(CandidateError::new(
                         &file,
                         Some("source"),
-                        format!("`{src}`: expected a .cu or .ptx file, or `gpu-kernels`"),
+                        format!(
+                            "`{src}`: expected a .cu, .ptx, .cubin, .fatbin or .py (Triton) file, or `gpu-kernels`"
+                        ),
                     ))
                 }
             }
@@ -158,6 +166,145 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
         launches: manifest.launches,
         expect: manifest.expect,
     })
+}
+
+/// Whether `src` names a binary built offline (`.cubin`, `.fatbin`).
+fn is_binary(src: &str) -> bool {
+    Path::new(src)
+        .extension()
+        .is_some_and(|e| e == "cubin" || e == "fatbin")
+}
+
+/// A `.cubin` or `.fatbin` source: its bytes, whose magic must be right; a file not built yet is
+/// [`ModuleSource::Unavailable`] (the candidate is `skipped`, saying how to build it), so that a
+/// fresh clone, which has the `.cu` but not the binary, runs and checks clean.
+fn binary_source(file: &Path, dir: &Path, src: &str) -> Result<ModuleSource, CandidateError> {
+    let path = dir.join(src);
+    if !path.exists() {
+        let reason = format!(
+            "{} is not built (binaries are not committed): run `tools/build_cubin.sh {}` on a host with nvcc (CUDA 12.4 or newer), then run again",
+            path.display(),
+            dir.display()
+        );
+        return Ok(ModuleSource::Unavailable { file: path, reason });
+    }
+    let image = std::fs::read(&path).map_err(|e| {
+        CandidateError::new(
+            file,
+            Some("source"),
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    crate::backend::binary::check_image(&image).map_err(|e| {
+        CandidateError::new(file, Some("source"), format!("{}: {e}", path.display()))
+    })?;
+    Ok(ModuleSource::Binary { file: path, image })
+}
+
+/// A Triton source must define the manifest's function under `@triton.jit`, and each of its
+/// parameters must be in the signature or the constexprs and nothing else there; the signature
+/// is put in the function's parameter order (the order of a launch's `args`). Checked on the
+/// text: nothing of the candidate's Python runs here.
+fn check_triton_source(
+    file: &Path,
+    path: &Path,
+    code: &str,
+    spec: &mut crate::backend::triton::TritonSpec,
+) -> Result<(), CandidateError> {
+    let function = spec.function.as_str();
+    let Some(names) = python_params(code, function) else {
+        return Err(CandidateError::new(
+            file,
+            Some("triton.function"),
+            format!("{} defines no function `{function}`", path.display()),
+        ));
+    };
+    let err = |field: &str, m: String| Err(CandidateError::new(file, Some(field), m));
+    for n in &names {
+        let given = spec.signature.iter().any(|(s, _)| s == n)
+            || spec.constexprs.iter().any(|(c, _)| c == n);
+        if !given {
+            return err(
+                "triton.signature",
+                format!("parameter `{n}` of `{function}` is neither in [triton.signature] (passed at launch) nor in [triton.constexprs] (compiled in)"),
+            );
+        }
+    }
+    let extra = |table: &str, name: &str| {
+        err(
+            &format!("triton.{table}.{name}"),
+            format!(
+                "`{function}` in {} has no parameter `{name}` (its parameters: {})",
+                path.display(),
+                names.join(", ")
+            ),
+        )
+    };
+    if let Some((n, _)) = spec.signature.iter().find(|(n, _)| !names.contains(n)) {
+        return extra("signature", n);
+    }
+    if let Some((n, _)) = spec.constexprs.iter().find(|(n, _)| !names.contains(n)) {
+        return extra("constexprs", n);
+    }
+    spec.signature
+        .sort_by_key(|(n, _)| names.iter().position(|p| p == n));
+    if !code.contains("triton.jit") && !code.contains("@jit") {
+        return Err(CandidateError::new(
+            file,
+            Some("triton.function"),
+            format!(
+                "{}: no `@triton.jit` decorator (a Triton candidate is one @triton.jit function)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The parameter names of `def function(...)` in Python source `code` (annotations and
+/// defaults dropped; the list may span lines), or `None` if no such definition is found.
+pub fn python_params(code: &str, function: &str) -> Option<Vec<String>> {
+    let mut rest = code;
+    let open = loop {
+        let at = rest.find("def ")?;
+        let after = rest[at + 4..].trim_start();
+        let line_start = rest[..at].rfind('\n').map_or(0, |i| i + 1);
+        let at_line_start = rest[line_start..at].trim().is_empty();
+        if let Some(r) = after.strip_prefix(function) {
+            let r = r.trim_start();
+            if at_line_start && r.starts_with('(') {
+                break &r[1..];
+            }
+        }
+        rest = &rest[at + 4..];
+    };
+    // Up to the matching `)`, splitting on top-level commas; comments dropped first.
+    let open: Vec<&str> = open
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .collect();
+    let mut depth = 0usize;
+    let mut params = vec![String::new()];
+    for c in open.join("\n").chars() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => break,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                params.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        params.last_mut().expect("one").push(c);
+    }
+    Some(
+        params
+            .iter()
+            .map(|p| p.split([':', '=']).next().unwrap_or("").trim().to_string())
+            .filter(|p| !p.is_empty() && p != "*" && p != "/")
+            .collect(),
+    )
 }
 
 /// The group a candidate is reported in: the directory above it (`candidates/examples/<problem>`
@@ -494,6 +641,134 @@ args = ["lr", "eps", "N"]
         assert_eq!(discover(&link), [link.join("a"), link.join("b/c")]);
         std::fs::remove_file(&link).unwrap();
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    const TRITON: &str = r#"
+problem = "fm_interaction"
+name = "t"
+source = "kernel.py"
+[triton]
+function = "fm"
+[triton.signature]
+out = "*fp32"
+x = "*fp32"
+B = "i32"
+[triton.constexprs]
+BLOCK = 32
+[[launch]]
+kernel = "fm"
+grid = ["ceil_div(B, 32)"]
+args = ["x", "out", "B"]
+"#;
+
+    const TRITON_PY: &str = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef fm(x,  # the input\n       out, B: int,\n       BLOCK: tl.constexpr = 32):\n    pass\n";
+
+    #[test]
+    fn a_triton_candidate_loads_with_its_signature_in_the_functions_order() {
+        let d = tmp("triton");
+        write(&d, TRITON, &[("kernel.py", TRITON_PY)]);
+        let c = load_candidate(&d).unwrap();
+        let ModuleSource::Triton { spec, file } = &c.source else {
+            panic!("{:?}", c.source)
+        };
+        assert!(file.ends_with("kernel.py"));
+        let names: Vec<&str> = spec.signature.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["x", "out", "B"]);
+        assert_eq!(c.launches[0].block[0], bench_problems::Dim::Number(128));
+        assert_eq!(
+            python_params("def  g(a, b=(1, 2), *, c: tl.constexpr):", "g").unwrap(),
+            ["a", "b", "c"]
+        );
+        assert!(python_params("x = fm(1)\n", "fm").is_none());
+    }
+
+    #[test]
+    fn triton_source_errors_name_the_file_and_the_field() {
+        let cases = [
+            (
+                TRITON_PY.replace("def fm(", "def other("),
+                "triton.function",
+                "defines no function `fm`",
+            ),
+            (
+                TRITON_PY.replace("@triton.jit\n", ""),
+                "triton.function",
+                "@triton.jit",
+            ),
+            (
+                TRITON_PY.replace("out, B", "out, y, B"),
+                "triton.signature",
+                "parameter `y`",
+            ),
+            (
+                TRITON_PY.replace(" B: int,", ""),
+                "triton.signature.B",
+                "no parameter `B`",
+            ),
+            (
+                TRITON_PY.replace("BLOCK: tl.constexpr = 32", "BLK: tl.constexpr"),
+                "triton.signature",
+                "`BLK`",
+            ),
+        ];
+        for (i, (py, field, want)) in cases.iter().enumerate() {
+            let d = tmp(&format!("triton-bad{i}"));
+            write(&d, TRITON, &[("kernel.py", py)]);
+            let e = load_candidate(&d).unwrap_err().to_string();
+            assert!(
+                e.contains("candidate.toml")
+                    && e.contains(&format!("field `{field}`"))
+                    && e.contains(want),
+                "case {i}: {e}"
+            );
+        }
+        let d = tmp("triton-missing");
+        write(&d, TRITON, &[]);
+        let e = load_candidate(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("field `source`") && e.contains("kernel.py"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cubin_is_checked_by_its_magic_and_a_missing_one_says_how_to_build_it() {
+        let manifest = GOOD.replace("kernel.cu", "kernel.cubin");
+        let d = tmp("cubin-missing");
+        write(&d, &manifest, &[]);
+        let c = load_candidate(&d).unwrap();
+        let ModuleSource::Unavailable { reason, .. } = &c.source else {
+            panic!("{:?}", c.source)
+        };
+        assert!(
+            reason.contains("tools/build_cubin.sh") && reason.contains("nvcc"),
+            "{reason}"
+        );
+        let d = tmp("cubin-bad");
+        write(
+            &d,
+            &manifest,
+            &[("kernel.cubin", "extern \"C\" __global__ void k() {}")],
+        );
+        let e = load_candidate(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("field `source`") && e.contains("neither a cubin"),
+            "{e}"
+        );
+        let mut elf = b"\x7fELF\x02\x01\x01\x33".to_vec();
+        elf.resize(18, 0);
+        elf.extend_from_slice(&190u16.to_le_bytes());
+        elf.resize(64, 0);
+        std::fs::write(d.join("kernel.cubin"), &elf).unwrap();
+        let c = load_candidate(&d).unwrap();
+        assert!(matches!(&c.source, ModuleSource::Binary { image, .. } if image == &elf));
+        let fat = GOOD.replace("kernel.cu", "kernel.fatbin");
+        write(&d, &fat, &[]);
+        std::fs::write(d.join("kernel.fatbin"), 0xBA55_ED50u32.to_le_bytes()).unwrap();
+        assert!(matches!(
+            load_candidate(&d).unwrap().source,
+            ModuleSource::Binary { .. }
+        ));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! 3 values (missing axes are 1). The file is first read into loose TOML values, so that a
 //! value of the wrong kind is an error naming its field rather than a serde message about an
 //! untagged enum; a TOML syntax or type error is located at its field by its position.
+use crate::backend::triton::{self, TritonSpec};
 use crate::candidate::CandidateError;
 use crate::record::Status;
 use bench_problems::{Dim, LaunchSpec, ScratchSpec};
@@ -22,6 +23,8 @@ pub struct Manifest {
     pub expect: Option<String>,
     pub scratch: Vec<ScratchSpec>,
     pub launches: Vec<LaunchSpec>,
+    /// The `[triton]` table of a Triton candidate (a `.py` source).
+    pub triton: Option<TritonSpec>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +41,21 @@ struct RawManifest {
     scratch: Vec<RawScratch>,
     #[serde(rename = "launch", default)]
     launches: Vec<RawLaunch>,
+    #[serde(default)]
+    triton: Option<RawTriton>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTriton {
+    function: String,
+    signature: toml::Table,
+    #[serde(default)]
+    constexprs: toml::Table,
+    #[serde(default)]
+    num_warps: Option<toml::Value>,
+    #[serde(default)]
+    num_stages: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -52,7 +70,9 @@ struct RawScratch {
 struct RawLaunch {
     kernel: String,
     grid: Vec<toml::Value>,
-    block: Vec<toml::Value>,
+    /// Required, except for a Triton kernel (whose block is `num_warps` × 32).
+    #[serde(default)]
+    block: Option<Vec<toml::Value>>,
     #[serde(default)]
     shared_bytes: Option<toml::Value>,
     args: Vec<String>,
@@ -85,14 +105,52 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         let bytes = dim(file, &format!("scratch[{k}].bytes"), &s.bytes)?;
         scratch.push(ScratchSpec::new(&s.name, bytes));
     }
+    let is_py = Path::new(&raw.source)
+        .extension()
+        .is_some_and(|e| e == "py");
+    let triton = match (raw.triton, is_py) {
+        (Some(t), true) => Some(triton_table(file, t)?),
+        (None, false) => None,
+        (Some(_), false) => {
+            return Err(err(
+                "triton",
+                format!(
+                    "a [triton] table goes with a Triton source (a `.py` file), not `{}`",
+                    raw.source
+                ),
+            ))
+        }
+        (None, true) => {
+            return Err(err(
+                "triton",
+                format!(
+                    "`{}` is a Triton source: it needs a [triton] table (function, signature, constexprs, num_warps, num_stages)",
+                    raw.source
+                ),
+            ))
+        }
+    };
     let mut launches = Vec::with_capacity(raw.launches.len());
     for (i, l) in raw.launches.into_iter().enumerate() {
         check_name(file, &format!("launch[{i}].kernel"), &l.kernel)?;
         let grid = dims(file, &format!("launch[{i}].grid"), &l.grid)?;
-        let block = dims(file, &format!("launch[{i}].block"), &l.block)?;
-        let shared = match &l.shared_bytes {
-            Some(v) => dim(file, &format!("launch[{i}].shared_bytes"), v)?,
-            None => Dim::Number(0),
+        let block_field = format!("launch[{i}].block");
+        let block = match (&l.block, &triton) {
+            (Some(b), _) => Some(dims(file, &block_field, b)?),
+            (None, Some(_)) => None,
+            (None, None) => {
+                return Err(err(&block_field, "missing field `block`".into()));
+            }
+        };
+        let (block, shared) = match &triton {
+            Some(t) => triton_launch(file, i, t, &l, block)?,
+            None => {
+                let shared = match &l.shared_bytes {
+                    Some(v) => dim(file, &format!("launch[{i}].shared_bytes"), v)?,
+                    None => Dim::Number(0),
+                };
+                (block.expect("given"), shared)
+            }
         };
         let args: Vec<&str> = l.args.iter().map(String::as_str).collect();
         launches.push(LaunchSpec::new(&l.kernel, grid, block, &args).with_shared(shared));
@@ -105,7 +163,145 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         expect: raw.expect,
         scratch,
         launches,
+        triton,
     })
+}
+
+/// Checks a `[triton]` table: the function's name, each signature entry a type a launch can
+/// pass, each constexpr an integer, `num_warps` a power of two up to 32 (1024 threads),
+/// `num_stages` 1 to 16; Triton's defaults (4 warps, 3 stages) where they are left out.
+fn triton_table(file: &Path, t: RawTriton) -> Result<TritonSpec, CandidateError> {
+    let err = |field: &str, message: String| CandidateError::new(file, Some(field), message);
+    let identifier = |field: &str, name: &str| {
+        let ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if ok {
+            Ok(())
+        } else {
+            Err(err(field, format!("`{name}` is not a Python identifier")))
+        }
+    };
+    identifier("triton.function", &t.function)?;
+    let mut signature = Vec::with_capacity(t.signature.len());
+    for (name, ty) in &t.signature {
+        let field = format!("triton.signature.{name}");
+        identifier(&field, name)?;
+        let ty = ty.as_str().ok_or_else(|| {
+            err(
+                &field,
+                format!("expected a Triton type string such as \"*fp32\" or \"i64\", got {ty}"),
+            )
+        })?;
+        triton::param_width(ty).map_err(|e| err(&field, e))?;
+        signature.push((name.clone(), ty.to_string()));
+    }
+    let mut constexprs = Vec::with_capacity(t.constexprs.len());
+    for (name, value) in &t.constexprs {
+        let field = format!("triton.constexprs.{name}");
+        identifier(&field, name)?;
+        if t.signature.contains_key(name) {
+            return Err(err(
+                &field,
+                format!("`{name}` is in the signature too: a parameter is passed at launch or compiled in, not both"),
+            ));
+        }
+        let v = value.as_integer().ok_or_else(|| {
+            err(
+                &field,
+                format!(
+                    "a constexpr is an integer, got a {} ({value})",
+                    value.type_str()
+                ),
+            )
+        })?;
+        constexprs.push((name.clone(), v));
+    }
+    let small =
+        |field: &str, v: &Option<toml::Value>, default: u32, ok: fn(i64) -> bool, rule: &str| {
+            match v {
+                None => Ok(default),
+                Some(toml::Value::Integer(n)) if ok(*n) => Ok(*n as u32),
+                Some(other) => Err(err(field, format!("{rule}, got {other}"))),
+            }
+        };
+    let num_warps = small(
+        "triton.num_warps",
+        &t.num_warps,
+        triton::DEFAULT_NUM_WARPS,
+        |n| (1..=32).contains(&n) && (n as u64).is_power_of_two(),
+        "a power of two from 1 to 32 (the block is num_warps × 32 threads)",
+    )?;
+    let num_stages = small(
+        "triton.num_stages",
+        &t.num_stages,
+        triton::DEFAULT_NUM_STAGES,
+        |n| (1..=16).contains(&n),
+        "an integer from 1 to 16",
+    )?;
+    Ok(TritonSpec {
+        function: t.function,
+        signature,
+        constexprs,
+        num_warps,
+        num_stages,
+    })
+}
+
+/// A launch of a Triton kernel: it names the function, passes one argument per signature entry,
+/// and leaves the block (`num_warps` × 32, or given equal to it) and the shared memory (from
+/// Triton's metadata) to the compiled kernel.
+fn triton_launch(
+    file: &Path,
+    i: usize,
+    t: &TritonSpec,
+    l: &RawLaunch,
+    block: Option<[Dim; 3]>,
+) -> Result<([Dim; 3], Dim), CandidateError> {
+    let err = |field: &str, message: String| {
+        CandidateError::new(file, Some(&format!("launch[{i}].{field}")), message)
+    };
+    if l.kernel != t.function {
+        return Err(err(
+            "kernel",
+            format!(
+                "`{}`: a Triton candidate's launches run its function `{}`",
+                l.kernel, t.function
+            ),
+        ));
+    }
+    let threads = t.block_threads() as i64;
+    let want = [Dim::Number(threads), Dim::Number(1), Dim::Number(1)];
+    if let Some(b) = block {
+        if b != want {
+            return Err(err(
+                "block",
+                format!(
+                    "a Triton kernel's block is num_warps × 32 = {threads} threads (num_warps = {}); leave `block` out, or give [{threads}, 1, 1]",
+                    t.num_warps
+                ),
+            ));
+        }
+    }
+    if l.shared_bytes.is_some() {
+        return Err(err(
+            "shared_bytes",
+            "a Triton kernel's shared memory comes from its compiled metadata; leave `shared_bytes` out".into(),
+        ));
+    }
+    if l.args.len() != t.signature.len() {
+        return Err(err(
+            "args",
+            format!(
+                "{} arguments, but [triton.signature] has {} parameters passed at launch (constexprs are compiled in, not passed)",
+                l.args.len(),
+                t.signature.len()
+            ),
+        ));
+    }
+    Ok((want, Dim::Number(0)))
 }
 
 /// A name that goes into paths, tables and summary.md: not empty, and no `/`, `\`, `|` or
@@ -299,6 +495,162 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
                 Some(s.name())
             );
         }
+    }
+
+    const TRITON: &str = r#"
+problem = "fm_interaction"
+name = "t"
+source = "kernel.py"
+[triton]
+function = "fm"
+num_warps = 4
+num_stages = 3
+[triton.signature]
+x = "*fp32"
+out = "*fp32"
+B = "i32"
+[triton.constexprs]
+BLOCK = 32
+[[launch]]
+kernel = "fm"
+grid = ["ceil_div(B, 32)"]
+args = ["x", "out", "B"]
+"#;
+
+    #[test]
+    fn a_triton_table_parses_with_its_block_from_num_warps() {
+        let m = parse(Path::new("x"), TRITON).unwrap();
+        let t = m.triton.unwrap();
+        assert_eq!(t.function, "fm");
+        assert_eq!(t.num_warps, 4);
+        assert_eq!(t.constexprs, vec![("BLOCK".to_string(), 32)]);
+        assert_eq!(t.signature.len(), 3);
+        assert_eq!(m.launches[0].block, [128.into(), 1.into(), 1.into()]);
+        // Given equal to num_warps × 32 is fine too; Triton's defaults fill what is left out.
+        let given = TRITON.replace("args =", "block = [128, 1, 1]\nargs =");
+        assert!(parse(Path::new("x"), &given).is_ok());
+        let defaults = TRITON.replace("num_warps = 4\nnum_stages = 3\n", "");
+        let t = parse(Path::new("x"), &defaults).unwrap().triton.unwrap();
+        assert_eq!((t.num_warps, t.num_stages), (4, 3));
+    }
+
+    #[test]
+    fn triton_errors_name_the_file_and_the_field() {
+        let cases = [
+            // The function's name missing, or not a Python name.
+            (
+                TRITON.replace("function = \"fm\"\n", ""),
+                "triton.function",
+                "missing",
+            ),
+            (
+                TRITON.replace("function = \"fm\"", "function = \"f m\""),
+                "triton.function",
+                "identifier",
+            ),
+            // A type string Triton's launcher does not take.
+            (
+                TRITON.replace("x = \"*fp32\"", "x = \"*float\""),
+                "triton.signature.x",
+                "*float",
+            ),
+            (
+                TRITON.replace("B = \"i32\"", "B = \"int\""),
+                "triton.signature.B",
+                "`int`",
+            ),
+            (
+                TRITON.replace("B = \"i32\"", "B = 32"),
+                "triton.signature.B",
+                "type string",
+            ),
+            // The block must be num_warps × 32.
+            (
+                TRITON.replace("args =", "block = [256, 1, 1]\nargs ="),
+                "launch[0].block",
+                "num_warps × 32 = 128",
+            ),
+            (
+                TRITON.replace("args =", "block = [64, 2]\nargs ="),
+                "launch[0].block",
+                "128 threads",
+            ),
+            (
+                TRITON.replace("num_warps = 4", "num_warps = 3"),
+                "triton.num_warps",
+                "power of two",
+            ),
+            (
+                TRITON.replace("num_warps = 4", "num_warps = 64"),
+                "triton.num_warps",
+                "power of two",
+            ),
+            (
+                TRITON.replace("num_stages = 3", "num_stages = 0"),
+                "triton.num_stages",
+                "1 to 16",
+            ),
+            // A constexpr is an integer.
+            (
+                TRITON.replace("BLOCK = 32", "BLOCK = 32.5"),
+                "triton.constexprs.BLOCK",
+                "integer",
+            ),
+            (
+                TRITON.replace("BLOCK = 32", "BLOCK = \"32\""),
+                "triton.constexprs.BLOCK",
+                "integer",
+            ),
+            (
+                TRITON.replace("BLOCK = 32", "BLOCK = 32\nB = 4"),
+                "triton.constexprs.B",
+                "signature too",
+            ),
+            // Launches: the function, one argument per signature entry, no shared_bytes.
+            (
+                TRITON.replace("kernel = \"fm\"", "kernel = \"other\""),
+                "launch[0].kernel",
+                "function `fm`",
+            ),
+            (
+                TRITON.replace("[\"x\", \"out\", \"B\"]", "[\"x\", \"out\"]"),
+                "launch[0].args",
+                "constexprs are compiled in",
+            ),
+            (
+                TRITON.replace("args =", "shared_bytes = 0\nargs ="),
+                "launch[0].shared_bytes",
+                "metadata",
+            ),
+            // The table goes with a .py source, and a .py source needs it.
+            (TRITON.replace("kernel.py", "kernel.cu"), "triton", ".py"),
+            (
+                TRITON.split("[triton]").next().unwrap().to_string()
+                    + "[[launch]]\nkernel = \"fm\"\ngrid = [1]\nargs = []\n",
+                "triton",
+                "needs a [triton] table",
+            ),
+            (
+                TRITON.replace("num_stages = 3", "num_stages = 3\nnum_ctas = 2"),
+                "triton.num_ctas",
+                "unknown field",
+            ),
+        ];
+        for (i, (text, field, want)) in cases.iter().enumerate() {
+            let e = error(text);
+            assert!(
+                e.contains("dir/candidate.toml")
+                    && e.contains(&format!("field `{field}`"))
+                    && e.contains(want),
+                "case {i}: want field {field} and {want:?} in: {e}"
+            );
+        }
+        // Without [triton] a launch must still give its block.
+        let e = error(&GOOD.replace("block = [256, 1, 1]\n", ""));
+        assert!(
+            e.contains("field `launch[0].block`") && e.contains("missing"),
+            "{e}"
+        );
     }
 
     #[test]

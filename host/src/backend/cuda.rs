@@ -5,8 +5,8 @@
 //! All work goes to one non-blocking stream; timing uses CUDA events on it; the L2 flush is a
 //! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
 use super::{
-    ptx_params, Backend, BackendError, BackendResult, Buffer, DeviceInfo, Launch, ModuleId,
-    ModuleSource,
+    binary, ptx_params, triton, Backend, BackendError, BackendResult, Buffer, CompiledLaunch,
+    DeviceInfo, Launch, ModuleId, ModuleSource,
 };
 use cudarc::driver::{result, sys, CudaContext};
 use std::ffi::CString;
@@ -22,7 +22,26 @@ fn check(r: sys::CUresult, what: &str) -> BackendResult<()> {
 
 struct Module {
     handle: sys::CUmodule,
-    ptx: String,
+    /// The project's own kernels (loaded once and shared).
+    builtin: bool,
+    /// PTX text the parameter lists are read from, and whether the driver is asked first (a
+    /// fatbin's embedded PTX is a fallback: the driver's list is of the code it runs); `None`:
+    /// only the driver gives them.
+    ptx: Option<String>,
+    driver_first: bool,
+    /// A Triton kernel: the manifest's function name and what its compilation fixed.
+    triton: Option<(String, triton::Compiled)>,
+}
+
+impl Module {
+    /// The name of `kernel` in the module (a Triton function's compiled kernel may be named
+    /// otherwise than the function).
+    fn symbol<'a>(&'a self, kernel: &'a str) -> &'a str {
+        match &self.triton {
+            Some((function, c)) if function == kernel => &c.kernel,
+            _ => kernel,
+        }
+    }
 }
 
 /// One CUDA device, its stream, and what has been allocated and loaded on it.
@@ -105,6 +124,74 @@ impl CudaBackend {
         };
         compile_cuda(file, code, arch)
     }
+
+    /// Compiles a Triton candidate for this device with `tools/triton_compile.py` (its own
+    /// process, with a time limit) and checks what came back against the manifest and the
+    /// device. A missing Triton makes the candidate `skipped`.
+    fn compile_triton(
+        &self,
+        file: &std::path::Path,
+        spec: &triton::TritonSpec,
+    ) -> BackendResult<triton::Compiled> {
+        let (major, minor) = self.info.compute_capability.unwrap_or((9, 0));
+        let arch = (major * 10 + minor) as u32;
+        let c = triton::compile(file, spec, arch).map_err(|f| match f {
+            triton::CompileFailure::NoTriton(m) => {
+                BackendError::Unsupported(format!("{}: {m}", file.display()))
+            }
+            triton::CompileFailure::Failed(m) => {
+                BackendError::Compile(format!("{}: {m}", file.display()))
+            }
+        })?;
+        triton::check_against(spec, &c)
+            .map_err(|e| BackendError::Compile(format!("{}: {e}", file.display())))?;
+        if c.shared as usize > self.info.max_shared_bytes_per_block {
+            return Err(BackendError::Compile(format!(
+                "{}: Triton's kernel needs {} bytes of shared memory, the device allows {} (fewer num_stages or smaller blocks)",
+                file.display(),
+                c.shared,
+                self.info.max_shared_bytes_per_block
+            )));
+        }
+        Ok(c)
+    }
+}
+
+/// PTX text as the driver loads it: NUL-terminated, with no NUL inside.
+fn nul_terminated(ptx: &str) -> BackendResult<Vec<u8>> {
+    CString::new(ptx)
+        .map(CString::into_bytes_with_nul)
+        .map_err(|_| BackendError::Compile("PTX holds a NUL byte".into()))
+}
+
+/// The byte size of each parameter of `kernel`, from the driver (`cuFuncGetParamInfo`, CUDA
+/// 12.4+): what a cubin's parameter list is known from.
+fn driver_params(module: sys::CUmodule, kernel: &str) -> BackendResult<Vec<usize>> {
+    let name = CString::new(kernel)
+        .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
+    let f = unsafe { result::module::get_function(module, name) }.map_err(|e| {
+        BackendError::BadLaunch(format!("the module has no kernel `{kernel}`: {e}"))
+    })?;
+    let query = std::panic::AssertUnwindSafe(|| {
+        let mut sizes = Vec::new();
+        for index in 0..4096 {
+            let (mut offset, mut size) = (0usize, 0usize);
+            let r = unsafe { sys::cuFuncGetParamInfo(f, index, &mut offset, &mut size) };
+            match r {
+                sys::CUresult::CUDA_SUCCESS => sizes.push(size),
+                sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(sizes),
+                other => return Err(format!("cuFuncGetParamInfo({kernel}, {index}): {other:?}")),
+            }
+        }
+        Err(format!("`{kernel}`: more than 4096 parameters?"))
+    });
+    quietly(query)
+        .ok_or_else(|| {
+            BackendError::BadLaunch(format!(
+                "the CUDA driver has no cuFuncGetParamInfo (12.4 or newer is needed to read the parameters of `{kernel}` from a cubin)"
+            ))
+        })?
+        .map_err(BackendError::BadLaunch)
 }
 
 /// The start of the message when libnvrtc cannot be loaded.
@@ -311,40 +398,105 @@ impl Backend for CudaBackend {
     }
 
     fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId> {
-        let ptx = match source {
+        let mut triton_kernel = None;
+        let driver_first = matches!(source, ModuleSource::Binary { .. });
+        let (ptx, binary) = match source {
             ModuleSource::Builtin => {
                 // The built-in module is loaded once and shared.
-                if let Some(i) = self
-                    .modules
-                    .iter()
-                    .position(|m| m.ptx == crate::ptx::GPU_KERNELS_PTX)
-                {
+                if let Some(i) = self.modules.iter().position(|m| m.builtin) {
                     return Ok(ModuleId(i));
                 }
-                crate::ptx::GPU_KERNELS_PTX.to_string()
+                (Some(crate::ptx::GPU_KERNELS_PTX.to_string()), None)
             }
-            ModuleSource::Ptx { code, .. } => code.clone(),
-            ModuleSource::Cuda { file, code } => self.compile_cuda(file, code)?,
+            ModuleSource::Ptx { code, .. } => (Some(code.clone()), None),
+            ModuleSource::Cuda { file, code } => (Some(self.compile_cuda(file, code)?), None),
+            ModuleSource::Binary { file, image } => {
+                let kind = binary::check_image(image)
+                    .map_err(|e| BackendError::Compile(format!("{}: {e}", file.display())))?;
+                let ptx = (kind == binary::Kind::Fatbin)
+                    .then(|| binary::embedded_ptx(image))
+                    .flatten();
+                (ptx, Some(image.clone()))
+            }
+            ModuleSource::Triton { file, spec } => {
+                let c = self.compile_triton(file, spec)?;
+                let ptx = c.ptx.clone();
+                let image = match &c.cubin {
+                    Some(cubin) => cubin.clone(),
+                    None => nul_terminated(ptx.as_deref().unwrap_or_default())?,
+                };
+                triton_kernel = Some((spec.function.clone(), c));
+                (ptx, Some(image))
+            }
+            ModuleSource::Unavailable { reason, .. } => {
+                return Err(BackendError::Unsupported(reason.clone()))
+            }
         };
-        let image = CString::new(ptx.clone())
-            .map_err(|_| BackendError::Compile("PTX holds a NUL byte".into()))?;
+        let image = match binary {
+            Some(image) => image,
+            None => nul_terminated(ptx.as_deref().unwrap_or_default())?,
+        };
         let handle =
             unsafe { result::module::load_data(image.as_ptr() as *const _) }.map_err(|e| {
-                BackendError::Compile(format!("the driver could not load the PTX: {e}"))
+                let what = match source {
+                    ModuleSource::Binary { file, .. } => file.display().to_string(),
+                    ModuleSource::Triton { .. } => "Triton's cubin".into(),
+                    _ => "the PTX".into(),
+                };
+                BackendError::Compile(format!("the driver could not load {what}: {e}"))
             })?;
-        self.modules.push(Module { handle, ptx });
+        self.modules.push(Module {
+            handle,
+            builtin: matches!(source, ModuleSource::Builtin),
+            ptx,
+            driver_first,
+            triton: triton_kernel,
+        });
         Ok(ModuleId(self.modules.len() - 1))
     }
 
     fn kernel_params(&mut self, module: ModuleId, kernel: &str) -> BackendResult<Vec<usize>> {
         let m = &self.modules[module.0];
-        ptx_params::entry_params(&m.ptx, kernel)
-            .ok_or_else(|| BackendError::BadLaunch(format!("the module has no kernel `{kernel}`")))
+        let symbol = m.symbol(kernel);
+        let no_kernel = || BackendError::BadLaunch(format!("the module has no kernel `{kernel}`"));
+        let params = match m.ptx.as_deref() {
+            Some(p) if m.driver_first => driver_params(m.handle, symbol)
+                .or_else(|e| ptx_params::entry_params(p, symbol).ok_or(e))?,
+            Some(p) => ptx_params::entry_params(p, symbol).ok_or_else(no_kernel)?,
+            None => driver_params(m.handle, symbol)?,
+        };
+        let Some((_, c)) = m.triton.as_ref().filter(|(f, _)| f == kernel) else {
+            return Ok(params);
+        };
+        // The trailing scratch pointers are the runner's to pass, not the plan's.
+        let user = params.len().checked_sub(c.scratch.len());
+        match user {
+            Some(n) if n == c.params.len() && params[n..].iter().all(|&w| w == 8) => {
+                Ok(params[..n].to_vec())
+            }
+            _ => Err(BackendError::BadLaunch(format!(
+                "the compiled kernel `{}` has {} parameters; Triton's metadata declares {} launch parameters and {} trailing scratch pointers ({})",
+                c.kernel,
+                params.len(),
+                c.params.len(),
+                c.scratch.len(),
+                c.scratch.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    fn compiled_launch(&self, module: ModuleId, kernel: &str) -> Option<CompiledLaunch> {
+        let (function, c) = self.modules.get(module.0)?.triton.as_ref()?;
+        (function == kernel).then(|| CompiledLaunch {
+            block_threads: c.num_warps * 32,
+            shared_bytes: c.shared,
+            scratch: c.scratch.clone(),
+        })
     }
 
     fn launch(&mut self, module: ModuleId, launch: &Launch) -> BackendResult<()> {
         let m = &self.modules[module.0];
-        let name = CString::new(launch.kernel.clone())
+        let name = CString::new(m.symbol(&launch.kernel))
             .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
         let f = unsafe { result::module::get_function(m.handle, name) }
             .map_err(|e| BackendError::BadLaunch(format!("no kernel `{}`: {e}", launch.kernel)))?;

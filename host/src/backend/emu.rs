@@ -176,14 +176,9 @@ impl Backend for EmuBackend {
     }
 
     fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId> {
-        match source {
-            ModuleSource::Builtin => Ok(ModuleId(0)),
-            ModuleSource::Cuda { file, .. } | ModuleSource::Ptx { file, .. } => {
-                Err(BackendError::Unsupported(format!(
-                    "{} needs a GPU: the CPU emulator runs only the Rust kernels of gpu-kernels",
-                    file.display()
-                )))
-            }
+        match source.needs_gpu() {
+            None => Ok(ModuleId(0)),
+            Some(why) => Err(BackendError::Unsupported(why)),
         }
     }
 

@@ -1,11 +1,13 @@
 //! Where kernels run: a CUDA GPU through `cudarc` (libcuda and libnvrtc loaded at run time), or
 //! the CPU emulator of `gpu-kernels`. Both offer the same small interface: buffers, modules,
 //! launches with raw argument words, a stream-ordered timer and an L2 flush.
+pub mod binary;
 pub mod cuda;
 pub mod emu;
 mod guarded;
 pub mod ptx_params;
 mod source;
+pub mod triton;
 
 use bench_problems::check::poison_pattern;
 use data_gen::DType;
@@ -47,6 +49,17 @@ pub struct Launch {
     pub block: [u32; 3],
     pub shared_bytes: u32,
     pub args: Vec<u64>,
+}
+
+/// What a compiled module (Triton's) fixes for each launch of one of its kernels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledLaunch {
+    /// Threads per block (`num_warps` × 32).
+    pub block_threads: u32,
+    /// Dynamic shared memory, in bytes.
+    pub shared_bytes: u32,
+    /// The pointer parameters after the plan's arguments, in order.
+    pub scratch: Vec<triton::TrailingScratch>,
 }
 
 /// What the device is.
@@ -267,6 +280,12 @@ pub trait Backend {
     fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId>;
     /// Byte size of each parameter of `kernel`; an error if the module has no such kernel.
     fn kernel_params(&mut self, module: ModuleId, kernel: &str) -> BackendResult<Vec<usize>>;
+    /// What a compiled module fixes for every launch of `kernel` beyond its plan (a Triton
+    /// kernel: its block size, dynamic shared memory and trailing scratch parameters, which
+    /// [`Backend::kernel_params`] leaves out); `None` for other modules.
+    fn compiled_launch(&self, _module: ModuleId, _kernel: &str) -> Option<CompiledLaunch> {
+        None
+    }
     fn launch(&mut self, module: ModuleId, launch: &Launch) -> BackendResult<()>;
     /// Waits for all queued work; reports any asynchronous fault.
     fn synchronize(&mut self) -> BackendResult<()>;

@@ -1,6 +1,8 @@
-//! What a backend loads a module from: the project's own kernels, CUDA C++ or PTX text. A leaf
-//! of `backend` (it names no other module), so the backends see it without reaching up into
-//! `candidate`, which re-exports it for the manifests that name it.
+//! What a backend loads a module from: the project's own kernels, CUDA C++ or PTX text, a
+//! cubin or fatbin built offline, or a Triton function. A leaf of `backend` (it names no other
+//! module outside it), so the backends see it without reaching up into `candidate`, which
+//! re-exports it for the manifests that name it.
+use super::triton::TritonSpec;
 use std::path::PathBuf;
 
 /// Where a plan's kernels come from.
@@ -12,4 +14,33 @@ pub enum ModuleSource {
     Cuda { file: PathBuf, code: String },
     /// PTX text.
     Ptx { file: PathBuf, code: String },
+    /// A `.cubin` or `.fatbin` built offline: the file's bytes (their magic checked).
+    Binary { file: PathBuf, image: Vec<u8> },
+    /// A `@triton.jit` function in `file`, compiled ahead of time by `tools/triton_compile.py`
+    /// on a GPU host.
+    Triton { file: PathBuf, spec: TritonSpec },
+    /// A source that cannot be loaded as it stands (a `.cubin` not built yet), and what to do:
+    /// the candidate is `skipped` with `reason`.
+    Unavailable { file: PathBuf, reason: String },
+}
+
+impl ModuleSource {
+    /// Why a backend without a GPU cannot load this source (`None` for the built-in kernels).
+    pub fn needs_gpu(&self) -> Option<String> {
+        let gpu = |file: &PathBuf, what: &str| {
+            Some(format!(
+                "{} needs a GPU{what}: the CPU emulator runs only the Rust kernels of gpu-kernels",
+                file.display()
+            ))
+        };
+        match self {
+            ModuleSource::Builtin => None,
+            ModuleSource::Cuda { file, .. } | ModuleSource::Ptx { file, .. } => gpu(file, ""),
+            ModuleSource::Binary { file, .. } => gpu(file, " (a cubin or fatbin built offline)"),
+            ModuleSource::Triton { file, .. } => {
+                gpu(file, " and Triton (compiled by tools/triton_compile.py)")
+            }
+            ModuleSource::Unavailable { reason, .. } => Some(reason.clone()),
+        }
+    }
 }

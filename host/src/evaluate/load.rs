@@ -84,10 +84,78 @@ fn bind_all(
             buffers.insert(s.name.clone(), buf);
         }
         let scalars = &set.input.scalars;
-        let bound = plan::bind(cand, sizes, scalars, &buffers, backend, module)
+        let mut bound = plan::bind(cand, sizes, scalars, &buffers, backend, module)
             .map_err(|e| (Status::RuntimeError, e))?;
+        for (i, launch) in bound.iter_mut().enumerate() {
+            compiled_extras(backend, module, cand, set_index, i, launch, scratch)?;
+        }
         plans.push(bound);
     }
+    Ok(())
+}
+
+/// What a compiled module (Triton's) fixes for launch `i` beyond its plan: the block must be
+/// its `num_warps` × 32 threads, the dynamic shared memory is its metadata's, and its trailing
+/// scratch pointers are appended — null for a size of 0, else a guarded scratch buffer of
+/// size × programs bytes for this set (as Triton's launcher allocates), poisoned and checked
+/// like the plan's own scratch.
+fn compiled_extras(
+    backend: &mut dyn Backend,
+    module: ModuleId,
+    cand: &Candidate,
+    set_index: usize,
+    i: usize,
+    launch: &mut Launch,
+    scratch: &mut Vec<Scratch>,
+) -> Result<(), (Status, String)> {
+    let Some(c) = backend.compiled_launch(module, &launch.kernel) else {
+        return Ok(());
+    };
+    let fail = |m: String| {
+        (
+            Status::RuntimeError,
+            format!("{}: launch[{i}]: {m}", cand.origin),
+        )
+    };
+    let threads: u32 = launch.block.iter().product();
+    if threads != c.block_threads {
+        return Err(fail(format!(
+            "block of {threads} threads, the compiled kernel needs {} (num_warps × 32)",
+            c.block_threads
+        )));
+    }
+    let most = backend.info().max_shared_bytes_per_block;
+    if c.shared_bytes as usize > most {
+        return Err(fail(format!(
+            "the compiled kernel needs {} bytes of shared memory, the device allows {most}",
+            c.shared_bytes
+        )));
+    }
+    launch.shared_bytes = c.shared_bytes;
+    let available = backend.free_memory();
+    let mut alloc = |bytes: usize, t: &crate::backend::triton::TrailingScratch| {
+        if bytes > available {
+            return Err(format!(
+                "{}: {bytes} bytes, more than the {available} bytes free",
+                t.name
+            ));
+        }
+        let buf = guard::alloc(backend, bytes).map_err(|e| format!("{}: {e}", t.name))?;
+        scratch.push(Scratch {
+            set: set_index,
+            name: format!("{} of launch[{i}]", t.name),
+            buffer: buf,
+        });
+        // Guarded buffers start 64 KiB into a 256-byte-aligned allocation.
+        let at = backend.address(&buf);
+        if t.align > 0 && at % t.align != 0 {
+            return Err(format!("{}: alignment {} is not met", t.name, t.align));
+        }
+        Ok(at)
+    };
+    let words =
+        crate::backend::triton::trailing_args(&c.scratch, launch.grid, &mut alloc).map_err(fail)?;
+    launch.args.extend(words);
     Ok(())
 }
 
@@ -158,6 +226,46 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(status, Status::Skipped);
+        // Cubins, fatbins, Triton functions and binaries not built yet: skipped, saying why.
+        let spec = crate::backend::triton::TritonSpec {
+            function: "k".into(),
+            signature: vec![],
+            constexprs: vec![],
+            num_warps: 4,
+            num_stages: 3,
+        };
+        let sources = [
+            (
+                ModuleSource::Binary {
+                    file: "k.cubin".into(),
+                    image: vec![0x7f, b'E', b'L', b'F'],
+                },
+                "cubin or fatbin",
+            ),
+            (
+                ModuleSource::Triton {
+                    file: "k.py".into(),
+                    spec,
+                },
+                "Triton",
+            ),
+            (
+                ModuleSource::Unavailable {
+                    file: "k.cubin".into(),
+                    reason: "k.cubin is not built: run tools/build_cubin.sh".into(),
+                },
+                "tools/build_cubin.sh",
+            ),
+        ];
+        for (source, why) in sources {
+            let mut cand = reference_candidate(problem);
+            cand.source = source;
+            let (status, msg) = load(&mut backend, &sets, &cand, Side::Candidate)
+                .err()
+                .unwrap();
+            assert_eq!(status, Status::Skipped, "{msg}");
+            assert!(msg.contains(why), "{msg}");
+        }
         let mut huge = reference_candidate(problem);
         huge.origin = "somewhere/huge".into();
         huge.scratch = vec![ScratchSpec {
