@@ -1,7 +1,7 @@
 //! The degenerate-output self-test every problem must pass: its oracle output is not
 //! near-constant and changes with the seed, the correct output passes the check, and zeros, a
-//! constant, and an output with only 0.3% of its elements written (the rest poison, or the rest
-//! zeros) all fail. Each problem's tests call [`self_test`] at `ci` size.
+//! constant, an output with only 0.3% of its elements written (the rest poison, or the rest
+//! zeros) and an in-place output left unchanged all fail. Each problem's tests call [`self_test`] at `ci` size.
 //!
 //! [`degenerate_verdicts`] builds the same degenerate outputs and says what our check and
 //! KernelBench's `allclose` ([`crate::allclose`], at atol = rtol = 1e-2 and 1e-4) make of each;
@@ -73,7 +73,7 @@ pub struct DegenerateVerdict {
     pub output: &'static str,
     pub dtype: DType,
     /// Which degenerate output: "all zeros", "a constant", "0.3% written, rest poison",
-    /// "0.3% written, rest zeros".
+    /// "0.3% written, rest zeros", and for an in-place output "initial value, unchanged".
     pub what: &'static str,
     /// Largest |oracle| over the checked elements (what an absolute tolerance is measured
     /// against).
@@ -268,8 +268,9 @@ impl OutputCase<'_> {
         encode(&self.reference, self.spec.dtype, self.shape.clone()).map_err(|e| e.to_string())
     }
 
-    /// The degenerate outputs, named: all zeros, a constant (the mean), and 0.3% of the correct
-    /// output with the rest poison or zeros (`set` gives the sizes of the poisoned buffer).
+    /// The degenerate outputs, named: all zeros, a constant (the mean), 0.3% of the correct
+    /// output with the rest poison or zeros (`set` gives the sizes of the poisoned buffer), and
+    /// an in-place output's initial value unchanged.
     fn degenerate(
         &self,
         correct: &HostTensor,
@@ -316,6 +317,13 @@ impl OutputCase<'_> {
             || matches!(reference, OracleOutput::Float(v) if v == &[0.0])
         {
             degenerate.clear();
+        }
+        // An in-place output left as it was (a kernel that does nothing): a tolerance on the
+        // values rather than on the update cannot see a small step.
+        if let (Role::InOut, Some(initial)) = (self.spec.role, self.initial) {
+            if initial.numel() == numel {
+                degenerate.push(("initial value, unchanged", initial.clone()));
+            }
         }
         Ok(degenerate)
     }
@@ -376,6 +384,48 @@ mod tests {
                 assert!(!v.allclose_1e2 && !v.allclose_1e4, "{v:?}");
             }
         }
+    }
+
+    #[test]
+    fn an_in_place_output_left_unchanged_is_a_degenerate_output() {
+        let problem = find_problem("embedding_backward_rowwise_adagrad").unwrap();
+        let verdicts = degenerate_verdicts(problem, Preset::Ci).unwrap();
+        let in_out: Vec<_> = problem
+            .tensors()
+            .into_iter()
+            .filter(|t| t.role == Role::InOut)
+            .map(|t| t.name)
+            .collect();
+        assert!(!in_out.is_empty());
+        for name in in_out {
+            let unchanged: Vec<_> = verdicts
+                .iter()
+                .filter(|v| v.output == name && v.what == "initial value, unchanged")
+                .collect();
+            assert_eq!(unchanged.len(), 1, "{name}");
+            assert!(!unchanged[0].ours_passed, "{:?}", unchanged[0]);
+        }
+    }
+
+    #[test]
+    fn zeros_pass_allclose_on_a_small_reference_but_not_ours() {
+        // Problem 1's oracle scaled down 10^4-fold: every |ref| ≤ 0.01, the case of the
+        // KernelBench problems an all-zeros tensor passed.
+        let problem = find_problem("embedding_bag_sum").unwrap();
+        let sets = Sets::generate(problem, Preset::Ci).unwrap();
+        let case = sets.output_cases(problem).unwrap().remove(0);
+        let OracleOutput::Float(v) = &case.reference else {
+            panic!("a float output")
+        };
+        let small = OracleOutput::Float(v.iter().map(|x| x * 1e-4).collect());
+        let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs())) * 1e-4;
+        assert!(max < 0.01 && max > 1e-4, "{max}");
+        let zeros = HostTensor::zeros(case.spec.dtype, case.shape.clone());
+        assert_eq!(allclose(&zeros, &small, None, 1e-2, 1e-2), Ok(true));
+        assert_eq!(allclose(&zeros, &small, None, 1e-4, 1e-4), Ok(false));
+        let ours = crate::check::check_output(&zeros, &small, &case.tol);
+        assert!(!ours.passed);
+        assert!((ours.rel_l2 - 1.0).abs() < 1e-12, "{ours:?}");
     }
 
     #[test]
