@@ -6,11 +6,12 @@
 //! reference launch plan. The runner knows problems only through this trait.
 //!
 //! Layers, each importing only those above it: [`error`], [`sizes`], [`poison`] (leaves);
-//! [`expr`]; [`signature`], [`input_set`], [`oracle`], [`launch`]; [`check`], [`special`]; [`problem`] (the
-//! trait); [`families`] (what problems of one kind share: CSR bags, sparse sub-plans,
-//! interactions); [`problems`] (one module each); [`registry`]. [`spec`] re-exports the
-//! vocabulary. Adding a problem: `docs/adding-a-problem.md`.
+//! [`expr`]; [`signature`], [`input_set`], [`oracle`], [`launch`]; [`check`], [`special`],
+//! [`allclose`]; [`problem`] (the trait); [`families`] (what problems of one kind share: CSR
+//! bags, sparse sub-plans, interactions); [`problems`] (one module each); [`registry`]. [`spec`]
+//! re-exports the vocabulary. Adding a problem: `docs/adding-a-problem.md`.
 
+pub mod allclose;
 pub mod check;
 pub mod error;
 pub mod expr;

@@ -1,5 +1,5 @@
 //! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `check`,
-//! `report`, `project` and `new-problem`; this file parses them and calls the library, where all work lives.
+//! `report`, `project`, `new-problem` and `selftest`; this file parses them and calls the library, where all work lives.
 use bench_problems::Preset;
 use clap::{Parser, Subcommand};
 use dlrm_bench::arg_bounds::{at_least_one, positive_seconds, win_threshold};
@@ -88,6 +88,15 @@ enum Command {
         /// NVRTC target architecture.
         #[arg(long, default_value = "compute_90", value_parser = ["compute_80", "compute_89", "compute_90", "compute_100"])]
         arch: String,
+    },
+    /// Run every problem's degenerate-output self-test on the host (no GPU); with --allclose,
+    /// print instead, as markdown, what our check and KernelBench's allclose (atol = rtol =
+    /// 1e-2 and 1e-4) say of each degenerate output.
+    Selftest {
+        #[arg(long, default_value = "ci", value_parser = parse_preset)]
+        preset: Preset,
+        #[arg(long)]
+        allclose: bool,
     },
 }
 
@@ -187,6 +196,7 @@ fn main() -> anyhow::Result<ExitCode> {
             println!("{}", scaffold::new_problem_command(&repo, &name, &like)?)
         }
         Command::Check { dirs, arch } => static_check::check_dirs(&dirs, &arch)?,
+        Command::Selftest { preset, allclose } => return selftest(preset, allclose),
         Command::Report {
             results,
             workload,
@@ -204,6 +214,32 @@ fn main() -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn selftest(preset: Preset, allclose: bool) -> anyhow::Result<ExitCode> {
+    let problems = bench_problems::all_problems();
+    if allclose {
+        let table = bench_problems::selftest::allclose_table(&problems, preset)
+            .map_err(anyhow::Error::msg)?;
+        print!("{table}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut failed = false;
+    for p in problems {
+        let verdict = bench_problems::selftest::self_test(p, preset);
+        failed |= verdict.is_err();
+        println!(
+            "{:>2} {:<36} {}",
+            p.number(),
+            p.name(),
+            verdict.err().as_deref().unwrap_or("ok")
+        );
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
