@@ -342,14 +342,14 @@ mod tests {
         e.cuda_home = Some(home.clone());
         e.cuda_path = Some(path.clone());
         let default = headers(&root, "usr/local/cuda/include");
-        assert_eq!(search(&e).dirs, [default.clone()]);
+        assert_eq!(search(&e).dirs, std::slice::from_ref(&default));
         let p = headers(&path, "include");
         let cccl = dir(&path, "include/cccl");
         assert_eq!(search(&e).dirs, [p.clone(), cccl]);
         assert_eq!(search(&e).found_in.as_deref(), Some("CUDA_PATH"));
         let h = headers(&home, "include");
         let s = search(&e);
-        assert_eq!(s.dirs, [h.clone()]);
+        assert_eq!(s.dirs, std::slice::from_ref(&h));
         assert_eq!(s.found_in.as_deref(), Some("CUDA_HOME"));
         // Every location is still listed for the message, the losers too.
         let listed: Vec<&PathBuf> = s.searched.iter().map(|(_, d)| d).collect();
@@ -429,7 +429,7 @@ mod tests {
         let mut e = env(&root);
         e.python_prefixes = vec![venv.clone(), usr.clone()];
         e.site_packages = vec![root.join("debian")];
-        assert_eq!(search(&e).dirs, [usr_inc.clone()]);
+        assert_eq!(search(&e).dirs, std::slice::from_ref(&usr_inc));
         let venv_inc = headers(
             &venv,
             "lib/python3.11/dist-packages/nvidia/cuda_runtime/include",
