@@ -2,7 +2,7 @@
 //! compiled by NVRTC, a `.ptx` file, or a kernel of the project's own `gpu-kernels` crate),
 //! optional scratch buffers and the launch plan. The runner never executes a candidate's host
 //! code. A bad manifest is an error naming the file and the field; it never stops a run.
-pub use crate::backend::ModuleSource;
+pub use crate::backend::{CudaFlags, ModuleSource};
 pub use crate::manifest::Manifest;
 pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec};
@@ -136,7 +136,11 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
                 )
             })?;
             match path.extension().and_then(|e| e.to_str()) {
-                Some("cu") => ModuleSource::Cuda { file: path, code },
+                Some("cu") => ModuleSource::Cuda {
+                    file: path,
+                    code,
+                    flags: cuda_flags(&file, dir, &manifest)?,
+                },
                 Some("ptx") => ModuleSource::Ptx { file: path, code },
                 Some("py") => {
                     let mut spec = manifest.triton.clone().expect("a .py source has [triton]");
@@ -155,6 +159,23 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
             }
         }
     };
+    if !matches!(source, ModuleSource::Cuda { .. }) {
+        let set = [
+            ("arch", manifest.arch.is_some()),
+            ("options", !manifest.options.is_empty()),
+            ("include", !manifest.include.is_empty()),
+        ];
+        if let Some((field, _)) = set.iter().find(|(_, s)| *s) {
+            return Err(CandidateError::new(
+                &file,
+                Some(field),
+                format!(
+                    "only a CUDA C++ (.cu) source is compiled with NVRTC; `{}` is not",
+                    manifest.source
+                ),
+            ));
+        }
+    }
     let group = candidate_group(dir, &manifest.problem);
     Ok(Candidate {
         name: manifest.name,
@@ -305,6 +326,36 @@ pub fn python_params(code: &str, function: &str) -> Option<Vec<String>> {
             .filter(|p| !p.is_empty() && p != "*" && p != "/")
             .collect(),
     )
+}
+
+/// The NVRTC settings of a CUDA C++ candidate in `dir`: its `include` directories must exist
+/// and, links resolved, lie inside `dir` (the manifest checked the paths as written); they are
+/// passed to NVRTC as absolute paths.
+fn cuda_flags(file: &Path, dir: &Path, m: &Manifest) -> Result<CudaFlags, CandidateError> {
+    let root = std::fs::canonicalize(dir).map_err(|e| {
+        CandidateError::new(file, None, format!("cannot resolve its directory: {e}"))
+    })?;
+    let mut include = Vec::with_capacity(m.include.len());
+    for (k, d) in m.include.iter().enumerate() {
+        let bad = |why: String| CandidateError::new(file, Some(&format!("include[{k}]")), why);
+        let path = std::fs::canonicalize(dir.join(d))
+            .map_err(|e| bad(format!("`{d}`: cannot read {}: {e}", dir.join(d).display())))?;
+        if !path.is_dir() {
+            return Err(bad(format!("`{d}` is not a directory")));
+        }
+        if !path.starts_with(&root) {
+            return Err(bad(format!(
+                "`{d}` leads out of the candidate's directory (to {})",
+                path.display()
+            )));
+        }
+        include.push(path);
+    }
+    Ok(CudaFlags {
+        arch: m.arch.clone(),
+        options: m.options.clone(),
+        include,
+    })
 }
 
 /// The group a candidate is reported in: the directory above it (`candidates/examples/<problem>`
@@ -593,6 +644,72 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
                 "case {i}: expected field {field} in: {text}"
             );
         }
+    }
+
+    #[test]
+    fn nvrtc_fields_reach_the_source_and_include_is_made_absolute() {
+        let d = tmp("nvrtc-fields");
+        let text = GOOD.replace(
+            "source = \"kernel.cu\"",
+            "source = \"kernel.cu\"\narch = \"sm_90a\"\noptions = [\"-DTILE=4\"]\ninclude = [\"inc\", \".\"]",
+        );
+        write(&d, &text, &[("kernel.cu", "")]);
+        std::fs::create_dir_all(d.join("inc")).unwrap();
+        let c = load_candidate(&d).unwrap();
+        let ModuleSource::Cuda { flags, .. } = &c.source else {
+            panic!("{:?}", c.source)
+        };
+        assert_eq!(flags.arch.as_deref(), Some("sm_90a"));
+        assert_eq!(flags.options, ["-DTILE=4"]);
+        let root = std::fs::canonicalize(&d).unwrap();
+        assert_eq!(flags.include, [root.join("inc"), root.clone()]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn include_directories_must_exist_inside_and_fields_need_a_cu_source() {
+        let d = tmp("nvrtc-bad");
+        let with = |line: &str| {
+            GOOD.replace(
+                "source = \"kernel.cu\"",
+                &format!("source = \"kernel.cu\"\n{line}"),
+            )
+        };
+        // A link inside the directory that leads out of it.
+        std::fs::create_dir_all(&d).unwrap();
+        std::os::unix::fs::symlink(std::env::temp_dir(), d.join("out")).unwrap();
+        std::fs::write(d.join("plain"), "").unwrap();
+        let cases = [
+            (with("include = [\"missing\"]"), "include[0]", "cannot read"),
+            (
+                with("include = [\".\", \"plain\"]"),
+                "include[1]",
+                "not a directory",
+            ),
+            (with("include = [\"out\"]"), "include[0]", "leads out"),
+            (with("include = [\"../x\"]"), "include[0]", "leads out"),
+            (
+                with("arch = \"sm_90a\"").replace("kernel.cu", "kernel.ptx"),
+                "arch",
+                "only a CUDA C++",
+            ),
+            (
+                with("options = [\"-DX\"]").replace("\"kernel.cu\"", "\"gpu-kernels\""),
+                "options",
+                "only a CUDA C++",
+            ),
+        ];
+        for (i, (manifest, field, why)) in cases.iter().enumerate() {
+            write(&d, manifest, &[("kernel.cu", ""), ("kernel.ptx", "")]);
+            let e = load_candidate(&d).unwrap_err().to_string();
+            assert!(
+                e.contains("candidate.toml")
+                    && e.contains(&format!("field `{field}`"))
+                    && e.contains(why),
+                "case {i}: {e}"
+            );
+        }
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod candidate;
 pub mod candidate_set;
 pub mod catalog;
 pub mod ceilings;
+pub mod cuda_include;
 pub mod evaluate;
 pub mod input_files;
 pub mod input_stats;
@@ -17,6 +18,7 @@ pub mod manifest;
 #[cfg(test)]
 mod manifest_properties;
 pub mod metrics;
+pub mod nvrtc_flags;
 pub mod peer;
 pub mod plan;
 pub mod projection;

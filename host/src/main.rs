@@ -85,8 +85,9 @@ enum Command {
         /// Candidate directories (each with a candidate.toml); at least one.
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
-        /// NVRTC target architecture.
-        #[arg(long, default_value = "compute_90", value_parser = ["compute_80", "compute_89", "compute_90", "compute_100"])]
+        /// NVRTC target architecture for candidates whose manifest names no `arch` (a manifest's
+        /// `arch` wins): `compute_XX` or `sm_XX` (compiled to PTX either way).
+        #[arg(long, default_value = dlrm_bench::nvrtc_flags::DEFAULT_ARCH, value_parser = parse_arch)]
         arch: String,
     },
     /// Run every problem's degenerate-output self-test on the host (no GPU); with --allclose,
@@ -286,4 +287,16 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let outcome = runner::run(opts, a.resume.as_deref())?;
     Ok(runner::exit_code(&outcome.records))
+}
+
+/// The value parser of `check --arch`.
+fn parse_arch(s: &str) -> Result<String, String> {
+    dlrm_bench::nvrtc_flags::ptx_arch(s)
+        .map(|_| s.to_string())
+        .ok_or_else(|| {
+            format!(
+                "unknown arch `{s}` (sm_XX or compute_XX, XX one of: {})",
+                dlrm_bench::nvrtc_flags::ARCHES.join(", ")
+            )
+        })
 }

@@ -25,6 +25,13 @@ pub struct Manifest {
     pub launches: Vec<LaunchSpec>,
     /// The `[triton]` table of a Triton candidate (a `.py` source).
     pub triton: Option<TritonSpec>,
+    /// CUDA C++ only: the NVRTC arch (`sm_90a`, `compute_90`, ...; one of
+    /// [`crate::nvrtc_flags::ARCHES`]); `None` is the device's.
+    pub arch: Option<String>,
+    /// CUDA C++ only: NVRTC flags and defines of [`crate::nvrtc_flags::check_option`]'s list.
+    pub options: Vec<String>,
+    /// CUDA C++ only: include directories, relative to the candidate's directory and inside it.
+    pub include: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -42,6 +49,11 @@ struct RawManifest {
     #[serde(rename = "launch", default)]
     launches: Vec<RawLaunch>,
     #[serde(default)]
+    arch: Option<String>,
+    #[serde(default)]
+    options: Vec<String>,
+    #[serde(default)]
+    include: Vec<String>,
     triton: Option<RawTriton>,
 }
 
@@ -155,6 +167,28 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         let args: Vec<&str> = l.args.iter().map(String::as_str).collect();
         launches.push(LaunchSpec::new(&l.kernel, grid, block, &args).with_shared(shared));
     }
+    if let Some(a) = &raw.arch {
+        if crate::nvrtc_flags::ptx_arch(a).is_none() {
+            let sm: Vec<String> = crate::nvrtc_flags::ARCHES
+                .iter()
+                .map(|a| format!("sm_{a}"))
+                .collect();
+            return Err(err(
+                "arch",
+                format!(
+                    "`{a}` is not an arch NVRTC is asked for here (one of: {}; or compute_ \
+                     for any of them)",
+                    sm.join(", ")
+                ),
+            ));
+        }
+    }
+    for (k, o) in raw.options.iter().enumerate() {
+        crate::nvrtc_flags::check_option(o).map_err(|e| err(&format!("options[{k}]"), e))?;
+    }
+    for (k, d) in raw.include.iter().enumerate() {
+        check_include(d).map_err(|e| err(&format!("include[{k}]"), e))?;
+    }
     Ok(Manifest {
         problem: raw.problem,
         name: raw.name,
@@ -163,6 +197,9 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         expect: raw.expect,
         scratch,
         launches,
+        arch: raw.arch,
+        options: raw.options,
+        include: raw.include,
         triton,
     })
 }
@@ -302,6 +339,37 @@ fn triton_launch(
         ));
     }
     Ok((want, Dim::Number(0)))
+}
+
+/// An `include` entry: a relative path that stays inside the candidate's directory, read
+/// lexically (`a/../b` is fine, `../x` and `a/../../x` are not); that it exists, and that no
+/// link leads out, is checked where the directory is known ([`crate::candidate`]).
+fn check_include(d: &str) -> Result<(), String> {
+    use std::path::Component;
+    if d.trim().is_empty() {
+        return Err("must not be empty (use \".\" for the candidate's directory)".into());
+    }
+    if d.chars().any(|c| c.is_control()) {
+        return Err(format!("{d:?} holds a control character"));
+    }
+    let mut depth = 0usize;
+    for c in Path::new(d).components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => {
+                return Err(format!(
+                    "`{d}` is absolute: name a directory inside the candidate's, relative to it"
+                ))
+            }
+            Component::CurDir => {}
+            Component::ParentDir => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or_else(|| format!("`{d}` leads out of the candidate's directory"))?;
+            }
+            Component::Normal(_) => depth += 1,
+        }
+    }
+    Ok(())
 }
 
 /// A name that goes into paths, tables and summary.md: not empty, and no `/`, `\`, `|` or
@@ -665,5 +733,83 @@ args = ["x", "out", "B"]
         assert!(e.contains("field `name`"), "{e}");
         let e = error(&GOOD.replace("bytes = 64", "bytes = true"));
         assert!(e.contains("field `scratch[0].bytes`"), "{e}");
+    }
+
+    #[test]
+    fn arch_options_and_include_parse_when_allowed() {
+        let text = GOOD.replace(
+            "source = \"kernel.cu\"",
+            "source = \"kernel.cu\"\narch = \"sm_90a\"\noptions = [\"-DTILE=4\", \"--use_fast_math\", \"-std=c++20\"]\ninclude = [\"inc\", \"./third_party/x/../y\"]",
+        );
+        let m = parse(Path::new("x"), &text).unwrap();
+        assert_eq!(m.arch.as_deref(), Some("sm_90a"));
+        assert_eq!(m.options, ["-DTILE=4", "--use_fast_math", "-std=c++20"]);
+        assert_eq!(m.include, ["inc", "./third_party/x/../y"]);
+        let m = parse(Path::new("x"), GOOD).unwrap();
+        assert!(m.arch.is_none() && m.options.is_empty() && m.include.is_empty());
+    }
+
+    #[test]
+    fn bad_arch_options_and_include_name_the_file_and_field() {
+        let with = |line: &str| {
+            GOOD.replace(
+                "source = \"kernel.cu\"",
+                &format!("source = \"kernel.cu\"\n{line}"),
+            )
+        };
+        let cases = [
+            ("arch = \"sm_91\"", "field `arch`", "sm_90a"),
+            ("arch = \"hopper\"", "field `arch`", "not an arch"),
+            ("arch = 90", "field `arch`", "malformed"),
+            (
+                "options = [\"-DOK\", \"-G\"]",
+                "field `options[1]`",
+                "not allowed",
+            ),
+            (
+                "options = [\"-I/usr/include\"]",
+                "field `options[0]`",
+                "`include`",
+            ),
+            (
+                "options = [\"-arch=sm_80\"]",
+                "field `options[0]`",
+                "`arch`",
+            ),
+            (
+                "options = [\"-maxrregcount=1000\"]",
+                "field `options[0]`",
+                "allow-list",
+            ),
+            (
+                "options = [\"-DA -DB\"]",
+                "field `options[0]`",
+                "C identifier",
+            ),
+            ("options = \"-DA\"", "field `options`", "malformed"),
+            (
+                "include = [\"/usr/include\"]",
+                "field `include[0]`",
+                "absolute",
+            ),
+            (
+                "include = [\"ok\", \"../other\"]",
+                "field `include[1]`",
+                "leads out",
+            ),
+            (
+                "include = [\"a/../../b\"]",
+                "field `include[0]`",
+                "leads out",
+            ),
+            ("include = [\"\"]", "field `include[0]`", "empty"),
+        ];
+        for (line, field, why) in cases {
+            let e = error(&with(line));
+            assert!(
+                e.contains("dir/candidate.toml") && e.contains(field) && e.contains(why),
+                "{line}: {e}"
+            );
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
 use super::{
     binary, ptx_params, triton, Backend, BackendError, BackendResult, Buffer, CompiledLaunch,
-    DeviceInfo, Launch, ModuleId, ModuleSource,
+    CudaFlags, DeviceInfo, Launch, ModuleId, ModuleSource,
 };
 use cudarc::driver::{result, sys, CudaContext};
 use std::ffi::CString;
@@ -114,15 +114,18 @@ impl CudaBackend {
             .ok_or_else(|| BackendError::Device(format!("buffer {} was freed", b.id)))
     }
 
-    fn compile_cuda(&self, file: &std::path::Path, code: &str) -> BackendResult<String> {
-        let arch: &'static str = match self.info.compute_capability {
-            Some((9, _)) => "compute_90",
-            Some((10, _)) => "compute_100",
-            Some((8, 9)) => "compute_89",
-            Some((8, _)) => "compute_80",
-            _ => "compute_75",
-        };
-        compile_cuda(file, code, arch)
+    fn compile_cuda(
+        &self,
+        file: &std::path::Path,
+        code: &str,
+        flags: &CudaFlags,
+    ) -> BackendResult<String> {
+        let default = crate::nvrtc_flags::device_arch(self.info.compute_capability);
+        if let (Some(arch), Some(cc)) = (&flags.arch, self.info.compute_capability) {
+            crate::nvrtc_flags::runs_on(arch, cc)
+                .map_err(|e| BackendError::Compile(format!("{}: {e}", file.display())))?;
+        }
+        compile_cuda(file, code, flags, default)
     }
 
     /// Compiles a Triton candidate for this device with `tools/triton_compile.py` (its own
@@ -207,17 +210,46 @@ fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
     r
 }
 
-/// Compiles CUDA C++ to PTX with NVRTC for `arch` (e.g. `compute_90`). Needs only libnvrtc,
-/// not a GPU. A compile error carries NVRTC's log.
+/// libnvrtc's version, loading it; `None` when it cannot be loaded.
+pub fn nvrtc_version() -> Option<(i32, i32)> {
+    quietly(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: loads libnvrtc (a panic when absent, caught) and reads two integers.
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        (major, minor)
+    })
+}
+
+/// Compiles CUDA C++ to PTX with NVRTC, for the arch `flags` names or else `default_arch`
+/// (e.g. `compute_90`), with the candidate's include directories, then the CUDA headers'
+/// ([`crate::cuda_include`]), and its options ([`crate::nvrtc_flags::command_line`]). Needs
+/// only libnvrtc, not a GPU. A compile error carries NVRTC's log, and the include directories
+/// searched when a header could not be opened.
 pub fn compile_cuda(
     file: &std::path::Path,
     code: &str,
-    arch: &'static str,
+    flags: &CudaFlags,
+    default_arch: &str,
 ) -> BackendResult<String> {
+    let named = flags.arch.as_deref().unwrap_or(default_arch);
+    let arch = crate::nvrtc_flags::ptx_arch(named).ok_or_else(|| {
+        BackendError::Compile(format!("{}: unknown arch `{named}`", file.display()))
+    })?;
+    // libnvrtc is loaded before the include search, which looks next to it.
+    nvrtc_version().ok_or_else(|| {
+        BackendError::Compile(format!(
+            "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
+        ))
+    })?;
+    let search = crate::cuda_include::current();
     let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some(arch),
         name: Some(file.display().to_string()),
-        options: vec!["--std=c++17".into()],
+        options: crate::nvrtc_flags::command_line(
+            &arch,
+            &flags.include,
+            &search.dirs,
+            &flags.options,
+        ),
         ..Default::default()
     };
     let code = code.to_string();
@@ -230,11 +262,18 @@ pub fn compile_cuda(
     match compiled {
         Ok(ptx) => Ok(ptx.to_src()),
         Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
-            Err(BackendError::Compile(format!(
-                "{}: NVRTC {nvrtc}\n{}",
-                file.display(),
-                log.to_string_lossy()
-            )))
+            let log = log.to_string_lossy();
+            let mut message = format!("{}: NVRTC {nvrtc} (arch {arch})\n{log}", file.display());
+            if crate::cuda_include::is_missing_header(&log) {
+                if !flags.include.is_empty() {
+                    message.push_str("the candidate's include directories:\n");
+                    for d in &flags.include {
+                        message.push_str(&format!("  {}\n", d.display()));
+                    }
+                }
+                message.push_str(&search.describe());
+            }
+            Err(BackendError::Compile(message))
         }
         Err(e) => Err(BackendError::Compile(format!("{}: {e:?}", file.display()))),
     }
@@ -409,7 +448,9 @@ impl Backend for CudaBackend {
                 (Some(crate::ptx::GPU_KERNELS_PTX.to_string()), None)
             }
             ModuleSource::Ptx { code, .. } => (Some(code.clone()), None),
-            ModuleSource::Cuda { file, code } => (Some(self.compile_cuda(file, code)?), None),
+            ModuleSource::Cuda { file, code, flags } => {
+                (Some(self.compile_cuda(file, code, flags)?), None)
+            }
             ModuleSource::Binary { file, image } => {
                 let kind = binary::check_image(image)
                     .map_err(|e| BackendError::Compile(format!("{}: {e}", file.display())))?;

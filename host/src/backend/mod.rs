@@ -13,7 +13,7 @@ use bench_problems::check::poison_pattern;
 use data_gen::DType;
 use gpu_kernels::kernels::compare::{self, FloatAcc};
 use serde::Serialize;
-pub use source::ModuleSource;
+pub use source::{CudaFlags, ModuleSource};
 
 /// A device buffer: bytes `offset..offset + bytes` of allocation `id` (a whole allocation has
 /// offset 0; [`Buffer::part`] gives a part of one, which every call treats as a buffer of its

@@ -10,8 +10,13 @@ use std::path::PathBuf;
 pub enum ModuleSource {
     /// The project's own kernels: the embedded PTX on a GPU, the emulator on the CPU.
     Builtin,
-    /// CUDA C++ source, compiled with NVRTC (`file` is for messages).
-    Cuda { file: PathBuf, code: String },
+    /// CUDA C++ source, compiled with NVRTC (`file` is for messages and quoted includes) with
+    /// the manifest's `arch`, `options` and `include`.
+    Cuda {
+        file: PathBuf,
+        code: String,
+        flags: CudaFlags,
+    },
     /// PTX text.
     Ptx { file: PathBuf, code: String },
     /// A `.cubin` or `.fatbin` built offline: the file's bytes (their magic checked).
@@ -41,6 +46,29 @@ impl ModuleSource {
                 gpu(file, " and Triton (compiled by tools/triton_compile.py)")
             }
             ModuleSource::Unavailable { reason, .. } => Some(reason.clone()),
+        }
+    }
+}
+
+/// A CUDA C++ candidate's compile settings from its manifest, already validated
+/// ([`crate::nvrtc_flags`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CudaFlags {
+    /// `sm_90a`, `compute_90`, ...; `None`: the device's (or `check --arch`).
+    pub arch: Option<String>,
+    /// NVRTC flags and `-D` defines of the allow-list.
+    pub options: Vec<String>,
+    /// Absolute include directories inside the candidate's directory.
+    pub include: Vec<PathBuf>,
+}
+
+impl ModuleSource {
+    /// CUDA C++ with the default settings.
+    pub fn cuda(file: impl Into<PathBuf>, code: impl Into<String>) -> Self {
+        ModuleSource::Cuda {
+            file: file.into(),
+            code: code.into(),
+            flags: CudaFlags::default(),
         }
     }
 }

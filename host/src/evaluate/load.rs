@@ -218,10 +218,7 @@ mod tests {
         let mut backend = EmuBackend::new();
         let sets = ci_sets(&mut backend, problem, 2);
         let mut cuda = reference_candidate(problem);
-        cuda.source = ModuleSource::Cuda {
-            file: "k.cu".into(),
-            code: String::new(),
-        };
+        cuda.source = ModuleSource::cuda("k.cu", "");
         let (status, _) = load(&mut backend, &sets, &cuda, Side::Candidate)
             .err()
             .unwrap();
