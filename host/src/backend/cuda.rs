@@ -336,8 +336,12 @@ impl Backend for CudaBackend {
             )));
         }
         let p = self.ptr(buffer)?;
-        self.synchronize()?;
-        unsafe { result::memcpy_htod_sync(p, data) }.map_err(|e| device_err("upload", e))
+        // On the run's stream, then waited for: a synchronous cuMemcpyHtoD from pageable
+        // memory may return before its DMA lands, and is not ordered with this non-blocking
+        // stream, so a kernel queued next (a fingerprint, a compare) could read stale bytes.
+        unsafe { result::memcpy_htod_async(p, data, self.stream) }
+            .map_err(|e| device_err("upload", e))?;
+        self.synchronize()
     }
 
     fn download(&mut self, buffer: &Buffer) -> BackendResult<Vec<u8>> {

@@ -314,7 +314,8 @@ pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
 pub fn tool_path() -> PathBuf {
     let here = PathBuf::from(TRITON_COMPILE);
     if here.is_file() {
-        return here;
+        // Absolute: the tool runs with its scratch directory as working directory.
+        return std::path::absolute(&here).unwrap_or(here);
     }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")

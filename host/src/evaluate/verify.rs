@@ -570,11 +570,17 @@ impl Verifier<'_> {
             // Changed: find where, for the message (the rare path, so a full copy is fine).
             let now = self.backend.download(&buf)?;
             let original = &set.input.tensors.get(spec.name).expect("generated").bytes;
-            let first = now
-                .iter()
-                .zip(original.iter())
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
+            let first = now.iter().zip(original.iter()).position(|(a, b)| a != b);
+            let Some(first) = first else {
+                return Ok(Some(format!(
+                    "{}: input `{}`: its fingerprint changed ({:#x} → {:#x}) although its {} bytes read back equal to the upload",
+                    set.label,
+                    spec.name,
+                    set.fingerprints[spec.name],
+                    self.backend.fingerprint(&buf)?,
+                    now.len()
+                )));
+            };
             return Ok(Some(format!(
                 "{}: input `{}` was modified (first changed byte {first})",
                 set.label, spec.name
