@@ -4,7 +4,10 @@
 //! reference's, run twice) ends `correct` with a speedup below 1, while a kernel that never
 //! ends is still a `timeout`. The hang comes first, so the slow candidate runs in a fresh worker:
 //! that worker reads the input sets the first one cached and generates none.
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{run_records, write_candidate, HANG};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The reference's scratch and one launch of its kernel; the candidate runs the launch twice.
@@ -27,31 +30,14 @@ block = [32, 8, 1]
 args = ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1"]
 "#;
 
-const HANG: &str = r#"
-problem = "embedding_bag_sum"
-name = "hang"
-source = "gpu-kernels"
-[[launch]]
-kernel = "fault_spin_forever"
-grid = [1, 1, 1]
-block = [32, 1, 1]
-args = ["out"]
-"#;
-
-fn write(root: &Path, dir: &str, manifest: &str) {
-    let d = root.join("corpus").join(dir);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("candidate.toml"), manifest).unwrap();
-}
-
 #[test]
 fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
     let root: PathBuf =
         std::env::temp_dir().join(format!("dlrm-bench-fair-timeout-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let twice = format!("{REFERENCE_SCRATCH}{}", REFERENCE_LAUNCH.repeat(2));
-    write(&root, "a_hang", HANG);
-    write(&root, "b_slow", &twice);
+    write_candidate(&root, "a_hang", HANG);
+    write_candidate(&root, "b_slow", &twice);
     let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .args(["run", "--cpu", "--problem", "embedding_bag_sum"])
@@ -74,17 +60,7 @@ fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
         .unwrap();
     let elapsed = started.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let dir = std::fs::read_dir(root.join("results"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = run_records(&root.join("results"));
     let find = |name: &str| {
         records
             .iter()

@@ -2,20 +2,12 @@
 //! a kernel that never ends, the worker is gone within seconds (it watches its stdin, which only
 //! the orchestrator holds), instead of computing on and competing with a resumed run.
 #![cfg(target_os = "linux")]
+mod common;
+
+use common::{write_candidate, HANG};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const HANG: &str = r#"
-problem = "embedding_bag_sum"
-name = "hang"
-source = "gpu-kernels"
-[[launch]]
-kernel = "fault_spin_forever"
-grid = [1, 1, 1]
-block = [32, 1, 1]
-args = ["out"]
-"#;
 
 /// The `dlrm-bench worker` processes whose parent is `parent`.
 fn workers_of(parent: u32) -> Vec<u32> {
@@ -63,9 +55,7 @@ fn a_worker_stops_when_its_orchestrator_is_killed() {
     let root: PathBuf =
         std::env::temp_dir().join(format!("dlrm-bench-orphan-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let corpus = root.join("corpus/hang");
-    std::fs::create_dir_all(&corpus).unwrap();
-    std::fs::write(corpus.join("candidate.toml"), HANG).unwrap();
+    write_candidate(&root, "hang", HANG);
     let mut runner = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .args(["run", "--cpu", "--problem", "embedding_bag_sum"])
         .args(["--public-sets", "1", "--secret-sets", "0"])

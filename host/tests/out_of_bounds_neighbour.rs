@@ -4,7 +4,10 @@
 //! the buffer and is a `runtime_error`; the correct candidate after it, in a fresh worker, is
 //! `correct`. Before the guard pages the stray writes landed in the worker's heap, and the next
 //! candidate was judged `incorrect` or the worker aborted with "double free or corruption".
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{run_records, write_candidate};
+use std::path::PathBuf;
 use std::process::Command;
 
 const OVERRUN: &str = r#"
@@ -29,18 +32,12 @@ block = [256, 1, 1]
 args = ["weight", "indices", "offsets", "out", "B", "D"]
 "#;
 
-fn write(root: &Path, dir: &str, manifest: &str) {
-    let d = root.join("corpus").join(dir);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("candidate.toml"), manifest).unwrap();
-}
-
 #[test]
 fn a_write_past_an_output_faults_alone_and_the_next_candidate_is_judged_alone() {
     let root: PathBuf = std::env::temp_dir().join(format!("dlrm-bench-oob-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    write(&root, "a_overrun", OVERRUN);
-    write(&root, "b_correct", CORRECT);
+    write_candidate(&root, "a_overrun", OVERRUN);
+    write_candidate(&root, "b_correct", CORRECT);
     let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .args(["run", "--cpu", "--problem", "embedding_bag_sum"])
         .args(["--public-sets", "1", "--secret-sets", "1"])
@@ -54,17 +51,7 @@ fn a_write_past_an_output_faults_alone_and_the_next_candidate_is_judged_alone() 
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let dir = std::fs::read_dir(root.join("results"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = run_records(&root.join("results"));
     let find = |name: &str| {
         records
             .iter()
