@@ -5,8 +5,10 @@
 //! times below the physical floor as `suspect`.
 //!
 //! [`ProblemRun`] holds the run and decides the verdicts; its parts are `config` (which input
-//! sets), `cache` (the run's input cache), `inputs` (the sets on the device), `load` (a plan's module, scratch and bound
-//! launches), `verify` (poisoned runs, output and input checks, the recheck) and `timing`.
+//! sets), `cache` (the run's input cache), `inputs` (the sets on the device), `guard` (the
+//! guard regions around every buffer), `load` (a plan's module, scratch and bound launches),
+//! `verify` (poisoned runs, guard, output and input checks, the recheck) and `timing`. The
+//! reference's outputs and scratch are zeroed after each of its runs, so no candidate finds them.
 mod cache;
 mod config;
 mod guard;
