@@ -12,6 +12,7 @@ pub mod cuda_include;
 pub mod evaluate;
 pub mod input_files;
 pub mod input_stats;
+pub mod kernelbench;
 pub mod launch_bounds;
 pub mod launch_limits;
 pub mod manifest;

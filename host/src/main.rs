@@ -1,4 +1,4 @@
-//! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `check`,
+//! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `kernelbench`, `check`,
 //! `report`, `project`, `new-problem` and `selftest`; this file parses them and calls the library, where all work lives.
 use bench_problems::Preset;
 use clap::{Parser, Subcommand};
@@ -36,6 +36,22 @@ enum Command {
     Stats(StatsArgs),
     /// Check and time candidates against the references.
     Run(RunArgs),
+    /// Score KernelBench answers (`ModelNew` classes, one file per problem named
+    /// NN_<problem>.py or <problem>.py; each directory is one group: a model or a sample) on
+    /// the suite's input sets, under the suite's protocol and KernelBench's, beside each
+    /// problem's reference and PyTorch eager (tools/kernelbench_eval.py; needs python3 with
+    /// torch and a GPU). Without --problem, the problems the answers are for; without
+    /// --candidates, no native candidate.
+    Kernelbench {
+        /// Directories of answers.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Seconds each of an answer's two evaluator processes may take before it is killed.
+        #[arg(long, default_value_t = 600.0, value_parser = positive_seconds)]
+        answer_timeout_s: f64,
+        #[command(flatten)]
+        run: RunArgs,
+    },
     /// (internal) One worker process of `run`: reads its spec from stdin.
     #[command(hide = true)]
     Worker,
@@ -191,7 +207,18 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::List { names } => println!("{}", catalog::render(names)),
         Command::Gen(args) => input_files::gen(&args)?,
         Command::Stats(args) => print!("{}", input_stats::render(&args)?),
-        Command::Run(args) => return run(args),
+        Command::Run(args) => return run(args, Vec::new(), 600.0),
+        Command::Kernelbench {
+            dirs,
+            answer_timeout_s,
+            mut run,
+        } => {
+            run.torch = true;
+            if run.candidates.is_empty() {
+                run.no_candidates = true;
+            }
+            return self::run(run, dirs, answer_timeout_s);
+        }
         Command::Worker => worker::main()?,
         Command::NewProblem { name, like, repo } => {
             println!("{}", scaffold::new_problem_command(&repo, &name, &like)?)
@@ -243,7 +270,7 @@ fn selftest(preset: Preset, allclose: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
+fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::Result<ExitCode> {
     let (min_pairs, max_pairs) = dlrm_bench::arg_bounds::pairs(a.min_pairs, a.max_pairs)?;
     let candidates = if a.no_candidates {
         Vec::new()
@@ -284,6 +311,8 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         torch: a.torch,
         input_cache: a.input_cache,
         keep_inputs: a.keep_inputs,
+        kernelbench,
+        answer_timeout_s,
     };
     let outcome = runner::run(opts, a.resume.as_deref())?;
     Ok(runner::exit_code(&outcome.records))

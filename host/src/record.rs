@@ -143,6 +143,35 @@ pub struct Record {
     /// peer): so the first record of each worker carries that worker's preparation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<crate::activity::PhaseTimes>,
+    /// The speedup over PyTorch eager measured paired in one process (a KernelBench answer,
+    /// timed interleaved with eager), with its bootstrap interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_eager: Option<Speedup>,
+    /// What KernelBench's own protocol said of this answer (KernelBench answers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernelbench: Option<KernelBenchVerdict>,
+}
+
+/// KernelBench's verdict on an answer under its own protocol (v0.1: the reference run first,
+/// `torch.allclose(atol, rtol)` over `trials` trials of `get_inputs()`, timing by the mean of
+/// 100 calls each).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelBenchVerdict {
+    /// Every trial passed allclose.
+    pub passed: bool,
+    /// The answer imported (its kernels compiled) and `ModelNew` was built.
+    pub compiled: bool,
+    pub passed_trials: usize,
+    pub trials: usize,
+    pub atol: f64,
+    pub rtol: f64,
+    /// The largest |output − answer| over the trials.
+    pub max_abs_diff: Option<f64>,
+    /// Mean ms of the answer and of the reference `Model`, and their ratio (passed only).
+    pub runtime_ms: Option<f64>,
+    pub ref_runtime_ms: Option<f64>,
+    pub speedup: Option<f64>,
+    pub message: String,
 }
 
 impl Record {
@@ -165,6 +194,8 @@ impl Record {
             input_stats: None,
             expected_status: None,
             phases: None,
+            speedup_eager: None,
+            kernelbench: None,
         }
     }
 

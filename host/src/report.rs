@@ -6,13 +6,18 @@ use crate::metrics::GroupMetrics;
 use crate::record::{read_records, Record, RecordLog, Status};
 use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The records of several result sets (directories or `results.jsonl` files), pooled by
-/// problem: each problem's records all come from the last path given that measured it, so a
-/// candidate's time and the reference's and PyTorch's it is compared with are from one run.
-/// Ordered by problem number, then as recorded.
+/// problem: each problem's native records (reference, candidates) all come from the last path
+/// given that measured candidates of it (or, when none did, from the last that measured it), so
+/// a candidate's time and the reference's and PyTorch's it is compared with are from one run.
+/// KernelBench answers (origin `kernelbench:…`) carry their own comparisons: each (problem,
+/// group) of them comes from the last path that has it, beside the native records. Ordered by
+/// problem number, then as recorded.
 pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
+    let answer = |r: &Record| r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX);
     let mut pooled: Vec<Record> = Vec::new();
     for path in paths {
         let file = if path.is_dir() {
@@ -23,8 +28,27 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
         let found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
-        pooled.retain(|p| !found.iter().any(|r| r.problem == p.problem));
-        pooled.extend(found);
+        let (answers, native): (Vec<Record>, Vec<Record>) = found.into_iter().partition(answer);
+        let replaces = |problem: &str, pooled: &[Record]| {
+            native
+                .iter()
+                .any(|r| r.problem == problem && !r.is_reference())
+                || !pooled.iter().any(|p| p.problem == problem && !answer(p))
+        };
+        let problems: BTreeSet<String> = native
+            .iter()
+            .map(|r| r.problem.clone())
+            .filter(|p| replaces(p, &pooled))
+            .collect();
+        pooled.retain(|p| answer(p) || !problems.contains(&p.problem));
+        pooled.extend(native.into_iter().filter(|r| problems.contains(&r.problem)));
+        pooled.retain(|p| {
+            !answer(p)
+                || !answers
+                    .iter()
+                    .any(|a| a.problem == p.problem && a.group == p.group)
+        });
+        pooled.extend(answers);
     }
     let number =
         |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
@@ -377,6 +401,67 @@ mod tests {
         );
         let missing = pool_runs(&[dir.join("nope")]).unwrap_err().to_string();
         assert!(missing.contains("nope") && missing.contains("no such results file"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn kernelbench_answers_pool_beside_the_native_records_of_another_run() {
+        let dir = std::env::temp_dir().join(format!("dlrm-pool-kb-{}", std::process::id()));
+        let (native, kb, kb2) = (dir.join("native"), dir.join("kb"), dir.join("kb2"));
+        let reference = |ms| {
+            let mut r = rec("embedding_bag_sum", "reference", ms);
+            r.group = "reference".into();
+            r
+        };
+        let answer = |group: &str, ms| {
+            let mut r = rec("embedding_bag_sum", "01_embedding_bag_sum", ms);
+            r.group = group.into();
+            r.origin = format!("kernelbench:/a/{group}/01_embedding_bag_sum.py");
+            r
+        };
+        for (d, recs) in [
+            (
+                &native,
+                vec![reference(1.0), rec("embedding_bag_sum", "x", 0.5)],
+            ),
+            // The answers' run measured the reference again, and no native candidate.
+            (
+                &kb,
+                vec![
+                    reference(1.1),
+                    answer("model_a", 0.7),
+                    answer("model_b", 2.0),
+                ],
+            ),
+            // A later run of model_b alone replaces model_b's answer, not model_a's.
+            (&kb2, vec![reference(1.2), answer("model_b", 0.9)]),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
+            let mut log = RecordLog::open(d).unwrap();
+            for r in &recs {
+                log.append(r).unwrap();
+            }
+        }
+        let pooled = pool_runs(&[native.clone(), kb.clone(), kb2.clone()]).unwrap();
+        let got: Vec<(&str, &str, f64)> = pooled
+            .iter()
+            .map(|r| {
+                let ms = r.timing.as_ref().unwrap().median_ms;
+                (r.group.as_str(), r.candidate.as_str(), ms)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("reference", "reference", 1.0),
+                ("g", "x", 0.5),
+                ("model_a", "01_embedding_bag_sum", 0.7),
+                ("model_b", "01_embedding_bag_sum", 0.9),
+            ]
+        );
+        // Alone, the answers' run gives its own reference.
+        let alone = pool_runs(std::slice::from_ref(&kb)).unwrap();
+        assert_eq!(alone[0].timing.as_ref().unwrap().median_ms, 1.1);
         std::fs::remove_dir_all(&dir).ok();
     }
 

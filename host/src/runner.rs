@@ -9,6 +9,7 @@ use crate::activity::PhaseTimes;
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover_all, load_candidate, Candidate};
 use crate::evaluate::{EvalConfig, InputCache};
+use crate::kernelbench;
 use crate::metrics::{self, GroupMetrics};
 use crate::peer::{
     attach_peer, load_peers, peer_files, run_peer, torch_available, PeerMedian, PeerServer,
@@ -58,6 +59,18 @@ pub struct RunOptions {
     /// Keep the input cache after the run.
     #[serde(default)]
     pub keep_inputs: bool,
+    /// Directories of KernelBench answers (`dlrm-bench kernelbench`): each answer is evaluated
+    /// after its problem's native candidates ([`crate::kernelbench`]).
+    #[serde(default)]
+    pub kernelbench: Vec<PathBuf>,
+    /// Seconds each of an answer's two evaluator processes may take (loading, compiling,
+    /// checking, timing) before it is killed.
+    #[serde(default = "default_answer_timeout_s")]
+    pub answer_timeout_s: f64,
+}
+
+fn default_answer_timeout_s() -> f64 {
+    600.0
 }
 
 /// What a finished run produced.
@@ -142,6 +155,24 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     opts.eval.preset = preset;
     if let Some((dir, run_json)) = &original {
         run_dir::check_resume_backend(dir, run_json, on_gpu, &info, preset)?;
+    }
+    let (answers, bad_answers) = kernelbench::discover(&opts.kernelbench);
+    if opts.problems.is_empty() && !opts.kernelbench.is_empty() {
+        // `kernelbench DIR...` without --problem: the problems the answers are for.
+        opts.problems = bench_problems::all_problems()
+            .iter()
+            .filter(|p| answers.iter().any(|a| a.problem == p.name()))
+            .map(|p| p.name().to_string())
+            .collect();
+        anyhow::ensure!(
+            !opts.problems.is_empty(),
+            "no KernelBench answers in {}",
+            opts.kernelbench
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     let problems = select_problems(&opts.problems)?;
     // A bad profile or a missing candidate directory is an error before anything is measured
@@ -242,6 +273,18 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         log.append(&r)?;
         fresh.push(r);
     }
+    for (file, why) in bad_answers {
+        let origin = format!("{}{}", kernelbench::ORIGIN_PREFIX, file.display());
+        if done.contains(&("-".to_string(), origin.clone())) {
+            continue;
+        }
+        let mut r = Record::new("-", &file.display().to_string(), "invalid", &origin);
+        r.status = Status::InvalidManifest;
+        r.message = why;
+        eprintln!("invalid KernelBench answer: {}", r.message);
+        log.append(&r)?;
+        fresh.push(r);
+    }
     let mut peers = load_peers(&opts.peer);
     let clock = Instant::now();
     let torch = opts.torch && on_gpu && torch_available();
@@ -265,7 +308,10 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     }
     let total: usize = problems
         .iter()
-        .map(|p| 1 + candidates.iter().filter(|c| c.problem == p.name()).count())
+        .map(|p| {
+            1 + candidates.iter().filter(|c| c.problem == p.name()).count()
+                + answers.iter().filter(|a| a.problem == p.name()).count()
+        })
         .sum();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
@@ -307,6 +353,33 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         };
         let clock = Instant::now();
         fresh.extend(session.evaluate(&mut pending)?);
+        for answer in answers.iter().filter(|a| {
+            a.problem == problem.name() && !done.contains(&(problem.name().to_string(), a.origin()))
+        }) {
+            bar.set_message(format!(
+                "{}: KernelBench answer {}/{}",
+                problem.name(),
+                answer.group,
+                answer.name()
+            ));
+            let reference = fresh
+                .iter()
+                .chain(previous.iter())
+                .find(|r| r.problem == problem.name() && r.is_reference());
+            let r = evaluate_answer(
+                answer,
+                problem,
+                &opts,
+                &cache,
+                reference,
+                ceilings,
+                torch,
+                &dir.join("kernelbench"),
+            );
+            log.append(&r)?;
+            bar.inc(1);
+            fresh.push(r);
+        }
         if !opts.keep_inputs {
             let _ = std::fs::remove_dir_all(cache.dir());
         }
@@ -385,6 +458,60 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         metrics,
         on_gpu,
     })
+}
+
+/// One KernelBench answer's record: both protocols run when the run has PyTorch on a GPU, the
+/// problem's reference passed and its input sets are in the cache; otherwise skipped, saying
+/// why.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_answer(
+    answer: &kernelbench::Answer,
+    problem: &'static dyn Problem,
+    opts: &RunOptions,
+    cache: &InputCache,
+    reference: Option<&Record>,
+    ceilings: Option<Ceilings>,
+    torch: bool,
+    work_dir: &Path,
+) -> Record {
+    if !torch {
+        return kernelbench::skipped_record(
+            answer,
+            "not run: KernelBench answers need python3 with torch and a CUDA GPU, and this run \
+             has none",
+        );
+    }
+    if reference.is_none_or(|r| r.status != Status::Correct) {
+        return kernelbench::skipped_record(
+            answer,
+            "not run: the reference failed its own check on this device",
+        );
+    }
+    let request = kernelbench::request(problem, answer, &opts.eval, cache);
+    let missing = request["check_sets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["path"].as_str())
+        .find(|p| !Path::new(p).is_file());
+    if let Some(m) = missing {
+        return kernelbench::skipped_record(
+            answer,
+            &format!(
+                "not run: input set {m} is not in the input cache (a resumed run whose inputs \
+                 were removed: resume with the inputs kept, or run again)"
+            ),
+        );
+    }
+    let (ours, kb) = kernelbench::evaluate(&request, work_dir, opts.answer_timeout_s);
+    kernelbench::answer_record(
+        answer,
+        &ours,
+        &kb,
+        reference,
+        ceilings,
+        opts.eval.win_threshold,
+    )
 }
 
 /// Where the run's time went: per problem, the seconds of each phase summed over its reference

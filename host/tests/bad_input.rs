@@ -167,6 +167,8 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         torch: false,
         input_cache: None,
         keep_inputs: false,
+        kernelbench: vec![],
+        answer_timeout_s: 600.0,
     };
     let emulator = dlrm_bench::backend::emu::EmuBackend::new();
     let mut run_json = serde_json::json!({

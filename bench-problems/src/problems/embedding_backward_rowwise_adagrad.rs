@@ -47,8 +47,8 @@ pub const EPS: f64 = 1e-8;
 /// oracle's update: relative L2 over all of them, and the largest error over the largest update.
 /// A correct fp32 kernel lands near 1e-6 (the rounding of W − update is ≈ 3e-8 against updates of
 /// ≈ 6e-3); an update 0.1% off fails.
-const UPDATE_REL_L2: f64 = 1e-4;
-const UPDATE_MAX_SCALED: f64 = 1e-3;
+pub const UPDATE_REL_L2: f64 = 1e-4;
+pub const UPDATE_MAX_SCALED: f64 = 1e-3;
 /// E = 8M, D = 128, B = 65536 at `full` (DESIGN §3).
 const SIZES: BagSizes = BagSizes {
     small: (1 << 20, 128, 16384),

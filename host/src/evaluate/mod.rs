@@ -20,6 +20,7 @@ mod verify;
 pub use cache::InputCache;
 use cache::StoreQueue;
 pub use config::{public_seed, table_seed, EvalConfig};
+pub use timing::timing_stats;
 
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError};
@@ -28,7 +29,7 @@ use crate::record::{Ceilings, Record, Status};
 use bench_problems::{Problem, Work};
 use inputs::{DeviceSet, SharedUploads, Side};
 use load::Loaded;
-use timing::{timing_stats, PairTimes, Timer};
+use timing::{PairTimes, Timer};
 use verify::Verifier;
 
 /// The cache files of the input sets the timing rotates among (what PyTorch's peer times).
@@ -41,6 +42,25 @@ pub fn rotation_files(
     plans[..cfg.rotation_sets().min(plans.len())]
         .iter()
         .map(|plan| cache.set_path(problem, cfg.preset, plan))
+        .collect()
+}
+
+/// Every input set of `problem` the run checks, with its label (`public-0`, `secret-1`,
+/// `edge-0`, `special-nan`, ...), and the file it has in `cache` once stored: what the
+/// KernelBench evaluator checks an answer on.
+pub fn check_set_files(
+    problem: &'static dyn Problem,
+    cfg: &EvalConfig,
+    cache: &InputCache,
+) -> Vec<(String, std::path::PathBuf)> {
+    cfg.input_sets(problem)
+        .iter()
+        .map(|plan| {
+            (
+                plan.label.clone(),
+                cache.set_path(problem, cfg.preset, plan),
+            )
+        })
         .collect()
 }
 

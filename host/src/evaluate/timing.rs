@@ -143,7 +143,7 @@ impl Timer<'_> {
 
 /// The statistics of a series of times (ms) of a plan doing `work`; the share of the physical
 /// floor when the ceilings are known.
-pub(super) fn timing_stats(ms: &[f64], work: &Work, ceilings: Option<Ceilings>) -> Timing {
+pub fn timing_stats(ms: &[f64], work: &Work, ceilings: Option<Ceilings>) -> Timing {
     let median = stats::median(ms);
     let floor = ceilings.map(|c| c.floor_ms(work));
     Timing {

@@ -1,0 +1,632 @@
+//! KernelBench answers (`ModelNew` classes) as candidates: `dlrm-bench kernelbench DIR...`.
+//!
+//! Each directory holds answers of one model or sample, one file per problem named
+//! `NN_<problem>.py` or `<problem>.py` ([`discover`]); its name is the answers' group. The
+//! runner measures each problem's reference and PyTorch eager as `run --torch` does, then hands
+//! each answer to `tools/kernelbench_eval.py` twice, each time in a fresh process under a time
+//! limit ([`evaluate`]): once under the suite's protocol (the run's own input sets, poisoned
+//! allocator, input fingerprints, paired timing against eager, recheck of timed outputs) and
+//! once under KernelBench's own (reference first, `torch.allclose` at 1e-2, 5 trials, means).
+//! [`answer_record`] turns both results into one [`Record`] (origin `kernelbench:<file>`), so
+//! `report` and `project` pool answers with native candidates: its status, timing and speedups
+//! on both bases are the suite's; its `kernelbench` field is what KernelBench would have said.
+use crate::evaluate::{check_set_files, rotation_files, timing_stats, EvalConfig, InputCache};
+use crate::record::{Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status};
+use bench_problems::{Problem, Role};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The evaluator, relative to the working directory (the repository root).
+pub const KERNELBENCH_EVAL: &str = "tools/kernelbench_eval.py";
+/// The prefix of a KernelBench record's `origin` (the answer file follows).
+pub const ORIGIN_PREFIX: &str = "kernelbench:";
+
+/// One answer file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub problem: &'static str,
+    pub file: PathBuf,
+    /// The directory's name.
+    pub group: String,
+}
+
+impl Answer {
+    /// The `origin` of its record: unique per file, and says where it came from.
+    pub fn origin(&self) -> String {
+        format!("{ORIGIN_PREFIX}{}", self.file.display())
+    }
+
+    /// The record's candidate name: the file's stem.
+    pub fn name(&self) -> String {
+        self.file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// The problem an answer file's name names: `NN_<problem>.py` (NN its catalog number) or
+/// `<problem>.py`; an error says what is wrong with the name.
+pub fn problem_of(file: &Path) -> Result<&'static dyn Problem, String> {
+    let name = file
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name
+        .strip_suffix(".py")
+        .ok_or_else(|| format!("{}: an answer is a .py file", file.display()))?;
+    let (number, problem) = match stem.split_once('_') {
+        Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (Some(n.parse::<u32>().unwrap_or(0)), rest)
+        }
+        _ => (None, stem),
+    };
+    let found = bench_problems::find_problem(problem).ok_or_else(|| {
+        format!(
+            "{}: `{problem}` is not a problem (name the file NN_<problem>.py or <problem>.py; \
+             `dlrm-bench list --names` lists them)",
+            file.display()
+        )
+    })?;
+    match number {
+        Some(n) if n != found.number() => Err(format!(
+            "{}: number {n} does not match problem {} `{}`",
+            file.display(),
+            found.number(),
+            found.name()
+        )),
+        _ => Ok(found),
+    }
+}
+
+/// The answers in `dirs` (each a directory of `.py` files; other files are ignored), and for
+/// each file or directory that cannot be an answer (a bad name, two answers to one problem in
+/// one directory, a missing directory) its path and why.
+pub fn discover(dirs: &[PathBuf]) -> (Vec<Answer>, Vec<(PathBuf, String)>) {
+    let mut answers: Vec<Answer> = Vec::new();
+    let mut errors = Vec::new();
+    for dir in dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                errors.push((
+                    dir.clone(),
+                    format!("{}: not a readable directory: {e}", dir.display()),
+                ));
+                continue;
+            }
+        };
+        let group = dir
+            .canonicalize()
+            .unwrap_or_else(|_| dir.clone())
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "kernelbench".into());
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "py"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            errors.push((
+                dir.clone(),
+                format!("{}: no answer files (*.py)", dir.display()),
+            ));
+        }
+        for file in files {
+            match problem_of(&file) {
+                Ok(p) => {
+                    if let Some(other) = answers
+                        .iter()
+                        .find(|a| a.group == group && a.problem == p.name())
+                    {
+                        let why = format!(
+                            "{}: a second answer to {} in group `{group}` (first: {})",
+                            file.display(),
+                            p.name(),
+                            other.file.display()
+                        );
+                        errors.push((file.clone(), why));
+                        continue;
+                    }
+                    answers.push(Answer {
+                        problem: p.name(),
+                        file: std::path::absolute(&file).unwrap_or(file),
+                        group: group.clone(),
+                    });
+                }
+                Err(e) => errors.push((file.clone(), e)),
+            }
+        }
+    }
+    (answers, errors)
+}
+
+/// The evaluator's request for one answer of `problem`: the run's check sets and timing
+/// rotation (from its input cache), the float bounds of the problem's outputs by dtype, the
+/// timing limits of the run.
+pub fn request(
+    problem: &'static dyn Problem,
+    answer: &Answer,
+    eval: &EvalConfig,
+    cache: &InputCache,
+) -> Value {
+    let mut bounds = serde_json::Map::new();
+    for t in problem.tensors().iter().filter(|t| t.role != Role::Input) {
+        let tol = problem.tolerance(t);
+        if t.dtype.is_float() && !tol.exact {
+            let torch_name = match t.dtype.name() {
+                "f32" => "float32",
+                "f16" => "float16",
+                "bf16" => "bfloat16",
+                _ => "float64",
+            };
+            bounds.insert(torch_name.into(), json!([tol.rel_l2, tol.max_scaled]));
+        }
+    }
+    let checks = check_set_files(problem, eval, cache);
+    let public0 = checks.first().map(|(_, p)| p.clone());
+    json!({
+        "problem": problem.name(),
+        "answer": answer.file,
+        "check_sets": checks.iter().map(|(label, path)| json!({"label": label, "path": path}))
+            .collect::<Vec<_>>(),
+        "time_sets": rotation_files(problem, eval, cache),
+        "bounds": bounds,
+        "update_bounds": [
+            bench_problems::problems::embedding_backward_rowwise_adagrad::UPDATE_REL_L2,
+            bench_problems::problems::embedding_backward_rowwise_adagrad::UPDATE_MAX_SCALED,
+        ],
+        "min_pairs": eval.min_pairs,
+        "max_pairs": eval.max_pairs,
+        "target_half_width": eval.target_half_width,
+        "budget_s": eval.budget_s,
+        "warmup": 3,
+        "warm_l2": eval.warm_l2,
+        "seed": eval.seed,
+        "kernelbench_set": public0,
+    })
+}
+
+/// What one protocol's process gave.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// The evaluator's result object.
+    Result(Value),
+    /// It ran past its limit and was killed.
+    Timeout(f64),
+    /// It could not start, died or wrote no answer: why.
+    Failed(String),
+}
+
+/// Runs `tools/kernelbench_eval.py --protocol PROTOCOL` on `request` in a fresh process,
+/// killed after `limit_s`; `work_dir` holds the request and result files.
+pub fn run_protocol(request: &Value, protocol: &str, work_dir: &Path, limit_s: f64) -> Outcome {
+    let tag = format!("{}-{protocol}", std::process::id());
+    let req_file = work_dir.join(format!("request-{tag}.json"));
+    let out_file = work_dir.join(format!("result-{tag}.json"));
+    let _ = std::fs::remove_file(&out_file);
+    if let Err(e) = std::fs::create_dir_all(work_dir)
+        .and_then(|_| std::fs::write(&req_file, request.to_string()))
+    {
+        return Outcome::Failed(format!("cannot write {}: {e}", req_file.display()));
+    }
+    let script = std::path::absolute(KERNELBENCH_EVAL).unwrap_or(KERNELBENCH_EVAL.into());
+    let child = Command::new("python3")
+        .arg(&script)
+        .args(["--request".as_ref(), req_file.as_os_str()])
+        .args(["--protocol", protocol])
+        .args(["--out".as_ref(), out_file.as_os_str()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return Outcome::Failed(format!("cannot start python3 {}: {e}", script.display()))
+        }
+    };
+    // The stderr tail, read on a thread so a chatty answer cannot block on a full pipe.
+    let stderr = child.stderr.take();
+    let tail = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut s) = stderr {
+            use std::io::Read;
+            let _ = s.read_to_string(&mut text);
+        }
+        let mut start = text.len().saturating_sub(2000);
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        text[start..].to_string()
+    });
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed().as_secs_f64() > limit_s => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Outcome::Failed(format!("waiting for the evaluator: {e}")),
+        }
+    };
+    let tail = tail.join().unwrap_or_default();
+    let Some(status) = status else {
+        return Outcome::Timeout(limit_s);
+    };
+    let reply = std::fs::read_to_string(&out_file)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    let _ = std::fs::remove_file(&req_file);
+    let _ = std::fs::remove_file(&out_file);
+    match reply {
+        Some(r) if r["ok"] == json!(true) => Outcome::Result(r["result"].clone()),
+        Some(r) => Outcome::Failed(format!(
+            "the evaluator failed: {}\n{tail}",
+            r["error"].as_str().unwrap_or("(no message)")
+        )),
+        None => Outcome::Failed(format!(
+            "the evaluator wrote no result ({}; the answer may have crashed the process)\n{tail}",
+            crate::worker_exit::describe_exit(Some(status))
+        )),
+    }
+}
+
+/// Both protocols on one answer, each in its own process.
+pub fn evaluate(request: &Value, work_dir: &Path, limit_s: f64) -> (Outcome, Outcome) {
+    let ours = run_protocol(request, "ours", work_dir, limit_s);
+    let kb = run_protocol(request, "kernelbench", work_dir, limit_s);
+    (ours, kb)
+}
+
+fn f64_of(v: &Value) -> Option<f64> {
+    v.as_f64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+/// KernelBench's verdict from its protocol's outcome.
+pub fn kernelbench_verdict(kb: &Outcome) -> KernelBenchVerdict {
+    match kb {
+        Outcome::Result(v) => KernelBenchVerdict {
+            passed: v["passed"].as_bool().unwrap_or(false),
+            compiled: v["compiled"].as_bool().unwrap_or(false),
+            passed_trials: v["passed_trials"].as_u64().unwrap_or(0) as usize,
+            trials: v["trials"].as_u64().unwrap_or(0) as usize,
+            atol: f64_of(&v["atol"]).unwrap_or(f64::NAN),
+            rtol: f64_of(&v["rtol"]).unwrap_or(f64::NAN),
+            max_abs_diff: f64_of(&v["max_abs_diff"]),
+            runtime_ms: f64_of(&v["runtime_ms"]),
+            ref_runtime_ms: f64_of(&v["ref_runtime_ms"]),
+            speedup: f64_of(&v["speedup"]),
+            message: v["message"].as_str().unwrap_or("").to_string(),
+        },
+        Outcome::Timeout(s) => KernelBenchVerdict {
+            message: format!("KernelBench's protocol ran past {s:.0} s and was killed"),
+            ..KernelBenchVerdict::default()
+        },
+        Outcome::Failed(why) => KernelBenchVerdict {
+            message: why.clone(),
+            ..KernelBenchVerdict::default()
+        },
+    }
+}
+
+/// The record of `answer` from both protocols' outcomes and the run's `reference` record of its
+/// problem (its work, floor and median time). The suite's protocol decides the status; a
+/// correct answer faster than the physical floor is `suspect`. The speedup over the reference
+/// is the ratio of medians measured in two processes (unpaired: its interval is the point); the
+/// speedup over eager is paired (`speedup_eager`).
+pub fn answer_record(
+    answer: &Answer,
+    ours: &Outcome,
+    kb: &Outcome,
+    reference: Option<&Record>,
+    ceilings: Option<Ceilings>,
+    win_threshold: f64,
+) -> Record {
+    let mut r = Record::new(
+        answer.problem,
+        &answer.name(),
+        &answer.group,
+        &answer.origin(),
+    );
+    r.kernelbench = Some(kernelbench_verdict(kb));
+    r.work = reference.and_then(|x| x.work.clone());
+    r.floor_ms = reference.and_then(|x| x.floor_ms);
+    let v = match ours {
+        Outcome::Result(v) => v,
+        Outcome::Timeout(s) => {
+            r.status = Status::Timeout;
+            r.message = format!(
+                "the evaluator ran past {s:.0} s (loading, compiling, checking and timing the \
+                 answer) and was killed"
+            );
+            return r;
+        }
+        Outcome::Failed(why) => {
+            r.status = Status::RuntimeError;
+            r.message = why.clone();
+            return r;
+        }
+    };
+    r.status = v["status"]
+        .as_str()
+        .and_then(Status::parse)
+        .unwrap_or(Status::RuntimeError);
+    r.message = v["message"].as_str().unwrap_or("").to_string();
+    if r.status != Status::Correct {
+        return r;
+    }
+    let samples: Vec<f64> = v["answer_ms"]
+        .as_array()
+        .map(|a| a.iter().filter_map(f64_of).collect())
+        .unwrap_or_default();
+    let eager_median = f64_of(&v["eager_timing"]["median_ms"]);
+    if let (false, Some(work)) = (samples.is_empty(), &r.work) {
+        let t = timing_stats(&samples, work, ceilings);
+        if let Some(reft) = reference.and_then(|x| x.timing.as_ref()) {
+            let s = reft.median_ms / t.median_ms;
+            r.speedup = Some(Speedup {
+                median: s,
+                ci_low: s,
+                ci_high: s,
+                pairs: 0,
+            });
+            r.reference_timing = Some(reft.clone());
+            if let Some(e) = eager_median {
+                r.pytorch = Some(PeerTime {
+                    median_ms: e,
+                    reference_over_pytorch: reft.median_ms / e,
+                    source: "kernelbench_eval.py (eager timed in the answer's process)".into(),
+                });
+            }
+        }
+        r.timing = Some(t);
+    }
+    if let Some(s) = v.get("speedup_eager").filter(|s| s.is_object()) {
+        r.speedup_eager = Some(Speedup {
+            median: f64_of(&s["median"]).unwrap_or(f64::NAN),
+            ci_low: f64_of(&s["ci_low"]).unwrap_or(f64::NAN),
+            ci_high: f64_of(&s["ci_high"]).unwrap_or(f64::NAN),
+            pairs: s["pairs"].as_u64().unwrap_or(0) as usize,
+        });
+    }
+    if let (Some(floor), Some(t)) = (r.floor_ms, &r.timing) {
+        if t.median_ms < floor {
+            r.status = Status::Suspect;
+            r.message = format!(
+                "median {:.4} ms is below the physical floor {floor:.4} ms: impossible, not \
+                 counted as a win",
+                t.median_ms
+            );
+        }
+    }
+    r.win =
+        r.status == Status::Correct && r.speedup.as_ref().is_some_and(|s| s.median > win_threshold);
+    r
+}
+
+/// The record of an answer that was not evaluated (`why`: no torch, no GPU, missing inputs).
+pub fn skipped_record(answer: &Answer, why: &str) -> Record {
+    let mut r = Record::new(
+        answer.problem,
+        &answer.name(),
+        &answer.group,
+        &answer.origin(),
+    );
+    r.status = Status::Skipped;
+    r.message = why.to_string();
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Timing;
+    use bench_problems::Work;
+
+    fn answer() -> Answer {
+        Answer {
+            problem: "embedding_bag_sum",
+            file: PathBuf::from("/x/demo/01_embedding_bag_sum.py"),
+            group: "demo".into(),
+        }
+    }
+
+    fn reference(median_ms: f64, floor_ms: f64) -> Record {
+        let mut r = Record::new("embedding_bag_sum", "reference", "reference", "reference");
+        r.status = Status::Correct;
+        r.work = Some(Work {
+            compulsory_bytes: 1e9,
+            logical_bytes: 2e9,
+            flops: 0.0,
+        });
+        r.floor_ms = Some(floor_ms);
+        r.timing = Some(Timing {
+            median_ms,
+            ..Timing::default()
+        });
+        r
+    }
+
+    fn ours(status: &str, answer_ms: &[f64]) -> Outcome {
+        Outcome::Result(json!({
+            "status": status, "message": if status == "correct" { "" } else { "public-1: off" },
+            "answer_ms": answer_ms,
+            "eager_timing": {"median_ms": 1.5},
+            "speedup_eager": {"median": 1.4, "ci_low": 1.3, "ci_high": 1.45, "pairs": 30},
+        }))
+    }
+
+    fn kb(passed: bool) -> Outcome {
+        Outcome::Result(
+            json!({"passed": passed, "compiled": true, "passed_trials": 5,
+                               "trials": 5, "atol": 0.01, "rtol": 0.01, "max_abs_diff": "inf",
+                               "speedup": 2.0, "message": ""}),
+        )
+    }
+
+    #[test]
+    fn names_give_the_problem_by_number_and_name_or_say_what_is_wrong() {
+        let p = |s: &str| problem_of(Path::new(s)).map(|p| p.name());
+        assert_eq!(p("d/01_embedding_bag_sum.py"), Ok("embedding_bag_sum"));
+        assert_eq!(p("d/fm_interaction.py"), Ok("fm_interaction"));
+        assert_eq!(p("d/12_fm_interaction.py"), Ok("fm_interaction"));
+        let wrong = p("d/03_embedding_bag_sum.py").unwrap_err();
+        assert!(
+            wrong.contains("number 3 does not match problem 1"),
+            "{wrong}"
+        );
+        let unknown = p("d/07_bag_of_words.py").unwrap_err();
+        assert!(
+            unknown.contains("`bag_of_words` is not a problem"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn discovery_groups_by_directory_and_reports_bad_files_without_stopping() {
+        let root = std::env::temp_dir().join(format!("kb-discover-{}", std::process::id()));
+        let a = root.join("model_a");
+        let b = root.join("model_b");
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("01_embedding_bag_sum.py"), "").unwrap();
+        std::fs::write(a.join("embedding_bag_sum.py"), "").unwrap(); // a second answer to p1
+        std::fs::write(a.join("notes.txt"), "").unwrap(); // ignored
+        std::fs::write(b.join("12_fm_interaction.py"), "").unwrap();
+        std::fs::write(b.join("99_nothing.py"), "").unwrap();
+        let (answers, errors) = discover(&[a.clone(), b.clone(), root.join("missing")]);
+        std::fs::remove_dir_all(&root).unwrap();
+        let got: Vec<(&str, &str)> = answers
+            .iter()
+            .map(|x| (x.group.as_str(), x.problem))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("model_a", "embedding_bag_sum"),
+                ("model_b", "fm_interaction")
+            ]
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!(errors[0].0, a.join("embedding_bag_sum.py"));
+        assert!(errors[0].1.contains("a second answer to embedding_bag_sum"));
+        assert_eq!(errors[1].0, b.join("99_nothing.py"));
+        assert!(errors[1].1.contains("`nothing` is not a problem"));
+        assert!(errors[2].1.contains("missing: not a readable directory"));
+    }
+
+    #[test]
+    fn a_correct_answer_gets_both_bases_and_kernelbenchs_verdict() {
+        let r = answer_record(
+            &answer(),
+            &ours("correct", &[0.5, 0.4, 0.6]),
+            &kb(true),
+            Some(&reference(1.0, 0.1)),
+            None,
+            1.0,
+        );
+        assert_eq!(r.status, Status::Correct);
+        assert_eq!(r.origin, "kernelbench:/x/demo/01_embedding_bag_sum.py");
+        assert_eq!(
+            (r.group.as_str(), r.candidate.as_str()),
+            ("demo", "01_embedding_bag_sum")
+        );
+        // Reference basis: 1.0 ms / the median 0.5 ms, unpaired.
+        let s = r.speedup.as_ref().unwrap();
+        assert_eq!((s.median, s.pairs), (2.0, 0));
+        assert!(r.win);
+        assert_eq!(r.speedup_eager.as_ref().unwrap().ci_low, 1.3);
+        assert_eq!(r.pytorch.as_ref().unwrap().median_ms, 1.5);
+        // Logical bytes 2e9 in 0.5 ms.
+        assert!((r.timing.as_ref().unwrap().logical_gbps - 4000.0).abs() < 1e-9);
+        let v = r.kernelbench.as_ref().unwrap();
+        assert!(v.passed && v.compiled);
+        assert_eq!(v.max_abs_diff, Some(f64::INFINITY));
+    }
+
+    #[test]
+    fn faster_than_the_floor_is_suspect_and_not_a_win() {
+        let r = answer_record(
+            &answer(),
+            &ours("correct", &[0.05, 0.05, 0.05]),
+            &kb(true),
+            Some(&reference(1.0, 0.1)),
+            None,
+            1.0,
+        );
+        assert_eq!(r.status, Status::Suspect);
+        assert!(
+            r.message.contains("below the physical floor"),
+            "{}",
+            r.message
+        );
+        assert!(!r.win);
+    }
+
+    #[test]
+    fn our_rejection_stands_beside_kernelbenchs_pass() {
+        let r = answer_record(
+            &answer(),
+            &ours("incorrect", &[]),
+            &kb(true),
+            Some(&reference(1.0, 0.1)),
+            None,
+            1.0,
+        );
+        assert_eq!(r.status, Status::Incorrect);
+        assert_eq!(r.message, "public-1: off");
+        assert!(r.speedup.is_none() && !r.win);
+        assert!(r.kernelbench.as_ref().unwrap().passed);
+    }
+
+    #[test]
+    fn a_killed_or_crashed_evaluator_is_a_timeout_or_a_runtime_error() {
+        let t = answer_record(
+            &answer(),
+            &Outcome::Timeout(600.0),
+            &Outcome::Timeout(600.0),
+            None,
+            None,
+            1.0,
+        );
+        assert_eq!(t.status, Status::Timeout);
+        assert!(t.kernelbench.as_ref().unwrap().message.contains("600 s"));
+        let c = answer_record(
+            &answer(),
+            &Outcome::Failed("killed by signal 11".into()),
+            &kb(false),
+            None,
+            None,
+            1.0,
+        );
+        assert_eq!(c.status, Status::RuntimeError);
+        assert_eq!(c.message, "killed by signal 11");
+    }
+
+    #[test]
+    fn the_request_carries_every_check_set_and_the_float_bounds_by_dtype() {
+        let p = bench_problems::find_problem("tbe_forward_fp16").unwrap();
+        let cfg = EvalConfig::quick_ci(1, 2);
+        let cache = InputCache::new(Path::new("/cache"), p);
+        let req = request(p, &answer(), &cfg, &cache);
+        let labels: Vec<&str> = req["check_sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["label"].as_str().unwrap())
+            .collect();
+        assert_eq!(&labels[..3], ["public-0", "public-1", "secret-0"]);
+        assert_eq!(req["time_sets"].as_array().unwrap().len(), 2);
+        // tbe_forward_fp16 reads fp16 tables into an fp32 output with its own bound (eager's
+        // fp16 round trip), not the fp32 default's 1e-5 / 1e-4.
+        assert_eq!(req["bounds"], json!({"float32": [6e-4, 1e-3]}));
+    }
+}
