@@ -2,7 +2,9 @@
 //! with a non-zero exit and a message naming the file and the field; a directory named several
 //! times is checked once; two candidates with one problem and name fail, naming both files.
 //! The candidates use the project's own kernels (`source = "gpu-kernels"`), so no NVRTC is
-//! needed.
+//! needed. Also the KernelBench intake on a machine without torch or a GPU (answers skipped,
+//! saying why; bad answer files recorded as such) and the CPU tests of the evaluator's logic
+//! (tools/test_kernelbench_eval.py), kept in this binary to spare CI a link.
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -156,4 +158,84 @@ fn a_directory_given_thrice_is_checked_once_and_a_second_name_fails() {
         String::from_utf8_lossy(&o.stderr)
     );
     std::fs::remove_dir_all(&r).unwrap();
+}
+
+#[test]
+fn kernelbench_evaluator_logic_passes_its_cpu_tests() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = match std::process::Command::new("python3")
+        .args(["-m", "unittest", "discover", "-s", "tools", "-p", "test_*.py"])
+        .current_dir(&repo)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIPPED: python3 is not here ({e}): tools/test_kernelbench_eval.py not run");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("OK"), "{text}");
+}
+
+#[test]
+fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
+    let dir = root("kernelbench");
+    let answers = dir.join("model_a");
+    std::fs::create_dir_all(&answers).unwrap();
+    std::fs::write(answers.join("01_embedding_bag_sum.py"), "class ModelNew: pass\n").unwrap();
+    std::fs::write(answers.join("05_embedding_bag_sum.py"), "").unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args(["kernelbench", "--cpu", "--budget-s", "1", "--max-pairs", "2"])
+        .arg(&answers)
+        .arg("--out")
+        .arg(dir.join("results"))
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let run = std::fs::read_dir(dir.join("results"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(run.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by = |status: &str| {
+        records
+            .iter()
+            .filter(|r| r["status"] == status)
+            .collect::<Vec<_>>()
+    };
+    // The bad name is recorded, the good answer skipped (no torch, no GPU), and only
+    // embedding_bag_sum ran: its reference is correct.
+    let invalid = by("invalid_manifest");
+    assert_eq!(invalid.len(), 1, "{records:?}");
+    assert!(invalid[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("number 5 does not match problem 1"));
+    let skipped = by("skipped");
+    assert_eq!(skipped.len(), 1, "{records:?}");
+    assert_eq!(skipped[0]["group"], "model_a");
+    assert!(skipped[0]["origin"]
+        .as_str()
+        .unwrap()
+        .starts_with("kernelbench:"));
+    assert!(skipped[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("need python3 with torch and a CUDA GPU"));
+    let references: Vec<_> = records.iter().filter(|r| r["group"] == "reference").collect();
+    assert_eq!(references.len(), 1);
+    assert_eq!(references[0]["problem"], "embedding_bag_sum");
+    assert_eq!(references[0]["status"], "correct");
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,0 +1,291 @@
+"""CPU tests of tools/kernelbench_eval.py's logic with fake models: no torch, no GPU.
+
+The "tensors" here are Python lists and the "allocator" a free list that hands back old
+buffers, as PyTorch's caching allocator does; the expected values are worked out by hand.
+Run: python3 -m unittest discover -s tools -p 'test_*.py' (host/tests/check_cli.rs does).
+"""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernelbench_eval as kb  # noqa: E402
+
+POISON = float("nan")
+
+
+class Allocator:
+    """A caching allocator in miniature: `empty(n)` returns a freed buffer of n elements if
+    there is one (with whatever it held), else a fresh one of zeros; `free` returns a buffer."""
+
+    def __init__(self):
+        self.free_list = []
+
+    def empty(self, n):
+        for i, b in enumerate(self.free_list):
+            if len(b) == n:
+                return self.free_list.pop(i)
+        return [0.0] * n
+
+    def free(self, buf):
+        self.free_list.append(buf)
+
+    def poison(self, n):
+        self.free_list = [[POISON] * n]
+
+
+def prefix_sums(x):
+    """The fake problem: out[i] = x[0] + ... + x[i]."""
+    out, s = [], 0.0
+    for v in x:
+        s += v
+        out.append(s)
+    return out
+
+
+class Reference:
+    def __init__(self, alloc):
+        self.alloc = alloc
+
+    def __call__(self, x):
+        out = self.alloc.empty(len(x))
+        out[:] = prefix_sums(x)
+        return out
+
+
+class PartialWrite:
+    """Writes only the first element into an allocator buffer."""
+
+    def __init__(self, alloc):
+        self.alloc = alloc
+
+    def __call__(self, x):
+        out = self.alloc.empty(len(x))
+        out[0] = x[0]
+        return out
+
+
+class Cached:
+    """Computes on the first call, returns that result ever after."""
+
+    def __init__(self):
+        self.result = None
+
+    def __call__(self, x):
+        if self.result is None:
+            self.result = prefix_sums(x)
+        return list(self.result)
+
+
+class Mutating:
+    """Correct output, but sorts its input in place."""
+
+    def __call__(self, x):
+        out = prefix_sums(x)
+        x.sort()
+        return out
+
+
+def stats(out, ref):
+    """TorchOps.float_stats for lists: relative L2, max error over max |ref|, poison count."""
+    poisoned = sum(1 for v in out if v != v)
+    diff = [0.0 if o != o else o - r for o, r in zip(out, ref)]
+    num = sum(d * d for d in diff) ** 0.5
+    den = sum(r * r for r in ref) ** 0.5
+    return {"elements": len(out), "poisoned": poisoned, "non_finite": 0,
+            "rel_l2": num / den if den else 0.0,
+            "max_scaled": max(abs(d) for d in diff) / max(abs(r) for r in ref)}
+
+
+SETS = [[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0], [0.5, 0.25, 2.0, 8.0]]
+BOUNDS = (1e-5, 1e-4)
+
+
+def ours(answer, alloc=None, sets=None):
+    """judge_sets over copies of SETS with a fake poison and fingerprint."""
+    sets = [list(s) for s in (sets or SETS)]
+    pristine = [list(s) for s in sets]
+    calls = []
+
+    def call(k):
+        calls.append(("call", k))
+        return answer(sets[k])
+
+    def check(k, out):
+        return kb.float_verdict(stats(out, prefix_sums(pristine[k])), BOUNDS)
+
+    def changed(k):
+        if sets[k] != pristine[k]:
+            sets[k][:] = pristine[k]
+            return ["#0 x"]
+        return []
+
+    def poison():
+        calls.append(("poison",))
+        if alloc is not None:
+            alloc.poison(4)
+
+    result = kb.judge_sets(call, check, [f"set-{k}" for k in range(len(sets))],
+                           lambda k: calls.append(("restore", k)), changed, poison)
+    return result, calls
+
+
+def kernelbench(answer_for, alloc):
+    """kernelbench_trials with the same inputs every trial (get_inputs loads one file)."""
+    calls = []
+    ref = Reference(alloc)
+    answer = answer_for(alloc)
+    state = {}
+
+    def rebind(name, value):
+        # `output = model(*inputs)`: the new result is allocated while the previous trial's
+        # is still bound; rebinding the name then frees the old buffer.
+        if name in state:
+            alloc.free(state[name])
+        state[name] = value
+        return value
+
+    def model(x):
+        calls.append("model")
+        return rebind("output", ref(x))
+
+    def model_new(x):
+        calls.append("model_new")
+        return rebind("output_new", answer(x))
+
+    def get_inputs():
+        calls.append("get_inputs")
+        return [list(SETS[0])]
+
+    def compare(output, output_new):
+        ok = all(abs(a - b) <= kb.KB_ATOL + kb.KB_RTOL * abs(a)
+                 for a, b in zip(output, output_new))
+        return ok, None, "" if ok else "Output mismatch"
+
+    return kb.kernelbench_trials(model, model_new, get_inputs, lambda s: None, lambda: None,
+                                 compare), calls
+
+
+class FloatVerdict(unittest.TestCase):
+    def test_bounds_poison_and_non_finite(self):
+        base = {"elements": 10, "poisoned": 0, "non_finite": 0, "rel_l2": 9e-6,
+                "max_scaled": 9e-5}
+        self.assertEqual(kb.float_verdict(base, BOUNDS), (True, ""))
+        ok, why = kb.float_verdict({**base, "rel_l2": 2e-5}, BOUNDS)
+        self.assertFalse(ok)
+        self.assertIn("relative L2 2.000e-05 (bound 1e-05)", why)
+        self.assertFalse(kb.float_verdict({**base, "max_scaled": 2e-4}, BOUNDS)[0])
+        ok, why = kb.float_verdict({**base, "poisoned": 3}, BOUNDS)
+        self.assertIn("3 of 10 elements still hold the poison", why)
+        self.assertIn("NaN or infinite", kb.float_verdict({**base, "non_finite": 1}, BOUNDS)[1])
+        # A NaN error (an all-NaN output) never passes.
+        self.assertFalse(kb.float_verdict({**base, "rel_l2": float("nan")}, BOUNDS)[0])
+
+    def test_exact(self):
+        self.assertEqual(kb.exact_verdict(0.0, 0, 8), (True, ""))
+        self.assertIn("12.500% of the elements differ", kb.exact_verdict(0.125, 0, 8)[1])
+        self.assertIn("poison", kb.exact_verdict(0.0, 1, 8)[1])
+
+
+class Statistics(unittest.TestCase):
+    def test_paired_speedup_is_the_median_ratio_with_an_interval_around_it(self):
+        eager = [2.0, 2.0, 3.0, 4.0, 10.0]
+        answer = [1.0, 1.0, 1.0, 1.0, 1.0]  # ratios 2, 2, 3, 4, 10: median 3
+        s = kb.paired_speedup(eager, answer, seed=1)
+        self.assertEqual((s["median"], s["pairs"]), (3.0, 5))
+        self.assertTrue(2.0 <= s["ci_low"] <= 3.0 <= s["ci_high"] <= 10.0, s)
+        self.assertEqual(s, kb.paired_speedup(eager, answer, seed=1))
+        with self.assertRaises(ValueError):
+            kb.paired_speedup([1.0], [1.0, 2.0], seed=1)
+
+    def test_interleaving_alternates_the_order_and_rotates_the_sets(self):
+        calls = []
+
+        def timer(name, ms):
+            def t(k):
+                calls.append((name, k))
+                return ms
+            return t
+
+        eager, answer = kb.interleaved_pairs(timer("eager", 2.0), timer("answer", 1.0), 3,
+                                             min_pairs=4, max_pairs=50, budget_s=60,
+                                             target_half_width=0.01)
+        # Identical ratios: the interval is zero-width after min_pairs.
+        self.assertEqual((eager, answer), ([2.0] * 4, [1.0] * 4))
+        self.assertEqual(calls, [("eager", 0), ("answer", 0), ("answer", 1), ("eager", 1),
+                                 ("eager", 2), ("answer", 2), ("answer", 0), ("eager", 0)])
+
+    def test_noisy_pairs_run_to_the_cap(self):
+        n = [0]
+
+        def noisy(k):
+            n[0] += 1
+            return 1.0 + (n[0] % 7) * 0.3
+
+        eager, _ = kb.interleaved_pairs(noisy, lambda k: 1.0, 2, min_pairs=3, max_pairs=12,
+                                        budget_s=60, target_half_width=1e-6)
+        self.assertEqual(len(eager), 12)
+
+
+class OurProtocol(unittest.TestCase):
+    def test_a_correct_answer_passes_every_set_with_poison_before_each_call(self):
+        (passed, message, per_set), calls = ours(Reference(Allocator()))
+        self.assertTrue(passed, message)
+        self.assertEqual([s["set"] for s in per_set], ["set-0", "set-1", "set-2"])
+        self.assertEqual(calls[:3], [("restore", 0), ("poison",), ("call", 0)])
+        self.assertEqual(calls.count(("poison",)), 3)
+
+    def test_a_partial_write_into_reused_memory_meets_the_poison(self):
+        alloc = Allocator()
+        (passed, message, _), _ = ours(PartialWrite(alloc), alloc)
+        self.assertFalse(passed)
+        self.assertIn("set-0: 3 of 4 elements still hold the poison", message)
+
+    def test_a_cached_result_fails_on_the_next_fresh_input(self):
+        (passed, message, per_set), _ = ours(Cached())
+        self.assertFalse(passed)
+        self.assertEqual([s["passed"] for s in per_set], [True, False])
+        self.assertTrue(message.startswith("set-1: error too large"), message)
+
+    def test_an_answer_that_changes_its_input_fails_and_the_input_is_put_back(self):
+        (passed, message, _), _ = ours(Mutating(), sets=[[3.0, 1.0, 2.0, 0.0]])
+        self.assertFalse(passed)
+        self.assertIn("changed its input(s) #0 x", message)
+
+
+class KernelBenchProtocol(unittest.TestCase):
+    def test_reference_first_then_the_answer_on_fresh_inputs_every_trial(self):
+        verdict, calls = kernelbench(Reference, Allocator())
+        self.assertTrue(verdict["passed"])
+        self.assertEqual((verdict["passed_trials"], verdict["trials"]), (5, 5))
+        self.assertEqual(calls[:3], ["get_inputs", "model", "model_new"])
+        self.assertEqual(calls.count("get_inputs"), kb.KB_TRIALS)
+
+    def test_a_partial_write_passes_every_trial_after_the_first(self):
+        # From trial 2 on, the answer's buffer is the reference output of the trial before,
+        # freed when `output` was rebound, and holds the right values: only trial 1 (fresh
+        # zeros) catches it.
+        verdict, _ = kernelbench(PartialWrite, Allocator())
+        self.assertFalse(verdict["passed"])
+        self.assertEqual(verdict["passed_trials"], kb.KB_TRIALS - 1)
+        self.assertTrue(verdict["message"].startswith("trial 0:"), verdict)
+
+    def test_a_cached_result_passes_when_every_trial_loads_the_same_inputs(self):
+        verdict, _ = kernelbench(lambda alloc: Cached(), Allocator())
+        self.assertTrue(verdict["passed"])
+
+    def test_an_exception_in_the_answer_ends_the_trials(self):
+        def failing(alloc):
+            def f(x):
+                raise RuntimeError("illegal memory access")
+            return f
+
+        verdict, _ = kernelbench(failing, Allocator())
+        self.assertFalse(verdict["passed"])
+        self.assertIn("runtime error in trial 0: RuntimeError: illegal memory access",
+                      verdict["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
