@@ -425,6 +425,67 @@ pub fn skipped_record(answer: &Answer, why: &str) -> Record {
     r
 }
 
+/// The answers' two verdicts side by side (markdown), and the count of answers KernelBench's
+/// protocol passes and the suite's rejects; `None` when `records` hold no KernelBench answer.
+pub fn verdicts_markdown(records: &[Record]) -> Option<String> {
+    let answers: Vec<&Record> = records.iter().filter(|r| r.kernelbench.is_some()).collect();
+    if answers.is_empty() {
+        return None;
+    }
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+    let mut s = String::from(
+        "| problem | group | ours | KernelBench (allclose 1e-2, trials) | KernelBench speedup \
+         (means) | ours over eager [95% CI] | ours over reference |\n| --- | --- | --- | --- | \
+         --- | --- | --- |\n",
+    );
+    let mut holes = Vec::new();
+    for r in &answers {
+        let kb = r.kernelbench.as_ref().expect("filtered");
+        let kb_text = if kb.passed {
+            format!("passed ({}/{})", kb.passed_trials, kb.trials)
+        } else if !kb.compiled {
+            "did not compile or load".to_string()
+        } else {
+            format!("failed ({}/{})", kb.passed_trials, kb.trials)
+        };
+        let eager = r.speedup_eager.as_ref().map_or("-".to_string(), |e| {
+            format!("{:.3} [{:.3}, {:.3}]", e.median, e.ci_low, e.ci_high)
+        });
+        s += &format!(
+            "| {} | {} | {} | {kb_text} | {} | {eager} | {} |\n",
+            r.problem,
+            r.group,
+            r.status.name(),
+            ms(kb.speedup),
+            ms(r.speedup.as_ref().map(|x| x.median)),
+        );
+        if kb.passed && !matches!(r.status, Status::Correct) {
+            holes.push(format!(
+                "`{}/{}` ({}: {})",
+                r.group,
+                r.problem,
+                r.status.name(),
+                r.message.lines().next().unwrap_or("")
+            ));
+        }
+    }
+    let passed = answers
+        .iter()
+        .filter(|r| r.kernelbench.as_ref().is_some_and(|k| k.passed))
+        .count();
+    s += &format!(
+        "\nKernelBench's protocol passes {passed} of {} answers; {} of them are rejected by ours{}\n",
+        answers.len(),
+        holes.len(),
+        if holes.is_empty() {
+            ".".to_string()
+        } else {
+            format!(":\n\n{}", holes.iter().map(|h| format!("- {h}\n")).collect::<String>())
+        }
+    );
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,6 +670,43 @@ mod tests {
         );
         assert_eq!(c.status, Status::RuntimeError);
         assert_eq!(c.message, "killed by signal 11");
+    }
+
+    #[test]
+    fn the_verdict_table_counts_what_kernelbench_passes_and_we_reject() {
+        let reference = reference(1.0, 0.1);
+        let mut other = answer();
+        other.group = "partial".into();
+        let records = [
+            answer_record(
+                &answer(),
+                &ours("correct", &[0.5]),
+                &kb(true),
+                Some(&reference),
+                None,
+                1.0,
+            ),
+            answer_record(
+                &other,
+                &ours("incorrect", &[]),
+                &kb(true),
+                Some(&reference),
+                None,
+                1.0,
+            ),
+            reference.clone(),
+        ];
+        let md = verdicts_markdown(&records).unwrap();
+        assert!(md.contains("| embedding_bag_sum | demo | correct | passed (5/5) | 2.000 | 1.400 [1.300, 1.450] | 2.000 |"), "{md}");
+        assert!(
+            md.contains("passes 2 of 2 answers; 1 of them are rejected by ours:"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- `partial/embedding_bag_sum` (incorrect: public-1: off)"),
+            "{md}"
+        );
+        assert!(verdicts_markdown(&records[2..]).is_none());
     }
 
     #[test]

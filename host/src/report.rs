@@ -241,6 +241,10 @@ pub fn write_markdown(
     s += &markdown_table(&COLUMNS, &rows(records));
     s += "\n## Metrics per candidate group\n\n";
     s += &markdown_table(&METRIC_COLUMNS, &metric_rows(metrics));
+    if let Some(kb) = crate::kernelbench::verdicts_markdown(records) {
+        s += "\n## KernelBench answers: our verdict beside KernelBench's\n\n";
+        s += &kb;
+    }
     let problems: Vec<&Record> = records
         .iter()
         .filter(|r| r.status != Status::Correct && !r.message.is_empty())
@@ -297,6 +301,9 @@ pub fn report(
     problems.dedup();
     let metrics = crate::metrics::summarize(&records, problems.len());
     println!("{}", terminal_tables(&records, &metrics));
+    if let Some(kb) = crate::kernelbench::verdicts_markdown(&records) {
+        println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
+    }
     if let Some(dir) = out {
         write_pooled(dir, results, &records, &metrics)?;
         println!("wrote {}", dir.display());

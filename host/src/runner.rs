@@ -431,6 +431,9 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     report::write_csv(&dir, &records)?;
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics));
+    if let Some(kb) = kernelbench::verdicts_markdown(&records) {
+        println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
+    }
     if let (Some(w), Some(p)) = (&workload, &projection) {
         let text = p.markdown(w);
         println!("\n{text}");

@@ -164,7 +164,15 @@ fn a_directory_given_thrice_is_checked_once_and_a_second_name_fails() {
 fn kernelbench_evaluator_logic_passes_its_cpu_tests() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = match std::process::Command::new("python3")
-        .args(["-m", "unittest", "discover", "-s", "tools", "-p", "test_*.py"])
+        .args([
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "tools",
+            "-p",
+            "test_*.py",
+        ])
         .current_dir(&repo)
         .output()
     {
@@ -184,11 +192,22 @@ fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     let dir = root("kernelbench");
     let answers = dir.join("model_a");
     std::fs::create_dir_all(&answers).unwrap();
-    std::fs::write(answers.join("01_embedding_bag_sum.py"), "class ModelNew: pass\n").unwrap();
+    std::fs::write(
+        answers.join("01_embedding_bag_sum.py"),
+        "class ModelNew: pass\n",
+    )
+    .unwrap();
     std::fs::write(answers.join("05_embedding_bag_sum.py"), "").unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args(["kernelbench", "--cpu", "--budget-s", "1", "--max-pairs", "2"])
+        .args([
+            "kernelbench",
+            "--cpu",
+            "--budget-s",
+            "1",
+            "--max-pairs",
+            "2",
+        ])
         .arg(&answers)
         .arg("--out")
         .arg(dir.join("results"))
@@ -233,7 +252,10 @@ fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
         .as_str()
         .unwrap()
         .contains("need python3 with torch and a CUDA GPU"));
-    let references: Vec<_> = records.iter().filter(|r| r["group"] == "reference").collect();
+    let references: Vec<_> = records
+        .iter()
+        .filter(|r| r["group"] == "reference")
+        .collect();
     assert_eq!(references.len(), 1);
     assert_eq!(references[0]["problem"], "embedding_bag_sum");
     assert_eq!(references[0]["status"], "correct");
