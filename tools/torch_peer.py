@@ -6,7 +6,11 @@ reference must stay within +-10% of the KernelBench `Model` in eager PyTorch on 
 inputs). Timing follows DESIGN.md section 7: CUDA events around each `Model` forward call
 only, after warm-up; L2 flushed before each timed call (a 256 MiB buffer zeroed, unless
 --warm-l2); input sets rotated per iteration (set i % len(sets)). The record also holds
-`stages_s`: the seconds spent loading, checking and timing.
+`stages_s`: the seconds spent loading, checking and timing. With --compile (a request's
+"compile": true) the Model runs under torch.compile (inductor, default mode) instead: compiled
+and warmed up on every set first (`stages_s.compile`, not timed), then checked and timed the
+same way; the record's `impl` says which (`pytorch_eager` or `pytorch_compile`), and a Model
+that fails to compile gives a record with `error` instead of times.
 
 Example:
     target/release/dlrm-bench gen embedding_bag_sum --preset full --sets 2 --out inputs/
@@ -17,7 +21,7 @@ Example:
 Serve mode (`dlrm-bench run --torch` keeps one for the whole run): `--serve` imports torch
 once, then reads one JSON request per line of stdin, e.g.
     {"problem": "embedding_bag_sum", "inputs": ["a.safetensors"], "out": "peer.jsonl",
-     "check": true, "iters": 50, "warmup": 5, "warm_l2": false}
+     "check": true, "iters": 50, "warmup": 5, "warm_l2": false, "compile": false}
 (`problem` and `inputs` required; the rest default as the options above), evaluates it as the
 one-shot mode does (the same record, appended to `out` when given) and answers with exactly
 one JSON line on stdout: {"ok": true, "record": {...}} or {"ok": false, "error": "..."}. A
@@ -633,7 +637,8 @@ def json_safe(value):
 # One evaluation: what the one-shot CLI and each request of --serve run.
 # ---------------------------------------------------------------------------------------
 
-REQUEST_DEFAULTS = {"out": None, "check": False, "iters": 50, "warmup": 5, "warm_l2": False}
+REQUEST_DEFAULTS = {"out": None, "check": False, "iters": 50, "warmup": 5, "warm_l2": False,
+                    "compile": False}
 
 
 def make_request(fields):
@@ -646,7 +651,7 @@ def make_request(fields):
         raise PeerError(f"torch_peer: unknown request field(s) {unknown}", status=2)
     req = {**REQUEST_DEFAULTS, **fields}
     kinds = {"problem": str, "inputs": list, "out": (str, type(None)), "check": bool,
-             "iters": int, "warmup": int, "warm_l2": bool}
+             "iters": int, "warmup": int, "warm_l2": bool, "compile": bool}
     for name, kind in kinds.items():
         if name not in req:
             raise PeerError(f"torch_peer: request field `{name}` is missing", status=2)
@@ -745,8 +750,33 @@ def evaluate(req):
                                                         device="cuda")
     torch.cuda.synchronize()
     stages["load"] = time.perf_counter() - started
+    impl = "pytorch_compile" if req["compile"] else "pytorch_eager"
+    # torch.compile runs under no_grad (inference_mode tensors cannot be saved by its graphs);
+    # eager under inference_mode, as before.
+    grad_off = torch.no_grad if req["compile"] else torch.inference_mode
 
-    with torch.inference_mode():
+    with grad_off():
+        if req["compile"]:
+            # Inductor, default mode: compiled and warmed up on every set (one compilation per
+            # distinct shape), outside the timed region; the seconds are recorded, not timed.
+            started = time.perf_counter()
+            try:
+                model = torch.compile(model)
+                for k in range(len(sets)):
+                    restore(k)
+                    model(*sets[k])
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - recorded: the Model does not compile
+                stages["compile"] = time.perf_counter() - started
+                log(traceback.format_exc().rstrip())
+                record = {"tool": "torch_peer", "problem": req["problem"], "impl": impl,
+                          "torch": torch.__version__, "device": device_name,
+                          "error": f"torch.compile failed: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0] if str(e) else ''}",
+                          "stages_s": stages}
+                append_record(req, record)
+                return record
+            stages["compile"] = time.perf_counter() - started
         if req["check"]:
             started = time.perf_counter()
             record_err = check_sets(spec, model, sets, pristine, restore, req["inputs"])
@@ -760,7 +790,7 @@ def evaluate(req):
     record = {
         "tool": "torch_peer",
         "problem": req["problem"],
-        "impl": "pytorch_eager",
+        "impl": impl,
         "torch": torch.__version__,
         "device": device_name,
         "inputs": [os.path.basename(f) for f in req["inputs"]],
@@ -778,7 +808,7 @@ def evaluate(req):
         record["rel_l2_err"] = record_err
     record["stages_s"] = stages
 
-    summary = (f"torch_peer {req['problem']} pytorch_eager: median {median:.4f} ms "
+    summary = (f"torch_peer {req['problem']} {impl}: median {median:.4f} ms "
                f"(p10 {record['p10_ms']:.4f}, p90 {record['p90_ms']:.4f}, "
                f"mean {record['mean_ms']:.4f}, n={req['iters']}), "
                f"{record['logical_gbps']:.1f} GB/s logical, "
@@ -788,6 +818,11 @@ def evaluate(req):
     log(summary)
     log("  stages: " + ", ".join(f"{name} {s:.2f} s" for name, s in stages.items()))
 
+    return append_record(req, record)
+
+
+def append_record(req, record):
+    """Appends `record` (JSON-safe) to req["out"] when given; returns it."""
     record = json_safe(record)
     if req["out"]:
         out_dir = os.path.dirname(os.path.abspath(req["out"]))
@@ -888,12 +923,17 @@ def main(argv=None):
     ap.add_argument("--warm-l2", action="store_true",
                     help="do not flush L2 before each timed call (default: flush)")
     ap.add_argument("--out", metavar="FILE.jsonl", help="append one JSON record to this file")
+    ap.add_argument("--compile", action="store_true",
+                    help="time the Model under torch.compile (inductor, default mode) instead "
+                         "of eager; compiled and warmed up first, the compile time recorded "
+                         "(stages_s.compile), not timed; a Model that fails to compile gives a "
+                         "record with `error`")
     ap.add_argument("--check", action="store_true",
                     help="compare the Model output with a float64 oracle (relative L2 error)")
     args = ap.parse_args(argv)
 
     if args.serve:
-        if args.problem or args.inputs or args.out or args.check or args.warm_l2:
+        if args.problem or args.inputs or args.out or args.check or args.warm_l2 or args.compile:
             ap.error("--serve reads its requests from stdin; it takes no other option")
         return serve()
     if not args.inputs:
@@ -902,7 +942,7 @@ def main(argv=None):
         req = make_request({
             "problem": args.problem or "embedding_bag_sum", "inputs": args.inputs,
             "out": args.out, "check": args.check, "iters": args.iters,
-            "warmup": args.warmup, "warm_l2": args.warm_l2,
+            "warmup": args.warmup, "warm_l2": args.warm_l2, "compile": args.compile,
         })
     except PeerError as e:
         ap.error(str(e))

@@ -177,10 +177,12 @@ struct RunArgs {
     /// addressable fraction and the projected step speedup, in the summary and run.json.
     #[arg(long)]
     workload: Option<PathBuf>,
-    /// Time PyTorch eager beside the references (`tools/torch_peer.py`, when python3 with torch
-    /// and a GPU are there) on the run's own input files, before each problem's candidates.
-    #[arg(long)]
-    torch: bool,
+    /// Time PyTorch beside the references (`tools/torch_peer.py`, when python3 with torch and a
+    /// GPU are there) on the run's own input files, before each problem's candidates: `--torch`
+    /// (or `--torch eager`) times eager; `--torch compile` or `--torch eager,compile` also the
+    /// `torch.compile`d Model (eager is always timed: it is the references' yardstick).
+    #[arg(long, num_args = 0..=1, default_missing_value = "eager", value_parser = parse_torch)]
+    torch: Option<TorchPeers>,
     /// Where the run's input cache goes (default: /dev/shm/dlrm-bench/<run-id>-<pid> when /dev/shm is
     /// writable, else <run dir>/inputs).
     #[arg(long)]
@@ -213,7 +215,7 @@ fn main() -> anyhow::Result<ExitCode> {
             answer_timeout_s,
             mut run,
         } => {
-            run.torch = true;
+            run.torch = Some(run.torch.unwrap_or_default());
             if run.candidates.is_empty() {
                 run.no_candidates = true;
             }
@@ -308,7 +310,8 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
         timeout_s: a.timeout_s,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
         workload: a.workload,
-        torch: a.torch,
+        torch: a.torch.is_some(),
+        torch_compile: a.torch.is_some_and(|t| t.compile),
         input_cache: a.input_cache,
         keep_inputs: a.keep_inputs,
         kernelbench,
@@ -316,6 +319,30 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
     };
     let outcome = runner::run(opts, a.resume.as_deref())?;
     Ok(runner::exit_code(&outcome.records))
+}
+
+/// What `--torch` asks PyTorch's peer to time.
+#[derive(Clone, Copy, Debug, Default)]
+struct TorchPeers {
+    compile: bool,
+}
+
+/// The value parser of `--torch`: a comma-separated list of `eager` and `compile`.
+fn parse_torch(s: &str) -> Result<TorchPeers, String> {
+    let mut peers = TorchPeers::default();
+    for part in s.split(',').map(str::trim) {
+        match part {
+            "eager" => {}
+            "compile" => peers.compile = true,
+            other => {
+                return Err(format!(
+                    "unknown PyTorch yardstick `{other}` (a comma-separated list of `eager` and \
+                     `compile`)"
+                ))
+            }
+        }
+    }
+    Ok(peers)
 }
 
 /// The value parser of `check --arch`.

@@ -27,11 +27,21 @@ const SHUTDOWN_GRACE_S: f64 = 5.0;
 const PEER_ITERS: u32 = 50;
 const PEER_WARMUP: u32 = 5;
 
+/// The `impl` of an eager record (also of a record that names none: older files).
+pub const EAGER: &str = "pytorch_eager";
+/// The `impl` of a `torch.compile` record.
+pub const COMPILE: &str = "pytorch_compile";
+
 /// One problem's PyTorch median, from a peer file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PeerMedian {
     pub problem: String,
+    /// [`EAGER`] or [`COMPILE`].
+    pub implementation: String,
+    /// NaN when `error` is set.
     pub median_ms: f64,
+    /// Why there is no time (the Model failed to compile).
+    pub error: Option<String>,
     /// The file it was read from.
     pub source: String,
 }
@@ -69,18 +79,31 @@ pub fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
             .filter(|(_, l)| !l.trim().is_empty())
         {
             match serde_json::from_str::<serde_json::Value>(line) {
-                Ok(v) => match (v["problem"].as_str(), v["median_ms"].as_f64()) {
-                    (Some(p), Some(ms)) => out.push(PeerMedian {
-                        problem: p.to_string(),
-                        median_ms: ms,
-                        source: f.display().to_string(),
-                    }),
-                    _ => eprintln!(
-                        "warning: {}:{}: no `problem` or `median_ms`",
-                        f.display(),
-                        i + 1
-                    ),
-                },
+                Ok(v) => {
+                    let implementation = v["impl"].as_str().unwrap_or(EAGER).to_string();
+                    let error = v["error"].as_str().map(str::to_string);
+                    match (v["problem"].as_str(), v["median_ms"].as_f64(), error) {
+                        (Some(p), Some(ms), None) => out.push(PeerMedian {
+                            problem: p.to_string(),
+                            implementation,
+                            median_ms: ms,
+                            error: None,
+                            source: f.display().to_string(),
+                        }),
+                        (Some(p), _, Some(e)) => out.push(PeerMedian {
+                            problem: p.to_string(),
+                            implementation,
+                            median_ms: f64::NAN,
+                            error: Some(e),
+                            source: f.display().to_string(),
+                        }),
+                        _ => eprintln!(
+                            "warning: {}:{}: no `problem` or `median_ms`",
+                            f.display(),
+                            i + 1
+                        ),
+                    }
+                }
                 Err(e) => eprintln!("warning: {}:{}: {e}", f.display(), i + 1),
             }
         }
@@ -88,42 +111,65 @@ pub fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
     out
 }
 
-/// Puts the last of `peers` for the reference's problem beside its timing.
+/// Puts the last of `peers` for the reference's problem beside its timing: eager's as
+/// `pytorch`, `torch.compile`'s as `pytorch_compile` (or, when the Model did not compile, why
+/// as `pytorch_compile_error`).
 pub fn attach_peer(reference: &mut Record, peers: &[PeerMedian]) {
-    if let (Some(peer), Some(t)) = (
-        peers.iter().rev().find(|p| p.problem == reference.problem),
-        &reference.timing,
-    ) {
-        reference.pytorch = Some(PeerTime {
-            median_ms: peer.median_ms,
-            reference_over_pytorch: t.median_ms / peer.median_ms,
-            source: peer.source.clone(),
-        });
+    let Some(t) = &reference.timing else {
+        return;
+    };
+    let last = |implementation: &str| {
+        peers
+            .iter()
+            .rev()
+            .find(|p| p.problem == reference.problem && p.implementation == implementation)
+    };
+    let time = |peer: &PeerMedian| PeerTime {
+        median_ms: peer.median_ms,
+        reference_over_pytorch: t.median_ms / peer.median_ms,
+        source: peer.source.clone(),
+    };
+    let eager = last(EAGER).filter(|p| p.error.is_none()).map(time);
+    let compile = last(COMPILE);
+    let compile_time = compile.filter(|p| p.error.is_none()).map(time);
+    let compile_error = compile.and_then(|p| p.error.clone());
+    if eager.is_some() {
+        reference.pytorch = eager;
+    }
+    if compile.is_some() {
+        reference.pytorch_compile = compile_time;
+        reference.pytorch_compile_error = compile_error;
     }
 }
 
-/// PyTorch's peer on one problem (`run --torch`): the server times eager on the cache files of
-/// the sets the timing rotates among (the problem's first worker has just stored them and
-/// waits), appending its record to `peer_file`. A failure is a warning (the run goes on without
-/// the peer for this problem). Returns the seconds it took ([`Phase::Peer`]).
+/// PyTorch's peer on one problem (`run --torch`): the server times eager, then with `compile`
+/// the `torch.compile`d Model, on the cache files of the sets the timing rotates among (the
+/// problem's first worker has just stored them and waits), appending each record to
+/// `peer_file`. A failure is a warning (the run goes on without that yardstick for this
+/// problem). Returns the seconds it took ([`Phase::Peer`]).
 pub fn run_peer(
     server: &mut PeerServer,
     eval: &EvalConfig,
     problem: &'static dyn Problem,
     cache: &InputCache,
     peer_file: &Path,
+    compile: bool,
 ) -> PhaseTimes {
     let mut phases = PhaseTimes::default();
-    let request = PeerRequest {
-        problem: problem.name(),
-        inputs: rotation_files(problem, eval, cache),
-        out: peer_file,
-        check: true,
-        iters: PEER_ITERS,
-        warmup: PEER_WARMUP,
-    };
-    if let Err(e) = phases.time(Phase::Peer, || server.request(&request)) {
-        eprintln!("warning: {}: no PyTorch peer: {e:#}", problem.name());
+    for compile in [false, true].into_iter().take(1 + usize::from(compile)) {
+        let request = PeerRequest {
+            problem: problem.name(),
+            inputs: rotation_files(problem, eval, cache),
+            out: peer_file,
+            check: true,
+            iters: PEER_ITERS,
+            warmup: PEER_WARMUP,
+            compile,
+        };
+        let what = if compile { "torch.compile" } else { "eager" };
+        if let Err(e) = phases.time(Phase::Peer, || server.request(&request)) {
+            eprintln!("warning: {}: no PyTorch {what} peer: {e:#}", problem.name());
+        }
     }
     phases
 }
@@ -137,6 +183,8 @@ pub struct PeerRequest<'a> {
     pub check: bool,
     pub iters: u32,
     pub warmup: u32,
+    /// Time the Model under `torch.compile` instead of eager.
+    pub compile: bool,
 }
 
 /// A `torch_peer.py --serve` process, started at the first request and kept for the next ones;
@@ -497,6 +545,7 @@ if len(sys.argv) > 2 and sys.argv[2] == "linger":
             check: true,
             iters: 3,
             warmup: 1,
+            compile: false,
         }
     }
 
@@ -534,6 +583,49 @@ if len(sys.argv) > 2 and sys.argv[2] == "linger":
     }
 
     #[test]
+    fn eager_and_compiled_times_go_to_their_own_fields_and_a_compile_failure_says_why() {
+        let scratch = Scratch::new("compile");
+        let file = scratch.0.join("peer.jsonl");
+        std::fs::write(
+            &file,
+            [
+                r#"{"problem": "fm_interaction", "median_ms": 2.0}"#,
+                r#"{"problem": "fm_interaction", "impl": "pytorch_compile", "median_ms": 0.5}"#,
+                r#"{"problem": "kjt_permute", "impl": "pytorch_eager", "median_ms": 4.0}"#,
+                r#"{"problem": "kjt_permute", "impl": "pytorch_compile", "error": "torch.compile failed: X"}"#,
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        let peers = load_peers(std::slice::from_ref(&file));
+        assert_eq!(peers.len(), 4);
+        let reference = |problem: &str| {
+            let mut r = Record::new(problem, "reference", "reference", "reference");
+            r.timing = Some(crate::record::Timing {
+                median_ms: 1.0,
+                ..Default::default()
+            });
+            attach_peer(&mut r, &peers);
+            r
+        };
+        let fm = reference("fm_interaction");
+        assert_eq!(fm.pytorch.as_ref().unwrap().median_ms, 2.0);
+        let compiled = fm.pytorch_compile.as_ref().unwrap();
+        assert_eq!(
+            (compiled.median_ms, compiled.reference_over_pytorch),
+            (0.5, 2.0)
+        );
+        assert!(fm.pytorch_compile_error.is_none());
+        let kjt = reference("kjt_permute");
+        assert_eq!(kjt.pytorch.as_ref().unwrap().median_ms, 4.0);
+        assert!(kjt.pytorch_compile.is_none());
+        assert_eq!(
+            kjt.pytorch_compile_error.as_deref(),
+            Some("torch.compile failed: X")
+        );
+    }
+
+    #[test]
     fn run_peer_asks_for_the_rotation_files_and_counts_the_peer_phase() {
         let Some((scratch, mut server)) = fake_server("run-peer", &[]) else {
             return;
@@ -542,7 +634,7 @@ if len(sys.argv) > 2 and sys.argv[2] == "linger":
         let eval = EvalConfig::quick_ci(1, 2);
         let cache = InputCache::new(&scratch.0, problem);
         let out = scratch.0.join("peer.jsonl");
-        let phases = run_peer(&mut server, &eval, problem, &cache, &out);
+        let phases = run_peer(&mut server, &eval, problem, &cache, &out, false);
         assert!(phases.0.get(&Phase::Peer).is_some_and(|&s| s > 0.0));
         let peers = load_peers(std::slice::from_ref(&out));
         assert_eq!(peers.len(), 1);

@@ -103,11 +103,12 @@ pub struct Speedup {
     pub pairs: usize,
 }
 
-/// PyTorch eager's time on the same inputs (from `tools/torch_peer.py`).
+/// PyTorch's time on the same inputs (from `tools/torch_peer.py`): eager's, or the
+/// `torch.compile`d Model's.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PeerTime {
     pub median_ms: f64,
-    /// Reference median / PyTorch median (> 1: the reference is slower).
+    /// Reference median / PyTorch's median (> 1: the reference is slower).
     pub reference_over_pytorch: f64,
     pub source: String,
 }
@@ -131,6 +132,13 @@ pub struct Record {
     pub speedup: Option<Speedup>,
     pub win: bool,
     pub pytorch: Option<PeerTime>,
+    /// The `torch.compile`d Model's time on the same inputs (reference records of a run with
+    /// `--torch compile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pytorch_compile: Option<PeerTime>,
+    /// Why the Model has no `torch.compile` time (it failed to compile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pytorch_compile_error: Option<String>,
     /// The status the candidate's manifest says it must end with (exploits), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_status: Option<String>,
@@ -191,6 +199,8 @@ impl Record {
             speedup: None,
             win: false,
             pytorch: None,
+            pytorch_compile: None,
+            pytorch_compile_error: None,
             input_stats: None,
             expected_status: None,
             phases: None,

@@ -53,6 +53,9 @@ pub struct RunOptions {
     /// Time PyTorch eager (`tools/torch_peer.py`) on the run's own input files.
     #[serde(default)]
     pub torch: bool,
+    /// Also time the `torch.compile`d Model (with `torch`).
+    #[serde(default)]
+    pub torch_compile: bool,
     /// The input cache's directory (default [`default_input_cache`]).
     #[serde(default)]
     pub input_cache: Option<PathBuf>,
@@ -906,6 +909,7 @@ impl ProblemSession<'_> {
                                 self.problem,
                                 &job.cache,
                                 &job.file,
+                                opts.torch_compile,
                             ));
                             *self.peers = load_peers(&peer_files(&opts.peer, &job.file));
                             started = Instant::now();

@@ -165,6 +165,7 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         command_line: "dlrm-bench run --cpu".into(),
         workload: None,
         torch: false,
+        torch_compile: false,
         input_cache: None,
         keep_inputs: false,
         kernelbench: vec![],
