@@ -9,7 +9,7 @@ use crate::activity::PhaseTimes;
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover_all, load_candidate, Candidate};
 use crate::evaluate::{EvalConfig, InputCache};
-use crate::metrics::{self, GroupMetrics};
+use crate::metrics::{Basis, Summary};
 use crate::peer::{
     attach_peer, load_peers, peer_files, run_peer, torch_available, PeerMedian, PeerServer,
 };
@@ -58,13 +58,17 @@ pub struct RunOptions {
     /// Keep the input cache after the run.
     #[serde(default)]
     pub keep_inputs: bool,
+    /// The basis of the headline metrics (both are reported when eager was measured).
+    #[serde(default)]
+    pub basis: Basis,
 }
 
 /// What a finished run produced.
 pub struct RunOutcome {
     pub dir: PathBuf,
     pub records: Vec<Record>,
-    pub metrics: Vec<GroupMetrics>,
+    /// The group metrics on both bases.
+    pub metrics: Summary,
     pub on_gpu: bool,
 }
 
@@ -319,7 +323,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     bar.finish_and_clear();
 
     let records = read_records(&dir.join("results.jsonl"));
-    let metrics = metrics::summarize(&records, problems.len());
+    let metrics = Summary::new(&records, problems.len(), opts.basis);
     run_json["finished"] = json!(chrono::Utc::now().to_rfc3339());
     run_json["secret_seed"] = json!(secret_seed);
     run_json["metrics"] = serde_json::to_value(&metrics)?;

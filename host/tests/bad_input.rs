@@ -167,6 +167,7 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         torch: false,
         input_cache: None,
         keep_inputs: false,
+        basis: dlrm_bench::metrics::Basis::Reference,
     };
     let emulator = dlrm_bench::backend::emu::EmuBackend::new();
     let mut run_json = serde_json::json!({
