@@ -6,6 +6,7 @@ use dlrm_bench::arg_bounds::{at_least_one, positive_seconds, win_threshold};
 use dlrm_bench::evaluate::EvalConfig;
 use dlrm_bench::input_files::{self, GenArgs};
 use dlrm_bench::input_stats::{self, StatsArgs};
+use dlrm_bench::metrics::Basis;
 use dlrm_bench::runner::{self, RunOptions};
 use dlrm_bench::{catalog, parse_preset, projection, report, scaffold, static_check, worker};
 use std::path::PathBuf;
@@ -67,6 +68,10 @@ enum Command {
         /// Also write summary.md, summary.csv and the pooled results.jsonl here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The headline metrics' basis: over the Rust reference (paired) or over PyTorch eager
+        /// (when eager was measured); the other is shown too.
+        #[arg(long, value_enum, default_value_t = Basis::Reference)]
+        basis: Basis,
     },
     /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
     /// the step and the projected step speedup.
@@ -191,6 +196,10 @@ struct RunArgs {
     /// its candidates are done).
     #[arg(long)]
     keep_inputs: bool,
+    /// The headline metrics' basis: over the Rust reference (paired) or over PyTorch eager
+    /// (when eager was measured, e.g. with --torch); the other is shown too.
+    #[arg(long, value_enum, default_value_t = Basis::Reference)]
+    basis: Basis,
     /// Finish the interrupted run in this results directory. Its options are reused as
     /// run.json records them, so no other option of `run` may be given with it (each is
     /// refused); it must run on the same kind of backend, device and preset as the run did.
@@ -198,7 +207,7 @@ struct RunArgs {
         "problems", "candidates", "no_candidates", "preset", "cpu", "require_gpu", "seed", "public_sets",
         "secret_sets", "rotation", "warm_l2", "min_pairs", "max_pairs", "budget_s",
         "win_threshold", "peer", "out", "timeout_s", "workload", "torch", "input_cache",
-        "keep_inputs",
+        "keep_inputs", "basis",
     ])]
     resume: Option<PathBuf>,
 }
@@ -231,7 +240,8 @@ fn main() -> anyhow::Result<ExitCode> {
             results,
             workload,
             out,
-        } => report::report(&results, workload.as_deref(), out.as_deref())?,
+            basis,
+        } => report::report(&results, workload.as_deref(), out.as_deref(), basis)?,
         Command::Project {
             results,
             workload,
@@ -316,6 +326,7 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
         keep_inputs: a.keep_inputs,
         kernelbench,
         answer_timeout_s,
+        basis: a.basis,
     };
     let outcome = runner::run(opts, a.resume.as_deref())?;
     Ok(runner::exit_code(&outcome.records))
@@ -355,4 +366,49 @@ fn parse_arch(s: &str) -> Result<String, String> {
                 dlrm_bench::nvrtc_flags::ARCHES.join(", ")
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("dlrm-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn basis_is_parsed_on_run_and_report_and_defaults_to_reference() {
+        let run_basis = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Run(a) => a.basis,
+            _ => unreachable!(),
+        };
+        assert_eq!(run_basis(&["run"]), Basis::Reference);
+        assert_eq!(run_basis(&["run", "--basis", "eager"]), Basis::Eager);
+        assert_eq!(
+            run_basis(&["run", "--basis", "reference"]),
+            Basis::Reference
+        );
+        let report_basis = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Report { basis, .. } => basis,
+            _ => unreachable!(),
+        };
+        assert_eq!(report_basis(&["report", "r"]), Basis::Reference);
+        assert_eq!(
+            report_basis(&["report", "r", "--basis", "eager"]),
+            Basis::Eager
+        );
+        let bad = parse(&["report", "r", "--basis", "torch"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(bad.contains("eager") && bad.contains("reference"), "{bad}");
+        // A resume keeps the run's own basis (from run.json).
+        let resumed = parse(&["run", "--resume", "d", "--basis", "eager"])
+            .err()
+            .unwrap();
+        assert!(
+            resumed.to_string().contains("cannot be used with"),
+            "{resumed}"
+        );
+    }
 }

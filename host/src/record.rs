@@ -94,7 +94,9 @@ pub struct Timing {
     pub floor_fraction: Option<f64>,
 }
 
-/// Speedup over the reference: the median of paired ratios with its bootstrap 95% interval.
+/// A speedup: the median of paired ratios (the basis's time / the candidate's, interleaved on
+/// the same inputs) with its bootstrap 95% interval. [`Record::speedup`] is over the reference,
+/// [`Record::speedup_eager`] over PyTorch eager.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Speedup {
     pub median: f64,
@@ -131,6 +133,9 @@ pub struct Record {
     pub reference_timing: Option<Timing>,
     pub speedup: Option<Speedup>,
     pub win: bool,
+    /// PyTorch eager's time on the same inputs, measured in another process
+    /// (`tools/torch_peer.py`); a native run puts it on the reference's record only (see
+    /// [`crate::metrics::with_reference_eager`]).
     pub pytorch: Option<PeerTime>,
     /// The `torch.compile`d Model's time on the same inputs (reference records of a run with
     /// `--torch compile`).
@@ -139,6 +144,11 @@ pub struct Record {
     /// Why the Model has no `torch.compile` time (it failed to compile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pytorch_compile_error: Option<String>,
+    /// Speedup over PyTorch eager measured paired, interleaved with eager in one process, with
+    /// its bootstrap 95% interval (KernelBench answers evaluated in Python). Native runs leave
+    /// it `None`; [`crate::metrics::Basis::Eager`] then uses the unpaired ratio from `pytorch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_eager: Option<Speedup>,
     /// The status the candidate's manifest says it must end with (exploits), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_status: Option<String>,
@@ -151,10 +161,6 @@ pub struct Record {
     /// peer): so the first record of each worker carries that worker's preparation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<crate::activity::PhaseTimes>,
-    /// The speedup over PyTorch eager measured paired in one process (a KernelBench answer,
-    /// timed interleaved with eager), with its bootstrap interval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speedup_eager: Option<Speedup>,
     /// What KernelBench's own protocol said of this answer (KernelBench answers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench: Option<KernelBenchVerdict>,
@@ -201,10 +207,10 @@ impl Record {
             pytorch: None,
             pytorch_compile: None,
             pytorch_compile_error: None,
+            speedup_eager: None,
             input_stats: None,
             expected_status: None,
             phases: None,
-            speedup_eager: None,
             kernelbench: None,
         }
     }
@@ -343,6 +349,28 @@ mod tests {
             "{\"problem\":\"p\",\"candi"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn speedup_eager_is_optional_in_results_files() {
+        let line = serde_json::to_string(&Record::new("p", "a", "g", "o")).unwrap();
+        assert!(!line.contains("speedup_eager"), "{line}");
+        // A line written before the field existed reads, with it None.
+        let r: Record = serde_json::from_str(&line).unwrap();
+        assert!(r.speedup_eager.is_none());
+        let mut r = Record::new("p", "a", "g", "o");
+        r.speedup_eager = Some(Speedup {
+            median: 1.5,
+            ci_low: 1.25,
+            ci_high: 1.75,
+            pairs: 50,
+        });
+        let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        let s = back.speedup_eager.unwrap();
+        assert_eq!(
+            (s.median, s.ci_low, s.ci_high, s.pairs),
+            (1.5, 1.25, 1.75, 50)
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout; and
 //! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` ([`report`])
 //! and `project`.
-use crate::metrics::GroupMetrics;
+use crate::metrics::{Basis, GroupMetrics, Summary, FAST_P};
 use crate::record::{read_records, Record, RecordLog, Status};
 use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -96,7 +96,7 @@ fn f(v: Option<f64>, digits: usize) -> String {
 }
 
 /// Column names of the per-record table (shared by stdout, markdown and CSV).
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 14] = [
     "problem",
     "candidate",
     "status",
@@ -110,13 +110,17 @@ pub const COLUMNS: [&str; 13] = [
     "% of floor",
     "PyTorch ms",
     "ref / PyTorch",
+    "speedup over eager",
 ];
 
-/// One table row per record.
+/// One table row per record. A candidate's speedup over eager is [`Basis::Eager`]'s: paired
+/// with its interval, or the unpaired ratio to the eager time of its problem's reference.
 pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
+    let filled = crate::metrics::with_reference_eager(records);
     records
         .iter()
-        .map(|r| {
+        .zip(&filled)
+        .map(|(r, filled)| {
             let t = r.timing.as_ref();
             let rt = if r.is_reference() {
                 r.timing.as_ref()
@@ -164,61 +168,193 @@ pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
                 f(t.and_then(|t| t.floor_fraction).map(|x| 100.0 * x), 1),
                 f(r.pytorch.as_ref().map(|p| p.median_ms), 4),
                 f(r.pytorch.as_ref().map(|p| p.reference_over_pytorch), 3),
+                match (&r.speedup_eager, r.is_reference()) {
+                    (_, true) => String::new(),
+                    (Some(s), _) => format!("{:.3} [{:.3}, {:.3}]", s.median, s.ci_low, s.ci_high),
+                    (None, _) => f(Basis::Eager.speedup(filled), 3),
+                },
             ]
         })
         .collect()
 }
 
-/// The metrics table rows.
-pub fn metric_rows(metrics: &[GroupMetrics]) -> Vec<Vec<String>> {
+/// The p values of KernelBench's fast_p in the terminal's metrics table (`summary.md` has all
+/// of [`FAST_P`]).
+pub const TERMINAL_FAST_P: [f64; 2] = [1.0, 2.0];
+
+/// The metrics table's column names, with fast_p at the p values `fast`. Line breaks keep the
+/// terminal's table narrow; markdown and CSV put spaces there.
+pub fn metric_columns(fast: &[f64]) -> Vec<String> {
+    let mut c: Vec<String> = [
+        "group",
+        "win rate",
+        "median speedup\n(wins)",
+        "median speedup\n(correct)",
+        "geomean\n(correct)",
+        "correct",
+    ]
+    .map(String::from)
+    .to_vec();
+    c.extend(fast.iter().map(|p| format!("KernelBench\nfast_{p}")));
+    c.push("suspect".into());
+    c
+}
+
+/// The metrics table rows (columns as [`metric_columns`] with the same `fast`).
+pub fn metric_rows(metrics: &[GroupMetrics], fast: &[f64]) -> Vec<Vec<String>> {
     metrics
         .iter()
         .map(|m| {
-            vec![
+            let mut row = vec![
                 m.group.clone(),
                 format!("{}/{} ({:.1}%)", m.wins, m.problems, 100.0 * m.win_rate),
                 f(m.median_speedup_wins, 3),
                 f(m.median_speedup_correct, 3),
                 f(m.geomean_speedup_correct, 3),
                 format!("{}/{}", m.correct, m.candidates),
-                format!("{:.2}", m.fast_p.get("1").copied().unwrap_or(0.0)),
-                format!("{:.2}", m.fast_p.get("2").copied().unwrap_or(0.0)),
-                m.suspect.to_string(),
-            ]
+            ];
+            row.extend(fast.iter().map(|p| {
+                m.fast_p
+                    .get(&format!("{p}"))
+                    .map_or_else(|| "-".into(), |x| format!("{x:.2}"))
+            }));
+            row.push(m.suspect.to_string());
+            row
         })
         .collect()
 }
 
-pub const METRIC_COLUMNS: [&str; 9] = [
-    "group",
-    "win rate",
-    "median speedup (wins)",
-    "median speedup (correct)",
-    "geomean (correct)",
-    "correct",
-    "fast_1",
-    "fast_2",
-    "suspect",
-];
+/// The title of one basis's metrics table — what the speedups are over and whether it is the
+/// headline — and a line on how they were measured (for eager, on how many problems).
+pub fn basis_title(summary: &Summary, basis: Basis) -> (String, String) {
+    let role = if summary.headline_metrics().0 == basis {
+        "headline"
+    } else {
+        "also"
+    };
+    let title = format!("Metrics {} ({role})", basis.describe());
+    let detail = match basis {
+        Basis::Reference => {
+            "Paired speedups: the reference timed interleaved with each candidate on the same \
+             inputs."
+                .to_string()
+        }
+        Basis::Eager => format!(
+            "Eager measured for {} of {} problems (only those count here); paired where eager \
+             was timed interleaved with the candidate, else eager's median / the candidate's \
+             (unpaired, no interval).",
+            summary.eager_problems, summary.problems
+        ),
+    };
+    (title, detail)
+}
+
+/// What the report says when it shows no eager table.
+pub fn eager_absent_note(summary: &Summary) -> Option<String> {
+    summary.eager.is_none().then(|| {
+        let asked = if summary.headline == Basis::Eager {
+            " (--basis eager was asked for: the reference is the headline)"
+        } else {
+            ""
+        };
+        format!(
+            "PyTorch eager was not measured in this run (`run --torch` or `--peer`): metrics \
+             over the Rust reference only{asked}."
+        )
+    })
+}
+
+/// One line on the headline basis: per group its wins, median speedup over them and
+/// KernelBench's fast_1.
+pub fn summary_line(summary: &Summary) -> String {
+    let (basis, metrics) = summary.headline_metrics();
+    let groups: Vec<String> = metrics
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {}/{} wins ({:.1}%), median speedup over wins {}, KernelBench fast_1 {:.2}",
+                m.group,
+                m.wins,
+                m.problems,
+                100.0 * m.win_rate,
+                f(m.median_speedup_wins, 3),
+                m.fast_p.get("1").copied().unwrap_or(0.0)
+            )
+        })
+        .collect();
+    let groups = if groups.is_empty() {
+        "no candidates".to_string()
+    } else {
+        groups.join("; ")
+    };
+    format!("Headline, {}: {groups}", basis.describe())
+}
+
+/// What the metrics mean, under the tables.
+pub const METRICS_NOTE: &str = "fast_p is KernelBench's: the fraction of the problems for \
+    which the group has a correct candidate faster than p× on the table's basis (a problem \
+    counts once, however many candidates answer it). A win over the reference: correct and the \
+    paired speedup's lower 95% bound above the win threshold; over eager: correct and the \
+    paired lower bound above 1, or the unpaired ratio above 1.";
+
+/// `text` broken at spaces into lines of at most `width` characters (a longer word stays whole).
+fn wrap(text: &str, width: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines.join("\n")
+}
+
+/// Width of the terminal's prose lines (titles and notes around the metrics tables).
+const TERMINAL_TEXT_WIDTH: usize = 100;
 
 /// The tables for a terminal.
-pub fn terminal_tables(records: &[Record], metrics: &[GroupMetrics]) -> String {
+pub fn terminal_tables(records: &[Record], summary: &Summary) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_header(COLUMNS.to_vec());
     for row in rows(records) {
         t.add_row(row);
     }
-    let mut m = Table::new();
-    m.load_preset(UTF8_FULL_CONDENSED)
-        .set_header(METRIC_COLUMNS.to_vec());
-    for row in metric_rows(metrics) {
-        m.add_row(row);
+    let mut s = format!(
+        "{t}
+"
+    );
+    for (basis, metrics) in summary.tables() {
+        let mut m = Table::new();
+        m.load_preset(UTF8_FULL_CONDENSED)
+            .set_header(metric_columns(&TERMINAL_FAST_P));
+        for row in metric_rows(metrics, &TERMINAL_FAST_P) {
+            m.add_row(row);
+        }
+        let (title, detail) = basis_title(summary, basis);
+        s += &format!(
+            "\n{}\n{m}\n",
+            wrap(&format!("{title}. {detail}"), TERMINAL_TEXT_WIDTH)
+        );
     }
-    format!("{t}\n{m}")
+    if let Some(note) = eager_absent_note(summary) {
+        s += &format!("{}\n", wrap(&note, TERMINAL_TEXT_WIDTH));
+    }
+    for text in [METRICS_NOTE.to_string(), summary_line(summary)] {
+        s += &format!("{}\n", wrap(&text, TERMINAL_TEXT_WIDTH));
+    }
+    s.pop();
+    s
 }
 
-fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+fn markdown_table<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) -> String {
+    let header: Vec<String> = header
+        .iter()
+        .map(|h| h.as_ref().replace('\n', " "))
+        .collect();
     let mut s = format!(
         "| {} |\n|{}\n",
         header.join(" | "),
@@ -235,12 +371,29 @@ pub fn write_markdown(
     dir: &Path,
     heading: &str,
     records: &[Record],
-    metrics: &[GroupMetrics],
+    summary: &Summary,
 ) -> std::io::Result<()> {
+    std::fs::write(dir.join("summary.md"), markdown(heading, records, summary))
+}
+
+/// The text of `summary.md`: the records, then the metrics on each basis measured, the
+/// headline first.
+pub fn markdown(heading: &str, records: &[Record], summary: &Summary) -> String {
     let mut s = format!("{heading}\n\n## Results\n\n");
     s += &markdown_table(&COLUMNS, &rows(records));
-    s += "\n## Metrics per candidate group\n\n";
-    s += &markdown_table(&METRIC_COLUMNS, &metric_rows(metrics));
+    s += &format!(
+        "\n## Metrics per candidate group\n\n{}.\n",
+        summary_line(summary)
+    );
+    for (basis, metrics) in summary.tables() {
+        let (title, detail) = basis_title(summary, basis);
+        s += &format!("\n### {title}\n\n{detail}\n\n");
+        s += &markdown_table(&metric_columns(&FAST_P), &metric_rows(metrics, &FAST_P));
+    }
+    if let Some(note) = eager_absent_note(summary) {
+        s += &format!("\n{note}\n");
+    }
+    s += &format!("\n{METRICS_NOTE}\n");
     if let Some(kb) = crate::kernelbench::verdicts_markdown(records) {
         s += "\n## KernelBench answers: our verdict beside KernelBench's\n\n";
         s += &kb;
@@ -261,7 +414,7 @@ pub fn write_markdown(
             );
         }
     }
-    std::fs::write(dir.join("summary.md"), s)
+    s
 }
 
 /// `summary.csv`.
@@ -292,6 +445,7 @@ pub fn report(
     results: &[PathBuf],
     workload: Option<&Path>,
     out: Option<&Path>,
+    basis: Basis,
 ) -> anyhow::Result<()> {
     if workload.is_some() {
         warn_emulator_sets(results);
@@ -299,13 +453,13 @@ pub fn report(
     let records = pool_runs(results)?;
     let mut problems: Vec<&str> = records.iter().map(|r| r.problem.as_str()).collect();
     problems.dedup();
-    let metrics = crate::metrics::summarize(&records, problems.len());
-    println!("{}", terminal_tables(&records, &metrics));
+    let summary = Summary::new(&records, problems.len(), basis);
+    println!("{}", terminal_tables(&records, &summary));
     if let Some(kb) = crate::kernelbench::verdicts_markdown(&records) {
         println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
     }
     if let Some(dir) = out {
-        write_pooled(dir, results, &records, &metrics)?;
+        write_pooled(dir, results, &records, &summary)?;
         println!("wrote {}", dir.display());
     }
     if let Some(w) = workload {
@@ -319,7 +473,7 @@ fn write_pooled(
     dir: &Path,
     results: &[PathBuf],
     records: &[Record],
-    metrics: &[GroupMetrics],
+    summary: &Summary,
 ) -> anyhow::Result<()> {
     let same = |p: &PathBuf| {
         let input = if p.is_dir() {
@@ -339,7 +493,7 @@ fn write_pooled(
     let _ = std::fs::remove_file(dir.join("results.jsonl"));
     let sources: Vec<String> = results.iter().map(|p| p.display().to_string()).collect();
     let heading = format!("# DLRM-Bench report\n\nPooled from: {}", sources.join(", "));
-    write_markdown(dir, &heading, records, metrics)?;
+    write_markdown(dir, &heading, records, summary)?;
     write_csv(dir, records)?;
     let mut log = RecordLog::open(dir)?;
     for r in records {
@@ -360,6 +514,124 @@ mod tests {
             ..Default::default()
         });
         r
+    }
+
+    /// embedding_bag_sum: reference 1.0 ms, eager 0.8 ms, candidate x 0.4 ms (2.5 over the
+    /// reference, a win; 0.8 / 0.4 = 2.0 over eager). kjt_permute: no eager time, candidate y
+    /// 0.5 over the reference.
+    fn two_problems(with_eager: bool) -> Vec<Record> {
+        let mut reference = rec("embedding_bag_sum", "reference", 1.0);
+        reference.group = "reference".into();
+        if with_eager {
+            reference.pytorch = Some(crate::record::PeerTime {
+                median_ms: 0.8,
+                reference_over_pytorch: 1.25,
+                source: "t".into(),
+            });
+        }
+        let sp = |median: f64| {
+            Some(crate::record::Speedup {
+                median,
+                ci_low: median - 0.1,
+                ci_high: median + 0.1,
+                pairs: 30,
+            })
+        };
+        let mut x = rec("embedding_bag_sum", "x", 0.4);
+        x.speedup = sp(2.5);
+        x.win = true;
+        let mut kjt_reference = rec("kjt_permute", "reference", 1.0);
+        kjt_reference.group = "reference".into();
+        let mut y = rec("kjt_permute", "y", 2.0);
+        y.speedup = sp(0.5);
+        vec![reference, x, kjt_reference, y]
+    }
+
+    #[test]
+    fn the_markdown_shows_both_bases_headline_first() {
+        let records = two_problems(true);
+        let eager_row = "| g | 1/1 (100.0%) | 2.000 | 2.000 | 2.000 | 2/2 | 1.00 | 1.00 | 1.00 | \
+                         1.00 | 1.00 | 0.00 | 0 |";
+        let reference_row = "| g | 1/2 (50.0%) | 2.500 | 1.500 | 1.118 | 2/2 | 1.00 | 0.50 | \
+                             0.50 | 0.50 | 0.50 | 0.50 | 0 |";
+        let header = "| group | win rate | median speedup (wins) | median speedup (correct) | \
+                      geomean (correct) | correct | KernelBench fast_0 | KernelBench fast_0.5 | \
+                      KernelBench fast_0.8 | KernelBench fast_1 | KernelBench fast_1.5 | \
+                      KernelBench fast_2 | suspect |";
+        for (basis, first, second) in [
+            (Basis::Eager, eager_row, reference_row),
+            (Basis::Reference, reference_row, eager_row),
+        ] {
+            let md = markdown("# h", &records, &Summary::new(&records, 2, basis));
+            let (a, b) = (md.find(first), md.find(second));
+            assert!(a.is_some() && b.is_some() && a < b, "{basis}: {md}");
+            assert_eq!(md.matches(header).count(), 2, "{md}");
+            assert!(md.contains("Eager measured for 1 of 2 problems"), "{md}");
+            assert!(md.contains("fast_p is KernelBench's"), "{md}");
+            let (headline, other) = match basis {
+                Basis::Eager => ("PyTorch eager", "the Rust reference"),
+                Basis::Reference => ("the Rust reference", "PyTorch eager"),
+            };
+            let headline = format!("### Metrics over {headline} (headline)\n");
+            let other = format!("### Metrics over {other} (also)\n");
+            assert!(md.contains(&headline) && md.contains(&other), "{md}");
+            if basis == Basis::Eager {
+                assert!(
+                    md.contains(
+                        "Headline, over PyTorch eager: g 1/1 wins (100.0%), median \
+                                 speedup over wins 2.000, KernelBench fast_1 1.00."
+                    ),
+                    "{md}"
+                );
+            }
+            assert!(!md.contains("not measured"), "{md}");
+            // The records' eager column: x's unpaired 2.0; none for y.
+            assert!(
+                md.contains("| 0.8000 | 1.250 |  |"),
+                "the reference's row: {md}"
+            );
+            assert!(md.contains("| - | - | 2.000 |"), "x's row: {md}");
+        }
+    }
+
+    #[test]
+    fn terminal_prose_is_wrapped() {
+        assert_eq!(wrap("aa bb cc  dd", 5), "aa bb\ncc dd");
+        assert_eq!(wrap("a verylongword b", 4), "a\nverylongword\nb");
+        let records = two_problems(true);
+        let t = terminal_tables(&records, &Summary::new(&records, 2, Basis::Eager));
+        let after_tables = &t[t.rfind('┘').unwrap() + '┘'.len_utf8()..];
+        assert!(after_tables.contains("fast_p is KernelBench's"), "{t}");
+        for line in after_tables.lines() {
+            assert!(line.chars().count() <= TERMINAL_TEXT_WIDTH, "{line}");
+        }
+    }
+
+    #[test]
+    fn without_eager_the_markdown_has_the_reference_table_and_says_so() {
+        let records = two_problems(false);
+        let md = markdown("# h", &records, &Summary::new(&records, 2, Basis::Eager));
+        assert_eq!(md.matches("### Metrics over").count(), 1, "{md}");
+        assert!(
+            md.contains("### Metrics over the Rust reference (headline)\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("PyTorch eager was not measured in this run"),
+            "{md}"
+        );
+        assert!(md.contains("--basis eager was asked for"), "{md}");
+        assert!(md.contains("| g | 1/2 (50.0%) | 2.500 |"), "{md}");
+        let terminal = terminal_tables(&records, &Summary::new(&records, 2, Basis::Reference));
+        assert!(
+            terminal.contains("PyTorch eager was not measured"),
+            "{terminal}"
+        );
+        assert!(terminal.contains("KernelBench"), "{terminal}");
+        assert!(
+            !terminal.contains("--basis eager was asked for"),
+            "{terminal}"
+        );
     }
 
     #[test]
@@ -485,7 +757,13 @@ mod tests {
         ] {
             log.append(&r).unwrap();
         }
-        let err = report(&[run.join("results.jsonl")], None, Some(&run)).unwrap_err();
+        let err = report(
+            &[run.join("results.jsonl")],
+            None,
+            Some(&run),
+            Basis::Reference,
+        )
+        .unwrap_err();
         assert!(
             err.to_string().contains("is one of the result sets read"),
             "{err}"
@@ -493,7 +771,13 @@ mod tests {
         let out = dir.join("pooled");
         for _ in 0..2 {
             // Twice: the pooled results.jsonl is written afresh, not appended to.
-            report(std::slice::from_ref(&run), None, Some(&out)).unwrap();
+            report(
+                std::slice::from_ref(&run),
+                None,
+                Some(&out),
+                Basis::Reference,
+            )
+            .unwrap();
             assert_eq!(read_records(&out.join("results.jsonl")).len(), 2);
         }
         let md = std::fs::read_to_string(out.join("summary.md")).unwrap();

@@ -10,7 +10,7 @@ use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover_all, load_candidate, Candidate};
 use crate::evaluate::{EvalConfig, InputCache};
 use crate::kernelbench;
-use crate::metrics::{self, GroupMetrics};
+use crate::metrics::{Basis, Summary};
 use crate::peer::{
     attach_peer, load_peers, peer_files, run_peer, torch_available, PeerMedian, PeerServer,
 };
@@ -70,6 +70,9 @@ pub struct RunOptions {
     /// checking, timing) before it is killed.
     #[serde(default = "default_answer_timeout_s")]
     pub answer_timeout_s: f64,
+    /// The basis of the headline metrics (both are reported when eager was measured).
+    #[serde(default)]
+    pub basis: Basis,
 }
 
 fn default_answer_timeout_s() -> f64 {
@@ -80,7 +83,8 @@ fn default_answer_timeout_s() -> f64 {
 pub struct RunOutcome {
     pub dir: PathBuf,
     pub records: Vec<Record>,
-    pub metrics: Vec<GroupMetrics>,
+    /// The group metrics on both bases.
+    pub metrics: Summary,
     pub on_gpu: bool,
 }
 
@@ -395,7 +399,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     bar.finish_and_clear();
 
     let records = read_records(&dir.join("results.jsonl"));
-    let metrics = metrics::summarize(&records, problems.len());
+    let metrics = Summary::new(&records, problems.len(), opts.basis);
     run_json["finished"] = json!(chrono::Utc::now().to_rfc3339());
     run_json["secret_seed"] = json!(secret_seed);
     run_json["metrics"] = serde_json::to_value(&metrics)?;
