@@ -377,6 +377,43 @@ mod tests {
     }
 
     #[test]
+    fn torch_takes_no_value_or_a_list_of_yardsticks() {
+        let torch = |args: &[&str]| match parse(args).map(|c| c.command) {
+            Ok(Command::Run(a)) => Ok(a.torch.map(|t| t.compile)),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(torch(&["run"]), Ok(None));
+        assert_eq!(torch(&["run", "--torch"]), Ok(Some(false)));
+        assert_eq!(
+            torch(&["run", "--torch", "--preset", "ci"]),
+            Ok(Some(false))
+        );
+        assert_eq!(torch(&["run", "--torch", "eager"]), Ok(Some(false)));
+        assert_eq!(torch(&["run", "--torch", "compile"]), Ok(Some(true)));
+        assert_eq!(torch(&["run", "--torch=eager,compile"]), Ok(Some(true)));
+        let bad = torch(&["run", "--torch", "inductor"]).unwrap_err();
+        assert!(
+            bad.contains("unknown PyTorch yardstick `inductor`"),
+            "{bad}"
+        );
+        // `kernelbench` always times eager; its directories stay positional.
+        match parse(&["kernelbench", "answers/a", "answers/b", "--preset", "ci"])
+            .unwrap()
+            .command
+        {
+            Command::Kernelbench { dirs, run, .. } => {
+                assert_eq!(
+                    dirs,
+                    [PathBuf::from("answers/a"), PathBuf::from("answers/b")]
+                );
+                assert!(run.torch.is_none(), "set when the command runs");
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
     fn basis_is_parsed_on_run_and_report_and_defaults_to_reference() {
         let run_basis = |args: &[&str]| match parse(args).unwrap().command {
             Command::Run(a) => a.basis,
