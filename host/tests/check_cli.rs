@@ -2,7 +2,8 @@
 //! with a non-zero exit and a message naming the file and the field; a directory named several
 //! times is checked once; two candidates with one problem and name fail, naming both files.
 //! The candidates use the project's own kernels (`source = "gpu-kernels"`), so no NVRTC is
-//! needed.
+//! needed. `dlrm-bench prompt`, the other subcommand that prepares candidates without a GPU,
+//! is run here too (one test binary for both).
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -156,4 +157,29 @@ fn a_directory_given_thrice_is_checked_once_and_a_second_name_fails() {
         String::from_utf8_lossy(&o.stderr)
     );
     std::fs::remove_dir_all(&r).unwrap();
+}
+
+#[test]
+fn prompt_prints_the_kernelbench_prompt_from_any_directory() {
+    let elsewhere = std::env::temp_dir();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .current_dir(&elsewhere)
+        .args(["prompt", "1", "--format", "kernelbench"])
+        .output()
+        .expect("the binary runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = stdout(&o);
+    let model = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../bench-problems/kernelbench/01_embedding_bag_sum.py"),
+    )
+    .unwrap();
+    assert!(text.contains(&model), "the Model file, verbatim");
+    assert!(text.contains("class ModelNew(nn.Module):") && text.contains("load_inline("));
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args(["prompt", "99", "--format", "native"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown problem `99`"));
 }
