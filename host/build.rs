@@ -7,7 +7,8 @@
 //! `llvm-bitcode-linker` and `llvm-tools`; when they are missing it installs them with rustup,
 //! and if that fails it stops with the exact command to run. `DLRM_BENCH_PTX=/path/file.ptx`
 //! skips the nested build and embeds that file instead. The kernels' `launch_bounds!` markers
-//! become `.maxntid`/`.minnctapersm` directives here ([`launch_bounds`]).
+//! become `.maxntid`/`.minnctapersm` directives here ([`launch_bounds`]). It also embeds the
+//! problems' KernelBench files and module sources for `dlrm-bench prompt` ([`embed_problem_sources`]).
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,6 +21,7 @@ const COMPONENTS: [&str; 3] = ["rust-src", "llvm-bitcode-linker", "llvm-tools"];
 fn main() {
     record_git_commit();
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    embed_problem_sources(&out_dir);
     let dest = out_dir.join("gpu_kernels.ptx");
     println!("cargo:rerun-if-env-changed=DLRM_BENCH_PTX");
     if let Ok(prebuilt) = env::var("DLRM_BENCH_PTX") {
@@ -105,6 +107,50 @@ fn write_ptx(src: &Path, dest: &Path) {
     let text = launch_bounds::apply_launch_bounds(&text)
         .unwrap_or_else(|e| fail(&format!("{}: {e}", src.display())));
     std::fs::write(dest, text)
+        .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", dest.display())));
+}
+
+/// Writes `$OUT_DIR/problem_sources.rs` for `src/prompt.rs`: every KernelBench file
+/// (`bench-problems/kernelbench/*.py`) and every problem module
+/// (`bench-problems/src/problems/*.rs`) as `(file name, include_str!(..))`, sorted by name, so a
+/// problem added with `new-problem` is embedded without a line written for it here.
+fn embed_problem_sources(out_dir: &Path) {
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("../bench-problems");
+    let table = |dir: &str, ext: &str| {
+        let dir = root.join(dir);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect();
+        files.sort();
+        let entries: Vec<String> = files
+            .iter()
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                let path = p
+                    .canonicalize()
+                    .unwrap_or_else(|e| fail(&format!("{}: {e}", p.display())));
+                format!(
+                    "    ({name:?}, include_str!({:?})),\n",
+                    path.display().to_string()
+                )
+            })
+            .collect();
+        format!("&[\n{}]", entries.concat())
+    };
+    let text = format!(
+        "/// `(file name, text)` of every `bench-problems/kernelbench/*.py`.\n\
+         pub static KERNELBENCH_FILES: &[(&str, &str)] = {};\n\
+         /// `(file name, text)` of every `bench-problems/src/problems/*.rs`.\n\
+         pub static PROBLEM_MODULES: &[(&str, &str)] = {};\n",
+        table("kernelbench", "py"),
+        table("src/problems", "rs")
+    );
+    let dest = out_dir.join("problem_sources.rs");
+    std::fs::write(&dest, text)
         .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", dest.display())));
 }
 

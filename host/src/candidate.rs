@@ -420,7 +420,7 @@ fn with_data_sizes(sizes: &bench_problems::Sizes) -> bench_problems::Sizes {
 
 /// Size symbols (data-dependent ones included) and float scalars of a `ci` input set of
 /// `problem`; the static sizes alone if generation fails.
-fn sample_symbols(
+pub(crate) fn sample_symbols(
     problem: &dyn bench_problems::Problem,
 ) -> (bench_problems::Sizes, BTreeMap<String, f64>) {
     let base = problem.sizes(bench_problems::Preset::Ci);

@@ -23,6 +23,7 @@ pub mod nvrtc_flags;
 pub mod peer;
 pub mod plan;
 pub mod projection;
+pub mod prompt;
 pub mod ptx;
 pub mod record;
 pub mod report;

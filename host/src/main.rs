@@ -1,5 +1,6 @@
-//! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `kernelbench`, `check`,
-//! `report`, `project`, `new-problem` and `selftest`; this file parses them and calls the library, where all work lives.
+//! `dlrm-bench`: the command line. Subcommands `list`, `gen`, `stats`, `run`, `kernelbench`,
+//! `check`, `report`, `project`, `new-problem`, `prompt` and `selftest`; this file parses them
+//! and calls the library, where all work lives.
 use bench_problems::Preset;
 use clap::{Parser, Subcommand};
 use dlrm_bench::arg_bounds::{at_least_one, positive_seconds, win_threshold};
@@ -7,8 +8,11 @@ use dlrm_bench::evaluate::EvalConfig;
 use dlrm_bench::input_files::{self, GenArgs};
 use dlrm_bench::input_stats::{self, StatsArgs};
 use dlrm_bench::metrics::Basis;
+use dlrm_bench::prompt::Format;
 use dlrm_bench::runner::{self, RunOptions};
-use dlrm_bench::{catalog, parse_preset, projection, report, scaffold, static_check, worker};
+use dlrm_bench::{
+    catalog, parse_preset, projection, prompt, report, scaffold, static_check, worker,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -98,6 +102,19 @@ enum Command {
         /// The repository's root.
         #[arg(long, default_value = ".")]
         repo: PathBuf,
+    },
+    /// Print what an LLM pipeline sends to have an answer written: a KernelBench-style prompt
+    /// (the problem's `Model`, asking for a `ModelNew` with inline CUDA) or the native one
+    /// (tensors, semantics, kernel parameters, a candidate.toml template, the checks).
+    Prompt {
+        /// The problem, by name or number (see `list`).
+        problem: String,
+        /// Which prompt.
+        #[arg(long, value_enum)]
+        format: Format,
+        /// The sizes the prompt gives (native) or names for the inputs (kernelbench).
+        #[arg(long, default_value = "full", value_parser = parse_preset)]
+        preset: Preset,
     },
     /// Validate candidates without running them: manifest, NVRTC compile (no GPU needed), and
     /// every launch rule of `run` at the ci, small and full sizes (the GPU's limits, or an
@@ -234,6 +251,11 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::NewProblem { name, like, repo } => {
             println!("{}", scaffold::new_problem_command(&repo, &name, &like)?)
         }
+        Command::Prompt {
+            problem,
+            format,
+            preset,
+        } => print!("{}", prompt::render(&problem, format, preset)?),
         Command::Check { dirs, arch } => static_check::check_dirs(&dirs, &arch)?,
         Command::Selftest { preset, allclose } => return selftest(preset, allclose),
         Command::Report {

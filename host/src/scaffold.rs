@@ -9,7 +9,14 @@
 //! `embedding_bag_sum_reference` → `embedding_bag_max_reference`) and its type name. A kernel of
 //! the sibling's kernel module whose name lacks that prefix (`aten_ge_outer_i64`) gets the new
 //! name as a prefix, so the PTX never holds two entries of one name.
+//!
+//! It also writes a candidate's skeleton: [`candidate_template`] is a `candidate.toml` for a
+//! problem whose one launch passes every tensor, size and scalar ([`template_params`], in that
+//! order), and [`TemplateParam::cuda_decl`] the matching kernel parameters (`dlrm-bench prompt`
+//! prints both).
 use anyhow::{bail, ensure, Context};
+use bench_problems::{Problem, Role, TensorSpec};
+use data_gen::DType;
 use std::path::{Path, PathBuf};
 
 /// What `new-problem` writes and changes.
@@ -273,6 +280,202 @@ pub fn new_problem_command(repo: &Path, name: &str, like: &str) -> anyhow::Resul
         list(&done.written),
         list(&done.registered)
     ))
+}
+
+/// One parameter of [`candidate_template`]'s kernel, in the order its `args` pass them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TemplateParam {
+    /// A tensor of the signature: a device pointer.
+    Tensor(TensorSpec),
+    /// A size symbol, passed as a 64-bit integer; `data_dependent` when each input set gives
+    /// its value (`N`, ...) rather than the preset.
+    Size { name: String, data_dependent: bool },
+    /// A float scalar of the input sets (`lr`, `eps`), passed as an f32; `value` is a `ci`
+    /// set's.
+    Scalar { name: String, value: f64 },
+}
+
+impl TemplateParam {
+    /// The name `args` passes it by.
+    pub fn name(&self) -> &str {
+        match self {
+            TemplateParam::Tensor(t) => t.name,
+            TemplateParam::Size { name, .. } | TemplateParam::Scalar { name, .. } => name,
+        }
+    }
+
+    /// Its CUDA C++ declaration: `const float* weight`, `long long B`, `float lr`.
+    pub fn cuda_decl(&self) -> String {
+        match self {
+            TemplateParam::Tensor(t) => {
+                let constness = if t.role == Role::Input { "const " } else { "" };
+                format!("{constness}{}* {}", cuda_type(t.dtype), t.name)
+            }
+            TemplateParam::Size { name, .. } => format!("long long {name}"),
+            TemplateParam::Scalar { name, .. } => format!("float {name}"),
+        }
+    }
+}
+
+/// The CUDA C++ element type of `dtype` (`__half` is `<cuda_fp16.h>`'s, `__nv_bfloat16`
+/// `<cuda_bf16.h>`'s).
+pub fn cuda_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F64 => "double",
+        DType::F32 => "float",
+        DType::F16 => "__half",
+        DType::BF16 => "__nv_bfloat16",
+        DType::I64 => "long long",
+        DType::I32 => "int",
+        DType::U8 => "unsigned char",
+    }
+}
+
+/// What a size symbol of a problem is to a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SizeKind {
+    /// Set by the preset.
+    Fixed,
+    /// Set by each input set (`N`, a permuted count); a preset value, if it gives one, is only
+    /// the expected one.
+    DataDependent,
+    /// A switch of the input generator that only edge sets turn on (`DISTINCT`, `SAME_ID`),
+    /// with the recipe's words for it; no kernel needs it.
+    Switch(String),
+}
+
+/// A size symbol of a problem and what it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizeSymbol {
+    pub name: String,
+    pub kind: SizeKind,
+}
+
+/// The size symbols of `problem`, found from a `ci` input set: the fixed ones, then the
+/// data-dependent ones (absent from the preset's sizes, or given another value by the set),
+/// then the generator switches (sizes that the recipe describes in words), each group sorted.
+pub fn size_symbols(problem: &dyn Problem) -> Vec<SizeSymbol> {
+    let preset = bench_problems::Preset::Ci;
+    let fixed = problem.sizes(preset);
+    let recipe = problem.recipe(preset);
+    let (sizes, _) = crate::candidate::sample_symbols(problem);
+    let mut symbols: Vec<SizeSymbol> = sizes
+        .iter()
+        .map(|(name, value)| {
+            let kind = match recipe.get(name).and_then(|v| v.as_str()) {
+                Some(words) => SizeKind::Switch(words.to_string()),
+                None if fixed.get(name) == Some(value) => SizeKind::Fixed,
+                None => SizeKind::DataDependent,
+            };
+            SizeSymbol {
+                name: name.clone(),
+                kind,
+            }
+        })
+        .collect();
+    let rank = |k: &SizeKind| match k {
+        SizeKind::Fixed => 0,
+        SizeKind::DataDependent => 1,
+        SizeKind::Switch(_) => 2,
+    };
+    symbols.sort_by_key(|s| rank(&s.kind));
+    symbols
+}
+
+/// The parameters of `problem`'s template kernel: its tensors in signature order, then its
+/// size symbols ([`size_symbols`], switches left out), then the float scalars of a `ci` input
+/// set.
+pub fn template_params(problem: &dyn Problem) -> Vec<TemplateParam> {
+    let (_, scalars) = crate::candidate::sample_symbols(problem);
+    let mut params: Vec<TemplateParam> = problem
+        .tensors()
+        .into_iter()
+        .map(TemplateParam::Tensor)
+        .collect();
+    params.extend(size_symbols(problem).into_iter().filter_map(|s| {
+        let data_dependent = match s.kind {
+            SizeKind::Fixed => false,
+            SizeKind::DataDependent => true,
+            SizeKind::Switch(_) => return None,
+        };
+        Some(TemplateParam::Size {
+            name: s.name,
+            data_dependent,
+        })
+    }));
+    params.extend(scalars.iter().map(|(name, &value)| TemplateParam::Scalar {
+        name: name.clone(),
+        value,
+    }));
+    params
+}
+
+/// The kernel [`candidate_template`] launches.
+pub fn template_kernel(problem: &dyn Problem) -> String {
+    format!("{}_kernel", problem.name())
+}
+
+/// A `candidate.toml` for `problem` (CUDA C++, `kernel.cu`): one launch of
+/// [`template_kernel`] with a thread per element of the first output (or in-out tensor),
+/// passing [`template_params`]. It loads as it is; the kernel is the author's to write.
+pub fn candidate_template(problem: &dyn Problem) -> String {
+    let params = template_params(problem);
+    let tensors = problem.tensors();
+    let first = tensors
+        .iter()
+        .find(|t| t.role == Role::Output)
+        .or_else(|| tensors.iter().find(|t| t.role == Role::InOut));
+    let (elements, which) = match first {
+        Some(t) => {
+            let dims: Vec<String> = t
+                .shape
+                .iter()
+                .map(|d| {
+                    if d.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                        d.to_string()
+                    } else {
+                        format!("({d})")
+                    }
+                })
+                .collect();
+            (dims.join(" * "), format!("element of `{}`", t.name))
+        }
+        None => ("1".to_string(), "block".to_string()),
+    };
+    let args: Vec<String> = params.iter().map(|p| format!("{:?}", p.name())).collect();
+    let decls: Vec<String> = params.iter().map(TemplateParam::cuda_decl).collect();
+    let kernel = template_kernel(problem);
+    format!(
+        "# Candidate for problem {number}, `{name}` (README.md, \"Adding a candidate\").\n\
+         # kernel.cu defines the kernel this launch names, with one parameter per `args` entry:\n\
+         #   extern \"C\" __global__ void {kernel}(\n\
+         {decls})\n\
+         # Tensor and scratch names pass device pointers; sizes and scalars pass numbers at the\n\
+         # width of the kernel's parameter (4 or 8 bytes). Rename `name`, change the mapping.\n\
+         problem = \"{name}\"\n\
+         name = \"my_candidate\"\n\
+         source = \"kernel.cu\"\n\
+         \n\
+         # [[scratch]]                  # optional device buffers: poisoned, not zeroed\n\
+         # name = \"tmp\"\n\
+         # bytes = \"4096\"               # an expression over the sizes, like grid\n\
+         \n\
+         [[launch]]\n\
+         kernel = \"{kernel}\"\n\
+         # One thread per {which}.\n\
+         grid = [\"ceil_div(max({elements}, 1), 256)\", 1, 1]\n\
+         block = [256, 1, 1]\n\
+         shared_bytes = 0\n\
+         args = [{args}]\n",
+        number = problem.number(),
+        name = problem.name(),
+        decls = decls
+            .iter()
+            .map(|d| format!("#       {d}"))
+            .collect::<Vec<_>>()
+            .join(",\n"),
+        args = args.join(", "),
+    )
 }
 
 #[cfg(test)]

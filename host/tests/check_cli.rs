@@ -5,6 +5,8 @@
 //! needed. Also the KernelBench intake on a machine without torch or a GPU (answers skipped,
 //! saying why; bad answer files recorded as such) and the CPU tests of the evaluator's logic
 //! (tools/test_kernelbench_eval.py), kept in this binary to spare CI a link.
+//! `dlrm-bench prompt`, the other subcommand that prepares candidates without a GPU,
+//! is run here too.
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -260,4 +262,29 @@ fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     assert_eq!(references[0]["problem"], "embedding_bag_sum");
     assert_eq!(references[0]["status"], "correct");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn prompt_prints_the_kernelbench_prompt_from_any_directory() {
+    let elsewhere = std::env::temp_dir();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .current_dir(&elsewhere)
+        .args(["prompt", "1", "--format", "kernelbench"])
+        .output()
+        .expect("the binary runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = stdout(&o);
+    let model = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../bench-problems/kernelbench/01_embedding_bag_sum.py"),
+    )
+    .unwrap();
+    assert!(text.contains(&model), "the Model file, verbatim");
+    assert!(text.contains("class ModelNew(nn.Module):") && text.contains("load_inline("));
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args(["prompt", "99", "--format", "native"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown problem `99`"));
 }
