@@ -22,7 +22,7 @@ index_fn! {
 /// Block-wide barrier: waits for every thread of the block (threads that already returned count
 /// as arrived).
 pub fn sync_threads() {
-    current(|c| c.block().sync_threads());
+    current(|c| c.sync_threads());
 }
 
 /// Warp-wide barrier.
@@ -50,41 +50,17 @@ pub fn shfl_idx_u32(v: u32, src_lane: u32) -> u32 {
     current(|c| c.shuffle(v, |_| Some(src_lane & 31)))
 }
 
-/// Exchange area of [`match_any_u32`]: one slot per lane, per (block state, warp, call parity).
-#[allow(clippy::type_complexity)]
-static MATCH_SLOTS: std::sync::Mutex<std::collections::BTreeMap<(usize, u32, u32), [u32; 32]>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-thread_local! {
-    /// Parity of this thread's [`match_any_u32`] calls (every lane of a warp makes the same
-    /// calls, so the lanes agree on it).
-    static MATCH_PARITY: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
 /// `__match_any_sync(0xffffffff, v)`: the mask of the lanes of this warp whose `v` equals this
-/// lane's. Every lane of the warp must take part: each publishes its value, waits at a warp
-/// barrier, then reads all of them. Consecutive calls use alternate slots, so a lane that runs
-/// ahead into the next call cannot overwrite a value another lane is still reading (it cannot
-/// run two calls ahead: the next call's barrier holds it).
+/// lane's. Every lane of the warp must take part: each publishes its value in the warp's
+/// exchange area, waits at a warp barrier, then reads all of them (see [`crate::emu`]).
 pub fn match_any_u32(v: u32) -> u32 {
-    let warp = super::warp_id();
-    let parity = MATCH_PARITY.with(|p| p.replace(p.get() ^ 1));
-    let key = (current(|c| c.block() as *const _ as usize), warp, parity);
-    let lanes = (super::block_threads() - warp * emu::WARP).min(emu::WARP) as usize;
-    let slots = || MATCH_SLOTS.lock().unwrap_or_else(|e| e.into_inner());
-    slots().entry(key).or_insert([0; 32])[super::lane_id() as usize] = v;
-    sync_warp();
-    let seen = slots()[&key];
-    (0..lanes)
-        .filter(|&l| seen[l] == v)
-        .fold(0, |mask, l| mask | 1 << l)
+    current(|c| c.match_any(v))
 }
 
-/// Called in each round of a spin-wait on another block (a look-back): yields the OS thread,
-/// so that the emulated block being waited for gets the CPU (hundreds of emulated threads share
-/// a few cores).
+/// Called in each round of a spin-wait on another block (a look-back): the emulated thread
+/// yields to the others, so that the block being waited for runs (see [`emu::spin_yield`]).
 pub fn spin_pause() {
-    std::thread::yield_now();
+    emu::spin_yield();
 }
 
 /// `__ballot_sync(0xffffffff, pred)`: bit `l` set when lane `l`'s `pred` holds (built on
