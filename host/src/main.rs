@@ -72,10 +72,20 @@ enum Command {
         /// Also write summary.md, summary.csv and the pooled results.jsonl here.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// The headline metrics' basis: over the Rust reference (paired) or over PyTorch eager
-        /// (when eager was measured); the other is shown too.
+        /// The headline metrics' basis: over the Rust reference (paired), over PyTorch eager
+        /// or over the torch.compile'd Model (when measured); the others are shown too.
         #[arg(long, value_enum, default_value_t = Basis::Reference)]
         basis: Basis,
+        /// Print the records' table with every column (by default it fits 120 columns).
+        #[arg(long, conflicts_with_all = ["csv", "json"])]
+        wide: bool,
+        /// Print summary.csv's rows on stdout instead of the tables.
+        #[arg(long, conflicts_with = "json")]
+        csv: bool,
+        /// Print the pooled records and the summary metrics as JSON on stdout instead of the
+        /// tables.
+        #[arg(long)]
+        json: bool,
     },
     /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
     /// the step and the projected step speedup.
@@ -213,10 +223,15 @@ struct RunArgs {
     /// its candidates are done).
     #[arg(long)]
     keep_inputs: bool,
-    /// The headline metrics' basis: over the Rust reference (paired) or over PyTorch eager
-    /// (when eager was measured, e.g. with --torch); the other is shown too.
+    /// The headline metrics' basis: over the Rust reference (paired), over PyTorch eager (when
+    /// measured, e.g. with --torch) or over the torch.compile'd Model (--torch eager,compile);
+    /// the others are shown too.
     #[arg(long, value_enum, default_value_t = Basis::Reference)]
     basis: Basis,
+    /// Print the final table with every column (by default it fits 120 columns; summary.md and
+    /// summary.csv always have every column). Allowed with --resume.
+    #[arg(long)]
+    wide: bool,
     /// Finish the interrupted run in this results directory. Its options are reused as
     /// run.json records them, so no other option of `run` may be given with it (each is
     /// refused); it must run on the same kind of backend, device and preset as the run did.
@@ -263,7 +278,18 @@ fn main() -> anyhow::Result<ExitCode> {
             workload,
             out,
             basis,
-        } => report::report(&results, workload.as_deref(), out.as_deref(), basis)?,
+            wide,
+            csv,
+            json,
+        } => {
+            let format = match (wide, csv, json) {
+                (_, true, _) => report::ReportFormat::Csv,
+                (_, _, true) => report::ReportFormat::Json,
+                (true, _, _) => report::ReportFormat::Wide,
+                _ => report::ReportFormat::Tables,
+            };
+            report::report(&results, workload.as_deref(), out.as_deref(), basis, format)?
+        }
         Command::Project {
             results,
             workload,
@@ -349,6 +375,7 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
         kernelbench,
         answer_timeout_s,
         basis: a.basis,
+        wide: a.wide,
     };
     let outcome = runner::run(opts, a.resume.as_deref())?;
     Ok(runner::exit_code(&outcome.records))
@@ -456,11 +483,19 @@ mod tests {
             report_basis(&["report", "r", "--basis", "eager"]),
             Basis::Eager
         );
+        assert_eq!(run_basis(&["run", "--basis", "compile"]), Basis::Compile);
+        assert_eq!(
+            report_basis(&["report", "r", "--basis", "compile"]),
+            Basis::Compile
+        );
         let bad = parse(&["report", "r", "--basis", "torch"])
             .err()
             .unwrap()
             .to_string();
-        assert!(bad.contains("eager") && bad.contains("reference"), "{bad}");
+        assert!(
+            bad.contains("eager") && bad.contains("reference") && bad.contains("compile"),
+            "{bad}"
+        );
         // A resume keeps the run's own basis (from run.json).
         let resumed = parse(&["run", "--resume", "d", "--basis", "eager"])
             .err()
@@ -468,6 +503,47 @@ mod tests {
         assert!(
             resumed.to_string().contains("cannot be used with"),
             "{resumed}"
+        );
+    }
+
+    #[test]
+    fn wide_csv_and_json_parse_and_exclude_each_other() {
+        let report_flags = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Report {
+                wide, csv, json, ..
+            } => (wide, csv, json),
+            _ => unreachable!(),
+        };
+        assert_eq!(report_flags(&["report", "r"]), (false, false, false));
+        assert_eq!(
+            report_flags(&["report", "r", "--wide"]),
+            (true, false, false)
+        );
+        assert_eq!(
+            report_flags(&["report", "r", "--csv"]),
+            (false, true, false)
+        );
+        assert_eq!(
+            report_flags(&["report", "r", "--json"]),
+            (false, false, true)
+        );
+        for both in [
+            ["--csv", "--json"],
+            ["--wide", "--csv"],
+            ["--wide", "--json"],
+        ] {
+            let args = ["report", "r", both[0], both[1]];
+            assert!(parse(&args).is_err(), "{both:?}");
+        }
+        let run_wide = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Run(a) => a.wide,
+            _ => unreachable!(),
+        };
+        assert!(!run_wide(&["run"]));
+        assert!(run_wide(&["run", "--wide"]));
+        assert!(
+            run_wide(&["run", "--resume", "d", "--wide"]),
+            "display only"
         );
     }
 }

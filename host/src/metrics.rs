@@ -1,9 +1,11 @@
 //! Suite metrics over a run's records (DESIGN §8): win rate, median speedup over wins and over
 //! correct candidates, geometric mean, KernelBench's fast_p, correctness rate — per candidate
-//! group, on two bases ([`Basis`]): over the Rust reference (paired speedups, always there) and
-//! over PyTorch eager (when eager was measured in the run). [`Summary`] holds both, headline
-//! first.
-use crate::record::{Record, Status};
+//! group, on three bases ([`Basis`]): over the Rust reference (paired speedups, always there),
+//! over PyTorch eager (when eager was measured in the run) and over the `torch.compile`d Model
+//! (when it was measured: `run --torch eager,compile`). [`Summary`] holds them all, headline
+//! first, with the wins over the reference that lose to `torch.compile` ([`CompileLoss`]) and
+//! the problems whose Model failed to compile.
+use crate::record::{PeerTime, Record, Status};
 use crate::stats;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,17 +26,23 @@ pub enum Basis {
     /// process, else the unpaired ratio of eager's median ([`Record::pytorch`], timed in another
     /// process) to the candidate's.
     Eager,
+    /// The KernelBench `Model` under `torch.compile` on the same inputs (what a user gets
+    /// without writing a kernel): always unpaired — the compiled Model's median
+    /// ([`Record::pytorch_compile`], timed in another process) / the candidate's — so with no
+    /// interval.
+    Compile,
 }
 
 impl Basis {
-    /// Both bases, in the default order.
-    pub const ALL: [Basis; 2] = [Basis::Reference, Basis::Eager];
+    /// Every basis, in the default order.
+    pub const ALL: [Basis; 3] = [Basis::Reference, Basis::Eager, Basis::Compile];
 
-    /// `reference` or `eager` (as `--basis` takes it).
+    /// `reference`, `eager` or `compile` (as `--basis` takes it).
     pub fn name(self) -> &'static str {
         match self {
             Basis::Reference => "reference",
             Basis::Eager => "eager",
+            Basis::Compile => "compile",
         }
     }
 
@@ -48,6 +56,7 @@ impl Basis {
         match self {
             Basis::Reference => "over the Rust reference",
             Basis::Eager => "over PyTorch eager",
+            Basis::Compile => "over torch.compile",
         }
     }
 
@@ -55,19 +64,18 @@ impl Basis {
     /// Eager: the median of the paired [`Record::speedup_eager`] when present, else the
     /// unpaired ratio eager's median / the candidate's median (`pytorch.median_ms /
     /// timing.median_ms`), which carries no interval; `None` when eager was not measured (or
-    /// the record has no timing). Candidates' records of a native run carry no `pytorch` of
-    /// their own: see [`with_reference_eager`].
+    /// the record has no timing). Compile: the unpaired ratio `pytorch_compile.median_ms /
+    /// timing.median_ms` (no interval); `None` when the compiled Model was not measured or
+    /// failed to compile. Candidates' records of a native run carry no `pytorch` or
+    /// `pytorch_compile` of their own: see [`with_reference_peers`].
     pub fn speedup(&self, r: &Record) -> Option<f64> {
         match self {
             Basis::Reference => r.speedup.as_ref().map(|s| s.median),
             Basis::Eager => match &r.speedup_eager {
                 Some(s) => Some(s.median),
-                None => {
-                    let eager = r.pytorch.as_ref()?.median_ms;
-                    let own = r.timing.as_ref()?.median_ms;
-                    (own > 0.0 && eager > 0.0).then(|| eager / own)
-                }
+                None => unpaired(r.pytorch.as_ref()?, r),
             },
+            Basis::Compile => unpaired(r.pytorch_compile.as_ref()?, r),
         }
     }
 
@@ -75,7 +83,8 @@ impl Basis {
     /// suspect — and the paired speedup's lower 95% bound above the run's win threshold).
     /// Eager: correct and, when paired ([`Record::speedup_eager`]), the lower 95% bound above
     /// 1; when unpaired, the ratio eager / candidate above 1 — that ratio carries no interval,
-    /// so an unpaired eager win is a point estimate, not a bound.
+    /// so an unpaired eager win is a point estimate, not a bound. Compile: correct and the
+    /// unpaired ratio above 1 (a point estimate too).
     pub fn win(&self, r: &Record) -> bool {
         match self {
             Basis::Reference => r.win,
@@ -86,6 +95,9 @@ impl Basis {
                         None => self.speedup(r).is_some_and(|s| s > 1.0),
                     }
             }
+            Basis::Compile => {
+                r.status == Status::Correct && self.speedup(r).is_some_and(|s| s > 1.0)
+            }
         }
     }
 
@@ -94,8 +106,15 @@ impl Basis {
         match self {
             Basis::Reference => true,
             Basis::Eager => r.pytorch.is_some() || r.speedup_eager.is_some(),
+            Basis::Compile => r.pytorch_compile.is_some(),
         }
     }
+}
+
+/// PyTorch's median / the record's own median, when both are positive.
+fn unpaired(peer: &PeerTime, r: &Record) -> Option<f64> {
+    let own = r.timing.as_ref()?.median_ms;
+    (own > 0.0 && peer.median_ms > 0.0).then(|| peer.median_ms / own)
 }
 
 impl std::fmt::Display for Basis {
@@ -104,22 +123,38 @@ impl std::fmt::Display for Basis {
     }
 }
 
-/// `records` with each candidate's missing [`Record::pytorch`] taken from its problem's
-/// reference record: a native run (`run --torch`, `--peer`) puts eager's time beside the
-/// reference only, measured on the same inputs, so this is what [`Basis::Eager`] needs for the
-/// unpaired ratio. Records that carry their own are left as they are.
-pub fn with_reference_eager(records: &[Record]) -> Vec<Record> {
-    let eager: BTreeMap<&str, &crate::record::PeerTime> = records
-        .iter()
-        .filter(|r| r.is_reference())
-        .filter_map(|r| Some((r.problem.as_str(), r.pytorch.as_ref()?)))
+/// `records` with each candidate's missing PyTorch times — [`Record::pytorch`] (eager) and
+/// [`Record::pytorch_compile`] (with [`Record::pytorch_compile_error`]) — taken from its
+/// problem's reference record: a native run (`run --torch`, `--peer`) puts PyTorch's times
+/// beside the reference only, measured on the same inputs, so this is what [`Basis::Eager`]
+/// and [`Basis::Compile`] need for their unpaired ratios. A time a record carries itself is
+/// left as it is.
+pub fn with_reference_peers(records: &[Record]) -> Vec<Record> {
+    // Per problem, the last reference that has each (a pooled set has one reference a problem).
+    let references = records.iter().filter(|r| r.is_reference());
+    let eager: BTreeMap<&str, &Record> = references
+        .clone()
+        .filter(|r| r.pytorch.is_some())
+        .map(|r| (r.problem.as_str(), r))
+        .collect();
+    let compile: BTreeMap<&str, &Record> = references
+        .filter(|r| r.pytorch_compile.is_some() || r.pytorch_compile_error.is_some())
+        .map(|r| (r.problem.as_str(), r))
         .collect();
     records
         .iter()
         .map(|r| {
             let mut r = r.clone();
             if r.pytorch.is_none() {
-                r.pytorch = eager.get(r.problem.as_str()).map(|&p| p.clone());
+                r.pytorch = eager
+                    .get(r.problem.as_str())
+                    .and_then(|e| e.pytorch.clone());
+            }
+            if r.pytorch_compile.is_none() && r.pytorch_compile_error.is_none() {
+                if let Some(c) = compile.get(r.problem.as_str()) {
+                    r.pytorch_compile = c.pytorch_compile.clone();
+                    r.pytorch_compile_error = c.pytorch_compile_error.clone();
+                }
             }
             r
         })
@@ -142,8 +177,8 @@ pub struct GroupMetrics {
     pub group: String,
     /// What the speedups are over.
     pub basis: Basis,
-    /// Problems counted: the run's problems on the reference basis; on the eager basis, those
-    /// of them where eager was measured.
+    /// Problems counted: the run's problems on the reference basis; on the eager (compile)
+    /// basis, those of them where eager (the compiled Model) was measured.
     pub problems: usize,
     /// Problems where some candidate of the group wins ([`Basis::win`]).
     pub wins: usize,
@@ -167,15 +202,16 @@ pub struct GroupMetrics {
 
 /// Metrics on `basis` for every candidate group of `records` (reference records excluded;
 /// skipped ones do not count as attempts). `problems` is the run's problem count, the reference
-/// basis's denominator; the eager basis counts only the problems of `records` where eager was
-/// measured. Candidates take eager's time from their problem's reference
-/// ([`with_reference_eager`]).
+/// basis's denominator; the eager and compile bases count only the problems of `records`
+/// where eager (the compiled Model) was measured — a Model that failed to compile is not
+/// measured. Candidates take PyTorch's times from their problem's reference
+/// ([`with_reference_peers`]).
 pub fn summarize(records: &[Record], problems: usize, basis: Basis) -> Vec<GroupMetrics> {
     let filled;
     let (records, problems) = match basis {
         Basis::Reference => (records, problems),
-        Basis::Eager => {
-            filled = with_reference_eager(records);
+        Basis::Eager | Basis::Compile => {
+            filled = with_reference_peers(records);
             let n = measured_problems(&filled, basis).len();
             (filled.as_slice(), n)
         }
@@ -236,48 +272,137 @@ fn group_metrics(group: &str, rs: &[&Record], problems: usize, basis: Basis) -> 
     }
 }
 
-/// A run's group metrics on both bases, the headline first.
+/// A win over the reference that loses to `torch.compile`: the candidate beats the Rust
+/// reference ([`Basis::Reference`]'s win) but is slower than the compiled Model (its
+/// [`Basis::Compile`] speedup is below 1) — a kernel a user would do better without.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompileLoss {
+    pub problem: String,
+    pub group: String,
+    pub candidate: String,
+    /// The paired median speedup over the reference.
+    pub speedup_reference: f64,
+    /// The compiled Model's median / the candidate's (below 1).
+    pub speedup_compile: f64,
+}
+
+/// The wins over the reference among `records` that lose to `torch.compile` ([`CompileLoss`]),
+/// in record order. Candidates take the compiled Model's time from their problem's reference.
+pub fn compile_losses(records: &[Record]) -> Vec<CompileLoss> {
+    with_reference_peers(records)
+        .iter()
+        .filter(|r| !r.is_reference() && Basis::Reference.win(r))
+        .filter_map(|r| {
+            let speedup_compile = Basis::Compile.speedup(r).filter(|&s| s < 1.0)?;
+            Some(CompileLoss {
+                problem: r.problem.clone(),
+                group: r.group.clone(),
+                candidate: r.candidate.clone(),
+                speedup_reference: r.speedup.as_ref().map_or(f64::NAN, |s| s.median),
+                speedup_compile,
+            })
+        })
+        .collect()
+}
+
+/// Whether `r` is one of [`compile_losses`]: a win over the reference whose speedup over
+/// `torch.compile` is below 1. `r` must carry the compiled Model's time (a candidate's record
+/// after [`with_reference_peers`]).
+pub fn loses_to_compile(r: &Record) -> bool {
+    !r.is_reference()
+        && Basis::Reference.win(r)
+        && Basis::Compile.speedup(r).is_some_and(|s| s < 1.0)
+}
+
+/// The problems of `records` whose Model failed to compile, with why (from their reference
+/// records' [`Record::pytorch_compile_error`]).
+pub fn compile_failures(records: &[Record]) -> BTreeMap<String, String> {
+    records
+        .iter()
+        .filter(|r| r.is_reference() && r.pytorch_compile.is_none())
+        .filter_map(|r| Some((r.problem.clone(), r.pytorch_compile_error.clone()?)))
+        .collect()
+}
+
+/// A run's group metrics on every basis measured, the headline first.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
-    /// The basis asked for (`--basis`); the reference stands in when eager was not measured.
+    /// The basis asked for (`--basis`); the reference stands in when that basis was not
+    /// measured.
     pub headline: Basis,
     /// The run's problems.
     pub problems: usize,
     /// Problems where eager was measured (0: eager was not measured in the run).
     pub eager_problems: usize,
+    /// Problems where the `torch.compile`d Model was measured (0: not measured in the run, or
+    /// no Model compiled).
+    pub compile_problems: usize,
     /// Over the Rust reference (always).
     pub reference: Vec<GroupMetrics>,
     /// Over PyTorch eager, when eager was measured for some problem.
     pub eager: Option<Vec<GroupMetrics>>,
+    /// Over the `torch.compile`d Model, when it was measured for some problem.
+    pub compile: Option<Vec<GroupMetrics>>,
+    /// Wins over the reference that lose to `torch.compile` ([`compile_losses`]).
+    pub compile_losses: Vec<CompileLoss>,
+    /// Problems whose Model failed to compile, with why ([`compile_failures`]): not on the
+    /// compile basis.
+    pub compile_failures: BTreeMap<String, String>,
 }
 
 impl Summary {
-    /// Both bases' metrics of `records` ([`summarize`]), `headline` first.
+    /// Every measured basis's metrics of `records` ([`summarize`]), `headline` first.
     pub fn new(records: &[Record], problems: usize, headline: Basis) -> Summary {
         let eager_problems = measured_problems(records, Basis::Eager).len();
+        let compile_problems = measured_problems(records, Basis::Compile).len();
         Summary {
             headline,
             problems,
             eager_problems,
+            compile_problems,
             reference: summarize(records, problems, Basis::Reference),
             eager: (eager_problems > 0).then(|| summarize(records, problems, Basis::Eager)),
+            compile: (compile_problems > 0).then(|| summarize(records, problems, Basis::Compile)),
+            compile_losses: compile_losses(records),
+            compile_failures: compile_failures(records),
         }
     }
 
-    /// The bases measured, with their metrics: the headline first (the reference when eager
-    /// was asked for but not measured), then the other.
-    pub fn tables(&self) -> Vec<(Basis, &[GroupMetrics])> {
-        let reference = (Basis::Reference, self.reference.as_slice());
-        match &self.eager {
-            None => vec![reference],
-            Some(e) => {
-                let eager = (Basis::Eager, e.as_slice());
-                match self.headline {
-                    Basis::Reference => vec![reference, eager],
-                    Basis::Eager => vec![eager, reference],
-                }
-            }
+    /// The metrics on `basis`, when it was measured.
+    pub fn metrics(&self, basis: Basis) -> Option<&[GroupMetrics]> {
+        match basis {
+            Basis::Reference => Some(self.reference.as_slice()),
+            Basis::Eager => self.eager.as_deref(),
+            Basis::Compile => self.compile.as_deref(),
         }
+    }
+
+    /// Problems measured on `basis` (the run's problems for the reference).
+    pub fn measured_problems(&self, basis: Basis) -> usize {
+        match basis {
+            Basis::Reference => self.problems,
+            Basis::Eager => self.eager_problems,
+            Basis::Compile => self.compile_problems,
+        }
+    }
+
+    /// The headline basis: the one asked for when it was measured, else the reference.
+    pub fn headline_basis(&self) -> Basis {
+        if self.metrics(self.headline).is_some() {
+            self.headline
+        } else {
+            Basis::Reference
+        }
+    }
+
+    /// The bases measured, with their metrics: the headline first ([`Self::headline_basis`]),
+    /// then the others in [`Basis::ALL`]'s order.
+    pub fn tables(&self) -> Vec<(Basis, &[GroupMetrics])> {
+        let head = self.headline_basis();
+        std::iter::once(head)
+            .chain(Basis::ALL.into_iter().filter(|&b| b != head))
+            .filter_map(|b| Some((b, self.metrics(b)?)))
+            .collect()
     }
 
     /// The headline basis's metrics (the first of [`Self::tables`]).
@@ -521,13 +646,208 @@ mod tests {
             own,
             timed(rec("b", Status::Correct, 1.0, false), 0.5),
         ];
-        let filled = with_reference_eager(&records);
+        let filled = with_reference_peers(&records);
         let got: Vec<Option<f64>> = filled.iter().map(|r| Basis::Eager.speedup(r)).collect();
         assert_eq!(got, [Some(1.0), Some(2.0), Some(5.0), None]);
     }
 
+    fn compiled(ms: f64) -> Option<PeerTime> {
+        Some(PeerTime {
+            median_ms: ms,
+            reference_over_pytorch: 1.0 / ms,
+            source: "test".into(),
+        })
+    }
+
+    /// a: compiled Model 0.4 ms; x (0.5 ms) wins over the reference (1.8) but loses to the
+    /// compiler (0.4 / 0.5 = 0.8); y (0.25 ms) wins on both (1.6). b: compiled 2.0 ms; a slow
+    /// candidate (4 ms: 0.5). c: the Model failed to compile; its candidate wins over the
+    /// reference. d: no torch.compile at all.
+    fn compile_run() -> Vec<Record> {
+        let cand = |p: &str, name: &str, status, ms, sp: f64, win| {
+            let mut r = timed(rec(p, status, sp, win), ms);
+            r.candidate = name.into();
+            r
+        };
+        let with_compile = |p: &str, ms: Option<f64>, error: Option<&str>| {
+            let mut r = reference(p, Some(1.0));
+            r.pytorch_compile = ms.and_then(compiled);
+            r.pytorch_compile_error = error.map(String::from);
+            r
+        };
+        vec![
+            with_compile("a", Some(0.4), None),
+            cand("a", "x", Status::Correct, 0.5, 1.8, true),
+            cand("a", "y", Status::Correct, 0.25, 3.6, true),
+            cand("a", "s", Status::Suspect, 0.01, 90.0, false), // 40, never counts
+            with_compile("b", Some(2.0), None),
+            cand("b", "z", Status::Correct, 4.0, 0.45, false),
+            with_compile("c", None, Some("torch.compile failed: graph break in X")),
+            cand("c", "w", Status::Correct, 0.9, 1.1, true),
+            reference("d", Some(1.0)),
+            cand("d", "v", Status::Correct, 1.0, 3.0, true),
+        ]
+    }
+
+    #[test]
+    fn compile_speedup_is_the_compiled_model_s_median_over_the_candidate_s() {
+        let b = Basis::Compile;
+        let mut r = timed(rec("a", Status::Correct, 1.8, true), 0.5);
+        assert_eq!(b.speedup(&r), None, "not measured");
+        assert!(!b.win(&r) && !loses_to_compile(&r));
+        r.pytorch_compile = compiled(0.4);
+        assert!(close(b.speedup(&r), 0.8));
+        assert!(!b.win(&r));
+        assert!(
+            loses_to_compile(&r),
+            "a win over the reference, 0.8 over compile"
+        );
+        r.pytorch_compile = compiled(1.0);
+        assert!(close(b.speedup(&r), 2.0));
+        assert!(b.win(&r) && !loses_to_compile(&r));
+        // Paired eager speedups do not leak into the compile basis.
+        r.speedup_eager = paired(9.0, 8.0);
+        assert!(close(b.speedup(&r), 2.0));
+        let mut wrong = r.clone();
+        wrong.status = Status::Incorrect;
+        assert!(!b.win(&wrong));
+        // Not a win over the reference: never a loss to compile.
+        let mut slow = r.clone();
+        slow.win = false;
+        slow.pytorch_compile = compiled(0.1);
+        assert!(!loses_to_compile(&slow));
+    }
+
+    #[test]
+    fn compile_metrics_count_only_problems_whose_model_compiled() {
+        let records = compile_run();
+        let m = &summarize(&records, 4, Basis::Compile)[0];
+        assert_eq!(m.basis, Basis::Compile);
+        assert_eq!(
+            m.problems, 2,
+            "a and b: c failed to compile, d was not measured"
+        );
+        assert_eq!(m.wins, 1, "a, by y");
+        assert_eq!(m.win_rate, 0.5);
+        assert!(close(m.median_speedup_wins, 1.6));
+        // Correct candidates with a compile speedup: x 0.8, y 1.6, z 0.5 (w and v have none).
+        assert!(close(m.median_speedup_correct, 0.8));
+        assert!(close(m.geomean_speedup_correct, 0.64f64.powf(1.0 / 3.0)));
+        assert_eq!((m.candidates, m.correct, m.suspect), (6, 5, 1));
+        for (p, want) in [
+            ("0", 1.0),
+            ("0.5", 0.5),
+            ("1", 0.5),
+            ("1.5", 0.5),
+            ("2", 0.0),
+        ] {
+            assert!(
+                (m.fast_p[p] - want).abs() < 1e-12,
+                "fast_{p}: {}",
+                m.fast_p[p]
+            );
+        }
+        let s = Summary::new(&records, 4, Basis::Compile);
+        assert_eq!(s.compile_problems, 2);
+        assert_eq!(s.measured_problems(Basis::Compile), 2);
+        assert_eq!(
+            s.compile_losses,
+            [CompileLoss {
+                problem: "a".into(),
+                group: "examples".into(),
+                candidate: "x".into(),
+                speedup_reference: 1.8,
+                speedup_compile: 0.8,
+            }]
+        );
+        assert_eq!(
+            s.compile_failures.into_iter().collect::<Vec<_>>(),
+            [(
+                "c".to_string(),
+                "torch.compile failed: graph break in X".to_string()
+            )]
+        );
+        let json = serde_json::to_value(Summary::new(&records, 4, Basis::Compile)).unwrap();
+        assert_eq!(json["headline"], "compile");
+        assert_eq!(json["compile"][0]["basis"], "compile");
+        assert_eq!(
+            json["compile_failures"]["c"],
+            "torch.compile failed: graph break in X"
+        );
+    }
+
+    #[test]
+    fn compile_tables_order_headline_first_and_vanish_when_unmeasured() {
+        let records = compile_run();
+        let order = |s: &Summary| s.tables().iter().map(|t| t.0).collect::<Vec<_>>();
+        let s = Summary::new(&records, 4, Basis::Compile);
+        assert_eq!(order(&s), [Basis::Compile, Basis::Reference, Basis::Eager]);
+        assert_eq!(s.headline_metrics().1[0].problems, 2);
+        let s = Summary::new(&records, 4, Basis::Eager);
+        assert_eq!(order(&s), [Basis::Eager, Basis::Reference, Basis::Compile]);
+        let s = Summary::new(&records, 4, Basis::Reference);
+        assert_eq!(order(&s), [Basis::Reference, Basis::Eager, Basis::Compile]);
+        // Every Model failed to compile (or none was timed): no compile table; the reference
+        // stands in as the headline.
+        let uncompiled: Vec<Record> = records
+            .into_iter()
+            .map(|mut r| {
+                r.pytorch_compile = None;
+                r
+            })
+            .collect();
+        let s = Summary::new(&uncompiled, 4, Basis::Compile);
+        assert_eq!(s.compile_problems, 0);
+        assert!(s.compile.is_none() && s.compile_losses.is_empty());
+        assert_eq!(s.headline_basis(), Basis::Reference);
+        assert_eq!(order(&s), [Basis::Reference, Basis::Eager]);
+        assert_eq!(s.compile_failures.len(), 1, "c's error is still named");
+    }
+
+    #[test]
+    fn candidates_take_the_compiled_time_and_its_error_from_their_reference() {
+        let records = compile_run();
+        let filled = with_reference_peers(&records);
+        let got: Vec<Option<f64>> = filled.iter().map(|r| Basis::Compile.speedup(r)).collect();
+        let want = [
+            Some(0.4), // the reference itself: 0.4 / 1.0
+            Some(0.8),
+            Some(1.6),
+            Some(40.0),
+            Some(2.0),
+            Some(0.5),
+            None,
+            None,
+            None,
+            None,
+        ];
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                g.zip(w).is_some_and(|(g, w)| (g - w).abs() < 1e-12)
+                    || (g.is_none() && w.is_none()),
+                "{got:?}"
+            );
+        }
+        assert_eq!(
+            filled[7].pytorch_compile_error.as_deref(),
+            Some("torch.compile failed: graph break in X")
+        );
+        // Eager is filled as before.
+        assert!(close(Basis::Eager.speedup(&filled[1]), 2.0));
+    }
+
     #[test]
     fn basis_names_parse() {
+        assert_eq!(Basis::parse("compile"), Some(Basis::Compile));
+        assert_eq!(Basis::Compile.to_string(), "compile");
+        assert_eq!(
+            serde_json::from_str::<Basis>("\"compile\"").unwrap(),
+            Basis::Compile
+        );
+        assert_eq!(
+            <Basis as clap::ValueEnum>::from_str("compile", false),
+            Ok(Basis::Compile)
+        );
         assert_eq!(Basis::parse("eager"), Some(Basis::Eager));
         assert_eq!(Basis::parse("reference"), Some(Basis::Reference));
         assert_eq!(Basis::parse("torch"), None);

@@ -135,7 +135,7 @@ pub struct Record {
     pub win: bool,
     /// PyTorch eager's time on the same inputs, measured in another process
     /// (`tools/torch_peer.py`); a native run puts it on the reference's record only (see
-    /// [`crate::metrics::with_reference_eager`]).
+    /// [`crate::metrics::with_reference_peers`]).
     pub pytorch: Option<PeerTime>,
     /// The `torch.compile`d Model's time on the same inputs (reference records of a run with
     /// `--torch compile`).

@@ -70,9 +70,13 @@ pub struct RunOptions {
     /// checking, timing) before it is killed.
     #[serde(default = "default_answer_timeout_s")]
     pub answer_timeout_s: f64,
-    /// The basis of the headline metrics (both are reported when eager was measured).
+    /// The basis of the headline metrics (every basis measured is reported).
     #[serde(default)]
     pub basis: Basis,
+    /// Print the final table with every column (else it fits 120 columns). On `--resume`, the
+    /// command line's, not the interrupted run's.
+    #[serde(default)]
+    pub wide: bool,
 }
 
 fn default_answer_timeout_s() -> f64 {
@@ -137,6 +141,7 @@ pub fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
 
 /// Runs the suite (or finishes the run in `resume`).
 pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome> {
+    let wide = opts.wide;
     let (mut opts, original) = match resume {
         Some(dir) => {
             let (opts, run_json) = resumed(dir)?;
@@ -144,6 +149,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         }
         None => (opts, None),
     };
+    opts.wide = wide;
     let (info, on_gpu, why) = probe_device(opts.force_cpu, opts.require_gpu)?;
     if !on_gpu {
         eprintln!("{EMULATOR_BANNER}\n(backend: {why})");
@@ -437,7 +443,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     report::write_markdown(&dir, &heading, &records, &metrics)?;
     report::write_csv(&dir, &records)?;
     println!("{heading}\n");
-    println!("{}", report::terminal_tables(&records, &metrics));
+    println!("{}", report::terminal_tables(&records, &metrics, opts.wide));
     if let Some(kb) = kernelbench::verdicts_markdown(&records) {
         println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
     }

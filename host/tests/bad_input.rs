@@ -171,6 +171,7 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         kernelbench: vec![],
         answer_timeout_s: 600.0,
         basis: dlrm_bench::metrics::Basis::Reference,
+        wide: false,
     };
     let emulator = dlrm_bench::backend::emu::EmuBackend::new();
     let mut run_json = serde_json::json!({
