@@ -26,6 +26,8 @@ pub mod projection;
 pub mod ptx;
 pub mod record;
 pub mod report;
+pub mod report_html;
+pub mod report_plots;
 pub mod run_dir;
 pub mod runner;
 pub mod scaffold;

@@ -68,6 +68,9 @@ enum Command {
         /// Also write summary.md, summary.csv and the pooled results.jsonl here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Also write the report as one self-contained HTML page (inline SVG plots) here.
+        #[arg(long)]
+        html: Option<PathBuf>,
         /// The headline metrics' basis: over the Rust reference (paired) or over PyTorch eager
         /// (when eager was measured); the other is shown too.
         #[arg(long, value_enum, default_value_t = Basis::Reference)]
@@ -240,8 +243,15 @@ fn main() -> anyhow::Result<ExitCode> {
             results,
             workload,
             out,
+            html,
             basis,
-        } => report::report(&results, workload.as_deref(), out.as_deref(), basis)?,
+        } => {
+            report::report(&results, workload.as_deref(), out.as_deref(), basis)?;
+            if out.is_some() || html.is_some() {
+                let (w, o, h) = (workload.as_deref(), out.as_deref(), html.as_deref());
+                dlrm_bench::report_html::write_pooled_report(&results, w, o, h, basis)?;
+            }
+        }
         Command::Project {
             results,
             workload,
