@@ -321,13 +321,15 @@ fn the_html_report_renders_whole_in_headless_chromium() {
     let (dom, log) = (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned());
     assert!(o.status.success(), "{log}");
     assert!(!log.contains("Uncaught"), "a script error: {log}");
-    assert!(!dom.contains("data-script-errors"), "{dom}");
+    assert!(!dom.contains("data-script-errors=\""), "{dom}");
     assert!(
         dom.contains("data-check=\"ok\""),
         "the page's own check: {dom}"
     );
     let figures: Vec<&str> = dom.split("<figure ").skip(1).collect();
-    assert!(figures.len() >= 10, "{} plots", figures.len());
+    // Speedups, roofline, floor share, and six of the input statistics: four pooling
+    // histograms, tbe_forward_fp16's tables, block_bucketize's ids per rank.
+    assert_eq!(figures.len(), 9, "plots in {}", html.display());
     for f in figures {
         let tag = &f[..f.find('>').unwrap()];
         let body = &f[..f.find("</figure>").unwrap()];
