@@ -337,7 +337,7 @@ pub fn answer_record(
         &answer.origin(),
     );
     r.kernelbench = Some(kernelbench_verdict(kb));
-    r.work = reference.and_then(|x| x.work.clone());
+    r.work = reference.and_then(|x| x.work);
     r.floor_ms = reference.and_then(|x| x.floor_ms);
     let v = match ours {
         Outcome::Result(v) => v,

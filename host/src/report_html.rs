@@ -219,10 +219,10 @@ documentElement;h.setAttribute('data-script-errors',(h.getAttribute('data-script
 +(e.message||'error')+';');});";
 
 fn figure(out: &mut String, p: &Plot) {
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<figure class=\"plot\" id=\"plot-{}\" data-points=\"{}\">{}<figcaption><b>{}</b>. {} \
-         ({} data points.)</figcaption></figure>\n",
+         ({} data points.)</figcaption></figure>",
         escape(&p.name),
         p.points,
         p.svg,
@@ -267,12 +267,12 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
         plots.push(plots::projection(p)?);
     }
     let mut h = String::new();
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
          <title>{}</title><script>{ERROR_SCRIPT}</script><style>{STYLE}</style></head>\n\
-         <body><main>\n<h1>{}</h1>\n",
+         <body><main>\n<h1>{}</h1>",
         escape(&d.title),
         escape(&d.title)
     );
@@ -282,9 +282,9 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
          <a href=\"#inputs\">Inputs</a><a href=\"#metrics\">Metrics</a>\
          <a href=\"#messages\">Messages</a><a href=\"#records\">All records</a></nav>\n",
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p><b>{}</b></p>\n",
+        "<p><b>{}</b></p>",
         escape(&report::summary_line(d.summary))
     );
     run_section(&mut h, &d.sources);
@@ -315,10 +315,10 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
         &report::rows(records),
     );
     h.push_str("</details>\n");
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<p class=\"note\" id=\"browser-check\">Made by dlrm-bench {}; self-contained (no \
-         network).</p>\n</main><script>{CHECK_SCRIPT}</script></body></html>\n",
+         network).</p>\n</main><script>{CHECK_SCRIPT}</script></body></html>",
         escape(crate::record::GIT_COMMIT)
     );
     plots.extend(input_plots);
@@ -328,7 +328,7 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
 fn run_section(h: &mut String, sources: &[Source]) {
     h.push_str("<h2 id=\"run\">Run</h2>\n");
     for s in sources {
-        let _ = write!(h, "<h3>{}</h3>\n", escape(&s.path.display().to_string()));
+        let _ = writeln!(h, "<h3>{}</h3>", escape(&s.path.display().to_string()));
         let Some(r) = &s.run else {
             h.push_str("<p class=\"note\">No readable run.json beside it.</p>\n");
             continue;
@@ -429,9 +429,9 @@ fn speedup_section(h: &mut String, records: &[Record], plot: &Plot) {
     let mut last = None;
     for (r, f) in records.iter().zip(&filled) {
         if last != Some(&r.problem) {
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<tr class=\"problem\"><th colspan=\"7\">{} {}</th></tr>\n",
+                "<tr class=\"problem\"><th colspan=\"7\">{} {}</th></tr>",
                 plots::problem_number(&r.problem),
                 escape(&r.problem)
             );
@@ -483,9 +483,9 @@ fn speedup_section(h: &mut String, records: &[Record], plot: &Plot) {
         } else {
             (cells(Basis::Reference), cells(Basis::Eager))
         };
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<tr><td>{}</td><td{}>{}</td><td class=\"num\">{}</td>{ref_cells}{eager_cells}</tr>\n",
+            "<tr><td>{}</td><td{}>{}</td><td class=\"num\">{}</td>{ref_cells}{eager_cells}</tr>",
             escape(&name),
             if r.status == Status::Correct {
                 ""
@@ -516,9 +516,9 @@ fn legend_of_problems(h: &mut String, records: &[Record]) {
 }
 
 fn projection_section(h: &mut String, w: &Workload, p: &Projection, plot: &Plot) {
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p>{}</p><p class=\"note\">Source: {}</p>\n",
+        "<p>{}</p><p class=\"note\">Source: {}</p>",
         escape(&w.description),
         escape(&w.source)
     );
@@ -550,10 +550,10 @@ fn projection_section(h: &mut String, w: &Workload, p: &Projection, plot: &Plot)
         .map(String::from),
         &rows,
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<p>Addressable fraction <b>{:.1}%</b> (no kernel of these problems can give more than \
-         {}); projected step speedup <b>{:.3}×</b>, step time −{:.1}%.</p>\n",
+         {}); projected step speedup <b>{:.3}×</b>, step time −{:.1}%.</p>",
         100.0 * p.addressable,
         escape(&p.ceiling_text()),
         p.step_speedup(),
@@ -590,9 +590,9 @@ fn input_section(h: &mut String, records: &[Record]) -> anyhow::Result<Vec<Plot>
     );
     let mut out = Vec::new();
     for r in records.iter().filter(|r| r.is_reference()) {
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<h3>{} {}</h3>\n",
+            "<h3>{} {}</h3>",
             plots::problem_number(&r.problem),
             escape(&r.problem)
         );
@@ -680,9 +680,9 @@ fn metrics_section(h: &mut String, summary: &Summary) {
     h.push_str("<h2 id=\"metrics\">Metrics per candidate group</h2>\n");
     for (basis, metrics) in summary.tables() {
         let (title, detail) = report::basis_title(summary, basis);
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<h3>{}</h3><p class=\"note\">{}</p>\n",
+            "<h3>{}</h3><p class=\"note\">{}</p>",
             escape(&title),
             escape(&detail)
         );
@@ -693,13 +693,9 @@ fn metrics_section(h: &mut String, summary: &Summary) {
         );
     }
     if let Some(note) = report::eager_absent_note(summary) {
-        let _ = write!(h, "<p class=\"note\">{}</p>\n", escape(&note));
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(&note));
     }
-    let _ = write!(
-        h,
-        "<p class=\"note\">{}</p>\n",
-        escape(report::METRICS_NOTE)
-    );
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(report::METRICS_NOTE));
 }
 
 fn messages_section(h: &mut String, records: &[Record]) {
@@ -723,9 +719,9 @@ fn messages_section(h: &mut String, records: &[Record]) {
                 }
             })
             .unwrap_or_default();
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<h3>{} / {}/{}: {}{}</h3><pre>{}</pre>\n",
+            "<h3>{} / {}/{}: {}{}</h3><pre>{}</pre>",
             escape(&r.problem),
             escape(&r.group),
             escape(&r.candidate),

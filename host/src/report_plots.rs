@@ -306,10 +306,10 @@ fn candidate_label(r: &Record) -> String {
 
 /// Rows of `records` grouped by problem: a heading row per problem, then one row per record
 /// that `keep` keeps. Returns the rows and, per kept record, its row.
-fn problem_rows<'r>(
-    records: &'r [Record],
+fn problem_rows(
+    records: &[Record],
     keep: impl Fn(&Record) -> bool,
-) -> (Vec<Row>, Vec<(usize, &'r Record, usize)>) {
+) -> (Vec<Row>, Vec<(usize, &Record, usize)>) {
     let mut rows = Vec::new();
     let mut kept = Vec::new();
     let mut last: Option<&str> = None;
