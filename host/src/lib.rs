@@ -27,6 +27,8 @@ pub mod prompt;
 pub mod ptx;
 pub mod record;
 pub mod report;
+pub mod report_html;
+pub mod report_plots;
 pub mod run_dir;
 pub mod runner;
 pub mod scaffold;

@@ -72,6 +72,9 @@ enum Command {
         /// Also write summary.md, summary.csv and the pooled results.jsonl here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Also write the report as one self-contained HTML page (inline SVG plots) here.
+        #[arg(long)]
+        html: Option<PathBuf>,
         /// The headline metrics' basis: over the Rust reference (paired), over PyTorch eager
         /// or over the torch.compile'd Model (when measured); the others are shown too.
         #[arg(long, value_enum, default_value_t = Basis::Reference)]
@@ -277,6 +280,7 @@ fn main() -> anyhow::Result<ExitCode> {
             results,
             workload,
             out,
+            html,
             basis,
             wide,
             csv,
@@ -288,7 +292,11 @@ fn main() -> anyhow::Result<ExitCode> {
                 (true, _, _) => report::ReportFormat::Wide,
                 _ => report::ReportFormat::Tables,
             };
-            report::report(&results, workload.as_deref(), out.as_deref(), basis, format)?
+            report::report(&results, workload.as_deref(), out.as_deref(), basis, format)?;
+            if out.is_some() || html.is_some() {
+                let (w, o, h) = (workload.as_deref(), out.as_deref(), html.as_deref());
+                dlrm_bench::report_html::write_pooled_report(&results, w, o, h, basis)?;
+            }
         }
         Command::Project {
             results,

@@ -797,7 +797,10 @@ pub fn write_markdown(
 /// The text of `summary.md`: the records, then the metrics on each basis measured, the
 /// headline first.
 pub fn markdown(heading: &str, records: &[Record], summary: &Summary) -> String {
-    let mut s = format!("{heading}\n\n## Results\n\n");
+    let mut s = format!(
+        "{heading}\n\n{}## Results\n\n",
+        crate::report_html::markdown_links()
+    );
     s += &markdown_table(&COLUMNS, &markdown_rows(records));
     if let Some(parity) = parity_markdown(records) {
         s += &format!("\n## Reference parity\n\n{parity}");

@@ -442,6 +442,12 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     let heading = heading(&run_id, &info, on_gpu, ceilings);
     report::write_markdown(&dir, &heading, &records, &metrics)?;
     report::write_csv(&dir, &records)?;
+    crate::report_html::write_run_report(
+        &dir,
+        &records,
+        &metrics,
+        workload.as_ref().zip(projection.as_ref()),
+    )?;
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics, opts.wide));
     if let Some(kb) = kernelbench::verdicts_markdown(&records) {

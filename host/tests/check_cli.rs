@@ -4,7 +4,8 @@
 //! The candidates use the project's own kernels (`source = "gpu-kernels"`), so no NVRTC is
 //! needed. Also the KernelBench intake on a machine without torch or a GPU (answers skipped,
 //! saying why; bad answer files recorded as such) and the CPU tests of the evaluator's logic
-//! (tools/test_kernelbench_eval.py), kept in this binary to spare CI a link.
+//! (tools/test_kernelbench_eval.py), and the HTML report in headless Chromium, kept in this
+//! binary to spare CI a link.
 //! `dlrm-bench prompt`, the other subcommand that prepares candidates without a GPU,
 //! is run here too.
 use std::path::{Path, PathBuf};
@@ -287,4 +288,87 @@ fn prompt_prints_the_kernelbench_prompt_from_any_directory() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown problem `99`"));
+}
+
+/// A Chromium (or Chrome) binary on PATH, or the one `$CHROMIUM` names.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM").map(PathBuf::from) {
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome", "chrome"]
+        .iter()
+        .flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// The value of attribute `name` in the opening tag `tag`.
+fn attribute<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    tag[start..].split('"').next()
+}
+
+/// `report --html` on the committed H200 set, loaded in headless Chromium: the DOM after
+/// load says the page's check ran (so its script ran) with no script error, and every plot
+/// there has as many circles as it has data points.
+#[test]
+fn the_html_report_renders_whole_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "SKIPPED the browser test of report.html: no chromium on PATH (apt-get install \
+             chromium, or set CHROMIUM)"
+        );
+        return;
+    };
+    let dir = root("html");
+    std::fs::create_dir_all(&dir).unwrap();
+    let set =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results/20261201T193405Z-gpu-full");
+    let html = dir.join("report.html");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .arg("report")
+        .arg(&set)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let (dom, log) = (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned());
+    assert!(o.status.success(), "{log}");
+    assert!(!log.contains("Uncaught"), "a script error: {log}");
+    assert!(!dom.contains("data-script-errors=\""), "{dom}");
+    assert!(
+        dom.contains("data-check=\"ok\""),
+        "the page's own check: {dom}"
+    );
+    let figures: Vec<&str> = dom.split("<figure ").skip(1).collect();
+    // Speedups, roofline, floor share, and six of the input statistics: four pooling
+    // histograms, tbe_forward_fp16's tables, block_bucketize's ids per rank.
+    assert_eq!(figures.len(), 9, "plots in {}", html.display());
+    for f in figures {
+        let tag = &f[..f.find('>').unwrap()];
+        let body = &f[..f.find("</figure>").unwrap()];
+        let id = attribute(tag, "id").unwrap_or("?");
+        let points: usize = attribute(tag, "data-points").unwrap().parse().unwrap();
+        assert!(points > 0, "{id} has no data");
+        assert_eq!(
+            attribute(tag, "data-marks"),
+            Some(&*points.to_string()),
+            "{id}"
+        );
+        assert_eq!(body.matches("<circle").count(), points, "{id} in the DOM");
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
