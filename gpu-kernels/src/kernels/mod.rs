@@ -10,6 +10,7 @@ pub mod compare;
 pub mod dot_interaction;
 pub mod dot_interaction_backward;
 pub mod embedding_backward_rowwise_adagrad;
+pub mod embedding_backward_rowwise_adagrad_tuned;
 pub mod embedding_bag_int8_rowwise;
 pub mod embedding_bag_sum;
 pub mod embedding_bag_weighted_sum_bf16;
