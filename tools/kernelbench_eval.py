@@ -53,6 +53,9 @@ import time
 import traceback
 
 TOOLS_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, TOOLS_DIR)
+# torch_peer imports torch only inside its functions: its helpers are usable without torch.
+from torch_peer import json_safe, percentile  # noqa: E402
 
 # KernelBench v0.1: `torch.allclose(output, output_new, atol=1e-02, rtol=1e-02)`, 5 correctness
 # trials (scripts/eval_from_generations.py), 100 timed trials after 3 warm-up calls (timing.py).
@@ -95,16 +98,6 @@ def exact_verdict(mismatch_share, poisoned, elements):
     if mismatch_share > 0:
         return False, f"{mismatch_share:.3%} of the elements differ from the exact result"
     return True, ""
-
-
-def percentile(sorted_vals, q):
-    """Linear-interpolated percentile, q in [0, 100], of an ascending list."""
-    if not sorted_vals:
-        return float("nan")
-    pos = (len(sorted_vals) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
 def median(vals):
@@ -227,8 +220,7 @@ class AnswerError(Exception):
 
 
 def torch_peer():
-    sys.path.insert(0, TOOLS_DIR)
-    import torch_peer as tp  # noqa: E402 - tools/ is not a package
+    import torch_peer as tp  # tools/ is on sys.path (above)
 
     return tp
 
@@ -605,9 +597,8 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 - reported, and the runner decides
         traceback.print_exc()
         reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    tp = sys.modules.get("torch_peer")
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(tp.json_safe(reply) if tp else reply, f)
+        json.dump(json_safe(reply), f)
     return 0
 
 
