@@ -11,12 +11,12 @@
 //! `report` and `project` pool answers with native candidates: its status, timing and speedups
 //! on both bases are the suite's; its `kernelbench` field is what KernelBench would have said.
 use crate::evaluate::{check_set_files, rotation_files, timing_stats, EvalConfig, InputCache};
+use crate::limited;
 use crate::record::{Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status};
 use bench_problems::{Problem, Role};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// The evaluator, relative to the working directory (the repository root).
 pub const KERNELBENCH_EVAL: &str = "tools/kernelbench_eval.py";
@@ -213,52 +213,29 @@ pub fn run_protocol(request: &Value, protocol: &str, work_dir: &Path, limit_s: f
     {
         return Outcome::Failed(format!("cannot write {}: {e}", req_file.display()));
     }
+    let log_file = work_dir.join(format!("log-{tag}.txt"));
+    let log = match std::fs::File::create(&log_file) {
+        Ok(f) => f,
+        Err(e) => return Outcome::Failed(format!("cannot write {}: {e}", log_file.display())),
+    };
     let script = std::path::absolute(KERNELBENCH_EVAL).unwrap_or(KERNELBENCH_EVAL.into());
-    let child = Command::new("python3")
+    let mut command = Command::new("python3");
+    command
         .arg(&script)
         .args(["--request".as_ref(), req_file.as_os_str()])
         .args(["--protocol", protocol])
         .args(["--out".as_ref(), out_file.as_os_str()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            return Outcome::Failed(format!("cannot start python3 {}: {e}", script.display()))
-        }
-    };
-    // The stderr tail, read on a thread so a chatty answer cannot block on a full pipe.
-    let stderr = child.stderr.take();
-    let tail = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut s) = stderr {
-            use std::io::Read;
-            let _ = s.read_to_string(&mut text);
-        }
-        let mut start = text.len().saturating_sub(2000);
-        while !text.is_char_boundary(start) {
-            start += 1;
-        }
-        text[start..].to_string()
-    });
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed().as_secs_f64() > limit_s => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Outcome::Failed(format!("waiting for the evaluator: {e}")),
-        }
-    };
-    let tail = tail.join().unwrap_or_default();
-    let Some(status) = status else {
-        return Outcome::Timeout(limit_s);
+        .stderr(log);
+    // Its own process group: nvcc and ninja, started by an answer's load_inline, die with it.
+    let ending = limited::run(&mut command, limit_s);
+    let tail = limited::tail(&std::fs::read_to_string(&log_file).unwrap_or_default(), 30);
+    let _ = std::fs::remove_file(&log_file);
+    let status = match ending {
+        Ok(limited::Ending::Exited(status)) => status,
+        Ok(limited::Ending::Killed) => return Outcome::Timeout(limit_s),
+        Err(e) => return Outcome::Failed(format!("cannot run python3 {}: {e}", script.display())),
     };
     let reply = std::fs::read_to_string(&out_file)
         .ok()

@@ -15,6 +15,7 @@ pub mod input_stats;
 pub mod kernelbench;
 pub mod launch_bounds;
 pub mod launch_limits;
+pub mod limited;
 pub mod manifest;
 #[cfg(test)]
 mod manifest_properties;

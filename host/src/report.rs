@@ -1464,14 +1464,10 @@ mod tests {
     fn report_csv_and_json_print_parseable_records() {
         let dir = std::env::temp_dir().join(format!("dlrm-report-csv-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
         let mut records = compile_set();
         records[1].message = "a \"quoted\", message".into();
         records[3].candidate = "y,comma".into();
-        let mut log = RecordLog::open(&dir).unwrap();
-        for r in &records {
-            log.append(r).unwrap();
-        }
+        write_set(&dir, &records);
         let text = |format| {
             report_text(
                 std::slice::from_ref(&dir),
@@ -1560,6 +1556,15 @@ mod tests {
         );
     }
 
+    /// A result set of `recs` in `dir`.
+    fn write_set(dir: &Path, recs: &[Record]) {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut log = RecordLog::open(dir).unwrap();
+        for r in recs {
+            log.append(r).unwrap();
+        }
+    }
+
     #[test]
     fn pooled_runs_take_each_problem_from_its_last_run_in_catalog_order() {
         let dir = std::env::temp_dir().join(format!("dlrm-pool-{}", std::process::id()));
@@ -1581,11 +1586,7 @@ mod tests {
                 ],
             ),
         ] {
-            std::fs::create_dir_all(d).unwrap();
-            let mut log = RecordLog::open(d).unwrap();
-            for r in &recs {
-                log.append(r).unwrap();
-            }
+            write_set(d, &recs);
         }
         let pooled = pool_runs(&[a.clone(), b.join("results.jsonl")]).unwrap();
         let got: Vec<(&str, &str, f64)> = pooled
@@ -1641,11 +1642,7 @@ mod tests {
             // A later run of model_b alone replaces model_b's answer, not model_a's.
             (&kb2, vec![reference(1.2), answer("model_b", 0.9)]),
         ] {
-            std::fs::create_dir_all(d).unwrap();
-            let mut log = RecordLog::open(d).unwrap();
-            for r in &recs {
-                log.append(r).unwrap();
-            }
+            write_set(d, &recs);
         }
         let pooled = pool_runs(&[native.clone(), kb.clone(), kb2.clone()]).unwrap();
         let got: Vec<(&str, &str, f64)> = pooled
@@ -1675,14 +1672,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dlrm-report-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let run = dir.join("run");
-        std::fs::create_dir_all(&run).unwrap();
-        let mut log = RecordLog::open(&run).unwrap();
-        for r in [
-            rec("embedding_bag_sum", "x", 1.0),
-            rec("kjt_permute", "y", 2.0),
-        ] {
-            log.append(&r).unwrap();
-        }
+        write_set(
+            &run,
+            &[
+                rec("embedding_bag_sum", "x", 1.0),
+                rec("kjt_permute", "y", 2.0),
+            ],
+        );
         let err = report(
             &[run.join("results.jsonl")],
             None,

@@ -6,10 +6,10 @@
 //! its type strings, the JSON the tool answers with ([`Compiled`], parsed by [`parse_answer`]),
 //! how a compiled kernel's trailing scratch parameters are sized ([`trailing_args`]), and the
 //! call of the tool itself ([`compile`]). A leaf of `backend`, like `source`.
+use crate::limited::Ending;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// The script that compiles a Triton candidate, relative to the repository root.
 pub const TRITON_COMPILE: &str = "tools/triton_compile.py";
@@ -396,51 +396,38 @@ pub fn compile(file: &Path, spec: &TritonSpec, arch: u32) -> Result<Compiled, Co
 
 /// The last lines of a log, for a message.
 fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
+    crate::limited::tail(log, 40)
 }
 
 /// Runs `python tool args...` with its output in `dir/log.txt`, in its own process group, which
 /// is killed after `limit_s` seconds.
 fn run_tool(args: &[String], dir: &Path, limit_s: f64) -> Result<(), CompileFailure> {
-    use std::os::unix::process::CommandExt;
     let log = std::fs::File::create(dir.join("log.txt"))
         .map_err(|e| CompileFailure::Failed(format!("{}: {e}", dir.display())))?;
     let err_log = log
         .try_clone()
         .map_err(|e| CompileFailure::Failed(e.to_string()))?;
     let python = python();
-    let mut child = match Command::new(&python)
+    let mut command = Command::new(&python);
+    command
         .args(args)
         .current_dir(dir)
         .env("TRITON_CACHE_DIR", dir.join("cache"))
         .stdin(Stdio::null())
         .stdout(log)
-        .stderr(err_log)
-        .process_group(0)
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return Err(CompileFailure::NoTriton(format!(
-                "{NO_TRITON} here: `{python}` could not be started ({e})"
+        .stderr(err_log);
+    let status = match crate::limited::run(&mut command, limit_s) {
+        Ok(Ending::Exited(status)) => status,
+        // The tool's own process group (ptxas included) was killed.
+        Ok(Ending::Killed) => {
+            return Err(CompileFailure::Failed(format!(
+                "{TRITON_COMPILE} did not finish within {limit_s:.0} s: killed"
             )))
         }
-    };
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed().as_secs_f64() > limit_s => {
-                // The tool's own process group (ptxas included), by its id.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                let _ = child.wait();
-                return Err(CompileFailure::Failed(format!(
-                    "{TRITON_COMPILE} did not finish within {limit_s:.0} s: killed"
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(CompileFailure::Failed(format!("waiting for the tool: {e}"))),
+        Err(e) => {
+            return Err(CompileFailure::NoTriton(format!(
+                "{NO_TRITON} here: `{python}` could not be started or waited for ({e})"
+            )))
         }
     };
     if status.code() == Some(EXIT_NO_TRITON) || status.success() {
@@ -460,6 +447,7 @@ fn run_tool(args: &[String], dir: &Path, limit_s: f64) -> Result<(), CompileFail
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     /// An answer recorded from `tools/triton_compile.py` (Triton 3.5 layout: both scratch
     /// parameters declared), trimmed: the cubin is the first bytes of an ELF.
