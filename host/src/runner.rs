@@ -274,27 +274,31 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
 
     let (candidates, invalid) = load_all(&opts.candidate_roots);
     let mut fresh = Vec::new();
-    for err in invalid {
-        let origin = err.file.parent().unwrap_or(&err.file).display().to_string();
+    // Candidates and KernelBench answers that cannot run: one `invalid_manifest` record each
+    // (once: a resumed run has them already).
+    let refused = invalid
+        .iter()
+        .map(|err| {
+            let origin = err.file.parent().unwrap_or(&err.file).display().to_string();
+            (origin.clone(), origin, "candidate", err.to_string())
+        })
+        .chain(bad_answers.into_iter().map(|(file, why)| {
+            let origin = format!("{}{}", kernelbench::ORIGIN_PREFIX, file.display());
+            (
+                origin,
+                file.display().to_string(),
+                "KernelBench answer",
+                why,
+            )
+        }));
+    for (origin, name, what, why) in refused {
         if done.contains(&("-".to_string(), origin.clone())) {
             continue;
         }
-        let mut r = Record::new("-", &origin, "invalid", &origin);
-        r.status = Status::InvalidManifest;
-        r.message = err.to_string();
-        eprintln!("invalid candidate: {err}");
-        log.append(&r)?;
-        fresh.push(r);
-    }
-    for (file, why) in bad_answers {
-        let origin = format!("{}{}", kernelbench::ORIGIN_PREFIX, file.display());
-        if done.contains(&("-".to_string(), origin.clone())) {
-            continue;
-        }
-        let mut r = Record::new("-", &file.display().to_string(), "invalid", &origin);
+        let mut r = Record::new("-", &name, "invalid", &origin);
         r.status = Status::InvalidManifest;
         r.message = why;
-        eprintln!("invalid KernelBench answer: {}", r.message);
+        eprintln!("invalid {what}: {}", r.message);
         log.append(&r)?;
         fresh.push(r);
     }
