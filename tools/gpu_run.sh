@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One full GPU evaluation on a CUDA host with PyTorch, with a prebuilt dlrm-bench binary:
-#   [PROBLEMS="a b"] [COMMAND=kernelbench] tools/gpu_run.sh OUT_DIR [PRESET] [extra arguments...]
+#   [PROBLEMS="a b"] [COMMAND=kernelbench] [TORCH=eager,compile] tools/gpu_run.sh OUT_DIR [PRESET] [extra arguments...]
 # (COMMAND: the dlrm-bench subcommand, `run` by default; `kernelbench` takes answer directories
-# among the extra arguments.)
+# among the extra arguments. TORCH: the PyTorch yardsticks, `eager` by default.)
 # A thin wrapper: it finds libnvrtc (CUDA toolkit or the pip wheel PyTorch ships) for the loader,
 # prints the GPU, and runs `dlrm-bench run --torch`, which times PyTorch eager beside each
 # reference on the run's own input files (tools/torch_peer.py; nothing is generated twice).
@@ -25,4 +25,4 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 problem_args=()
 for p in ${PROBLEMS:-}; do problem_args+=(--problem "$p"); done
-"$bin" "${COMMAND:-run}" --torch --preset "$preset" "${problem_args[@]}" --out "$out/results" "$@"
+"$bin" "${COMMAND:-run}" --torch="${TORCH:-eager}" --preset "$preset" "${problem_args[@]}" --out "$out/results" "$@"

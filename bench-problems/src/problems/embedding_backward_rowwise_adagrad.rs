@@ -22,6 +22,7 @@
 //! Inputs: Zipf(α = 1.15) rows with hot rows scattered (hot rows make long runs of one row);
 //! log-normal bag lengths (mean 20, σ = 1), bag 0 empty and bag B/2 of the longest length;
 //! grad_output and weight uniform in [-1, 1), momentum uniform in [0, 1); lr = 0.01, eps = 1e-8.
+use crate::check::Tolerance;
 use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Bags, Counts};
 use crate::launch::{LaunchSpec, ScratchSpec};
@@ -208,6 +209,24 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             ("weight", rows_of(d, dw)),
             ("momentum", rows_of(1, dm)),
         ]))
+    }
+
+    /// The momentum of a looked-up row is its initial value (in [0, 1)) plus mean(g²), and on
+    /// hot rows the increment dominates: g sums thousands of fp32 gradients in whatever order the
+    /// kernel's atomics land, so the values carry the update's relative error (an H200 reference
+    /// measured 1.2e-5 relative L2 on one set of `full`). The momentum's values get the update's
+    /// bounds; the update check (same bounds) and the bit-exact untouched rows still hold. The
+    /// weight keeps its dtype's bounds: its values are dominated by W (|W| ≈ 1 against updates of
+    /// ≈ 6e-3), so its update check is the tight one.
+    fn tolerance(&self, output: &TensorSpec) -> Tolerance {
+        match output.name {
+            "momentum" => Tolerance {
+                rel_l2: UPDATE_REL_L2,
+                max_scaled: UPDATE_MAX_SCALED,
+                exact: false,
+            },
+            _ => Tolerance::for_dtype(output.dtype),
+        }
     }
 
     fn work(&self, inputs: &InputSet) -> Work {
@@ -430,6 +449,38 @@ mod tests {
             let why = check(&p, &spec, &out, &s).expect("must fail");
             assert!(why.contains("bit-identical"), "{why}");
         }
+    }
+
+    #[test]
+    fn momentum_reordered_like_fp32_atomics_passes_but_one_in_a_thousand_off_fails() {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        let s = set(6);
+        let oracle = p.oracle(&s).unwrap();
+        let spec = p.tensors().into_iter().find(|t| t.name == "momentum").unwrap();
+        let whole = dense(&oracle["momentum"], &s, "momentum");
+        let OracleOutput::Float(want) = &whole else {
+            panic!()
+        };
+        let initial = s.tensors.get("momentum").unwrap().to_f64_vec();
+        let shape = crate::spec::shape_of(&spec, &s.sizes).unwrap();
+        // Every looked-up row's increment off by ±5e-5 relative, alternating: the size of
+        // error an fp32 sum of a hot row's gradients in another order gives, with margin (above the fp32
+        // dtype bound of 1e-5 on the values, where the increment dominates).
+        let scaled = |factor: f64| {
+            let v = want
+                .iter()
+                .zip(&initial)
+                .enumerate()
+                .map(|(k, (w, i))| {
+                    let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+                    (i + (w - i) * (1.0 + sign * factor)) as f32
+                })
+                .collect();
+            HostTensor::from_f32(shape.clone(), v).unwrap()
+        };
+        assert_eq!(check(&p, &spec, &scaled(5e-5), &s), None);
+        let why = check(&p, &spec, &scaled(1e-3), &s).expect("0.1% off must fail");
+        assert!(why.contains("update"), "{why}");
     }
 
     #[test]
