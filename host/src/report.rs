@@ -946,6 +946,13 @@ pub fn report_text(
     let summary = Summary::new(&records, problems.len(), basis);
     if let Some(dir) = out {
         write_pooled(dir, results, &records, &summary)?;
+        if let Some(w) = workload {
+            // The projection section, as a run with --workload appends it to its summary.md.
+            let text = crate::projection::project_file(w, &records, None)?;
+            let path = dir.join("summary.md");
+            let md = std::fs::read_to_string(&path)?;
+            std::fs::write(&path, format!("{md}\n{text}\n"))?;
+        }
     }
     let wrote = out.map(|dir| format!("wrote {}", dir.display()));
     let mut s = String::new();
@@ -1510,6 +1517,37 @@ mod tests {
         }
         assert!(text(ReportFormat::Tables).contains('│'));
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn report_out_with_a_workload_puts_the_projection_in_summary_md() {
+        let base = std::env::temp_dir().join(format!("dlrm-report-proj-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (set, out) = (base.join("set"), base.join("pooled"));
+        write_set(&set, &two_problems(true));
+        let workload = base.join("w.toml");
+        std::fs::write(
+            &workload,
+            "name = \"w\"\ndescription = \"d\"\nsource = \"test\"\n[fractions]\nembedding_bag_sum = 0.5\n",
+        )
+        .unwrap();
+        let text = report_text(
+            std::slice::from_ref(&set),
+            Some(&workload),
+            Some(&out),
+            Basis::Reference,
+            ReportFormat::Tables,
+        )
+        .unwrap();
+        let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        let section = &md[md.find("## End-to-end projection: w").expect("the section")..];
+        // Candidate x: 2.0x over eager on half the step: 1 / (0.5 + 0.5 / 2) = 1.333x.
+        assert!(
+            section.contains("projected step speedup 1.333x"),
+            "{section}"
+        );
+        assert!(text.contains("projected step speedup 1.333x"), "{text}");
+        std::fs::remove_dir_all(&base).ok();
     }
 
     #[test]
