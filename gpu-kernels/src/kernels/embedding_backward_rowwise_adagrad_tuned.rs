@@ -20,17 +20,19 @@
 //!    warp) and writes its bag id there (`sorted_bag`, u32). The order inside a segment is
 //!    whatever the atomics give: the sum is fp32 in a run-dependent order, as the reference's
 //!    atomics are.
-//! 5. [`adagrad_sorted_rows`]: one warp per slot (grid-stride). An empty slot exits. A slot of
-//!    k ≤ T lookups: the warp loads 32 bag ids at a time, broadcasts them by shuffles and sums
-//!    those grad_output rows (4 columns per lane, two rows in flight), reduces Σg² over the
-//!    warp, and updates momentum and the weight row (the reference's fp32 order:
-//!    fma-accumulated g², m = m0 + Σg²/D, denom = sqrt(m) + eps, w −= lr·g/denom). A slot of
-//!    k > T lookups is hot: the warp only enqueues it (hot id, its ⌈k/T⌉ chunks).
-//! 6. [`adagrad_sorted_hot_chunks`]: one warp per chunk of T lookups of a hot row writes the
-//!    chunk's partial gradient (D floats) to `partial`.
-//! 7. [`adagrad_sorted_hot_combine`]: one warp per hot row sums its partials in chunk order and
-//!    applies the step. Every looked-up row is updated exactly once (in 5 or in 7), and no other
-//!    row is read or written.
+//! 5. [`adagrad_sorted_rows`]: one warp per tile of 32 slots (grid-stride). Each lane reads
+//!    one slot's segment bounds; a ballot picks the non-empty slots and the warp takes them in
+//!    turn. A slot of k ≤ T lookups: the warp loads 32 bag ids at a time, broadcasts them by
+//!    shuffles and sums those grad_output rows (4 columns per lane, two rows in flight),
+//!    reduces Σg² over the warp, and updates momentum and the weight row (the reference's fp32
+//!    order: fma-accumulated g², m = m0 + Σg²/D, denom = sqrt(m) + eps, w −= lr·g/denom). A
+//!    slot of k > T lookups is hot: the warp only enqueues it (hot id, its ⌈k/T⌉ chunks) and
+//!    zeroes its row of `hot_acc`.
+//! 6. [`adagrad_sorted_hot_chunks`]: one warp per chunk of T lookups of a hot row adds the
+//!    chunk's partial gradient (D floats) into the row's `hot_acc` row with fp32 atomics.
+//! 7. [`adagrad_sorted_hot_combine`]: one warp per hot row applies the step with that gradient.
+//!    Every looked-up row is updated exactly once (in 5 or in 7), and no other row is read or
+//!    written.
 //!
 //! Bounds: a hot row has k > T lookups, so ⌈k/T⌉ < 2k/T chunks: at most N/64 chunks and N/128
 //! hot rows for T = 128 (the scratch sizes and grids of the manifest).
@@ -52,9 +54,22 @@
 //! * The gradient gathers are N × 512 B = 671 MB of L2 reads; grad_output (33.5 MB) fits the
 //!   H200's L2, so HBM sees it about once if the other streams do not evict it.
 //!
-//! Risks a GPU run must measure: same-address atomics on the top row's count in
-//! [`adagrad_sorted_insert_count`] and [`adagrad_sorted_scatter`] (≈ 40K and ≈ 65K after warp
-//! aggregation, serialised at one L2 slice), and the seven launches' gaps.
+//! # Measured (H200, `full`, results/20261201T233623Z-gpu-full-profiles/p5tuned.csv)
+//! The first version ran at 1.245 ms in the suite's timing (1.52x over the reference), not the
+//! ≈ 83 µs predicted above. Nsight Compute per launch: clear 9 µs, insert_count 140, scan 26,
+//! scatter 182, rows 401, hot_chunks 61, hot_combine 644. Two serial chains explain most of it:
+//! * hot_combine summed each hot row's partials in chunk order in one warp: the top row's
+//!   ≈ 1.5K chunks were ≈ 1.5K dependent 512-byte loads on the critical path (≈ 0.4 µs each).
+//!   Now the chunks add into `hot_acc` in parallel (the top row's 128 columns take ≈ 1.5K
+//!   atomics each) and the combine reads one row: predicted ≈ 10 µs for both, from 705.
+//! * rows walked its 78 slots per warp one at a time, each an L2 round trip for the segment
+//!   bounds before any work: now 32 slots per ballot. Predicted ≈ 80 µs (the cold rows'
+//!   ≈ 380K gradient reads from L2 and 170K weight rows read and written), from 401.
+//!
+//! Still serialised: the top row's count in insert_count (≈ 40K warp-aggregated atomics on one
+//! address) and its positions in scatter (≈ 65K): 140 and 182 µs. A block-level aggregation
+//! (shared-memory counts for the block's hottest slots, one global atomic per slot per block)
+//! is the next step. Predicted for this version: ≈ 0.45 ms in all.
 use super::embedding_backward_rowwise_adagrad::{home_slot, EMPTY};
 use crate::dev::*;
 
@@ -398,9 +413,11 @@ unsafe fn segment(ends: *const i64, slot: u64) -> (i64, i64) {
 }
 
 kernel! {
-    /// Launch: block (256, 1, 1), any grid (grid-stride, one warp per hash slot; the plan uses
-    /// min(ceil_div(2·max(N, 1), 8), 4224)). Updates every row of at most [`HOT_CHUNK`] lookups;
-    /// enqueues the others (`hot`, `hot_slot`, `hot_base`, `chunk_hot`).
+    /// Launch: block (256, 1, 1), any grid (grid-stride, one warp per tile of 32 hash slots;
+    /// the plan uses min(ceil_div(2·max(N, 1), 256), 4224)). Each lane reads one slot's
+    /// segment, a ballot finds the non-empty ones, and the warp updates them one after another:
+    /// every row of at most [`HOT_CHUNK`] lookups here; the others are enqueued (`hot`,
+    /// `hot_slot`, `hot_base`, `chunk_hot`) with their row of `hot_acc` zeroed.
     pub unsafe fn adagrad_sorted_rows(
         grad_output: *const f32,
         keys: *const u64,
@@ -416,24 +433,36 @@ kernel! {
         hot_slot: *mut u32,
         hot_base: *mut u32,
         chunk_hot: *mut u32,
+        hot_acc: *mut f32,
     ) {
         let lane = lane_id() as i64;
         let vec4 = dim % 4 == 0;
-        let mut slot = global_warp();
-        while slot < capacity as u64 {
-            let (begin, end) = segment(ends, slot);
+        let tile_slots = WARP_SIZE as u64;
+        let mut tile = global_warp() * tile_slots;
+        while tile < capacity as u64 {
+            let slot = tile + lane as u64;
+            let (begin, end) = if slot < capacity as u64 { segment(ends, slot) } else { (0, 0) };
             let len = end - begin;
-            if len > 0 && len <= HOT_CHUNK {
-                let row = *keys.add(slot as usize) as i64;
-                let grad = |pass| segment_sum(grad_output, sorted_bag, begin, end, pass, vec4, dim);
+            let mut cold = ballot(len > 0 && len <= HOT_CHUNK);
+            while cold != 0 {
+                let src = cold.trailing_zeros();
+                cold &= cold - 1;
+                let (b, e) = (shfl_idx_i64(begin, src), shfl_idx_i64(end, src));
+                let row = *keys.add((tile + src as u64) as usize) as i64;
+                let grad = |pass| segment_sum(grad_output, sorted_bag, b, e, pass, vec4, dim);
                 apply_step(grad, row, weight, momentum, lr, eps, dim);
-            } else if len > HOT_CHUNK {
+            }
+            let mut hot_lanes = ballot(len > HOT_CHUNK);
+            while hot_lanes != 0 {
+                let src = hot_lanes.trailing_zeros();
+                hot_lanes &= hot_lanes - 1;
+                let len = shfl_idx_i64(len, src);
                 let chunks = ((len + HOT_CHUNK - 1) / HOT_CHUNK) as u32;
                 let (mut h, mut cb) = (0u32, 0u32);
                 if lane == 0 {
                     h = atomic_add_u32(hot, 1);
                     cb = atomic_add_u32(hot.add(1), chunks);
-                    *hot_slot.add(h as usize) = slot as u32;
+                    *hot_slot.add(h as usize) = (tile + src as u64) as u32;
                     *hot_base.add(h as usize) = cb;
                 }
                 let h = shfl_idx_u32(h, 0);
@@ -443,16 +472,23 @@ kernel! {
                     *chunk_hot.add((cb + q) as usize) = h;
                     q += WARP_SIZE;
                 }
+                let acc = hot_acc.add(h as usize * dim as usize);
+                let mut col = lane;
+                while col < dim {
+                    *acc.add(col as usize) = 0.0;
+                    col += WARP_SIZE as i64;
+                }
             }
-            slot += total_warps();
+            tile += total_warps() * tile_slots;
         }
     }
 }
 
 kernel! {
     /// Launch: block (256, 1, 1), any grid (grid-stride, one warp per chunk; the plan uses
-    /// ceil_div(ceil_div(max(N, 1), 64), 8)). Writes chunk c's partial gradient to
-    /// `partial[c·D ..]`.
+    /// ceil_div(ceil_div(max(N, 1), 64), 8)). Adds chunk c's partial gradient into its hot
+    /// row's `hot_acc` row (fp32 atomics: the chunks of one row run in parallel, in no fixed
+    /// order).
     pub unsafe fn adagrad_sorted_hot_chunks(
         grad_output: *const f32,
         ends: *const i64,
@@ -461,7 +497,7 @@ kernel! {
         hot_slot: *const u32,
         hot_base: *const u32,
         chunk_hot: *const u32,
-        partial: *mut f32,
+        hot_acc: *mut f32,
         dim: i64,
     ) {
         let lane = lane_id() as i64;
@@ -475,14 +511,14 @@ kernel! {
             let (row_begin, row_end) = segment(ends, slot);
             let begin = row_begin + q * HOT_CHUNK;
             let end = (begin + HOT_CHUNK).min(row_end);
-            let out = partial.add((c as i64 * dim) as usize);
+            let acc = hot_acc.add(h * dim as usize);
             let mut pass = 0;
             while pass < dim {
                 let g = segment_sum(grad_output, sorted_bag, begin, end, pass, vec4, dim);
                 for (k, &gk) in g.iter().enumerate() {
                     let col = column(pass, lane, vec4, k as i64);
                     if col < dim {
-                        *out.add(col as usize) = gk;
+                        atomic_add_f32(acc.add(col as usize), gk);
                     }
                 }
                 pass += PASS_COLS;
@@ -494,15 +530,13 @@ kernel! {
 
 kernel! {
     /// Launch: block (256, 1, 1), any grid (grid-stride, one warp per hot row; the plan uses
-    /// ceil_div(ceil_div(max(N, 1), 128), 8)). Sums each hot row's partials in chunk order and
-    /// applies the step.
+    /// ceil_div(ceil_div(max(N, 1), 128), 8)). Applies the step to each hot row with the
+    /// gradient its chunks added up in `hot_acc`.
     pub unsafe fn adagrad_sorted_hot_combine(
         keys: *const u64,
-        ends: *const i64,
         hot: *const u32,
         hot_slot: *const u32,
-        hot_base: *const u32,
-        partial: *const f32,
+        hot_acc: *const f32,
         weight: *mut f32,
         momentum: *mut f32,
         lr: f32,
@@ -515,21 +549,9 @@ kernel! {
         let mut h = global_warp();
         while h < rows {
             let slot = *hot_slot.add(h as usize) as u64;
-            let base = *hot_base.add(h as usize) as i64;
-            let (begin, end) = segment(ends, slot);
-            let chunks = (end - begin + HOT_CHUNK - 1) / HOT_CHUNK;
             let row = *keys.add(slot as usize) as i64;
-            let grad = |pass| {
-                let mut g = [0.0f32; 4];
-                for q in 0..chunks {
-                    let src = partial.add(((base + q) * dim) as usize);
-                    let v = load4(src, pass, lane, vec4, dim);
-                    for k in 0..4 {
-                        g[k] += v[k];
-                    }
-                }
-                g
-            };
+            let acc = hot_acc.add((h as i64 * dim) as usize);
+            let grad = |pass| load4(acc, pass, lane, vec4, dim);
             apply_step(grad, row, weight, momentum, lr, eps, dim);
             h += total_warps();
         }
@@ -563,7 +585,7 @@ mod tests {
         hot_slot: Vec<u32>,
         hot_base: Vec<u32>,
         chunk_hot: Vec<u32>,
-        partial: Vec<f32>,
+        hot_acc: Vec<f32>,
     }
 
     impl Scratch {
@@ -584,7 +606,7 @@ mod tests {
                 hot_slot: vec![p32; n1.div_ceil(128)],
                 hot_base: vec![p32; n1.div_ceil(128)],
                 chunk_hot: vec![p32; n1.div_ceil(64)],
-                partial: vec![f32::from_bits(p32); n1.div_ceil(64) * d],
+                hot_acc: vec![f32::from_bits(p32); n1.div_ceil(128) * d],
             }
         }
     }
@@ -618,7 +640,7 @@ mod tests {
             (p(&mut s.lookup_slot), p(&mut s.sorted_bag), p(&mut s.hot));
         let (hot_slot, hot_base, chunk_hot) =
             (p(&mut s.hot_slot), p(&mut s.hot_base), p(&mut s.chunk_hot));
-        let partial = s.partial.as_mut_ptr() as u64;
+        let hot_acc = s.hot_acc.as_mut_ptr() as u64;
         let (g, w, m) = (
             grad.as_ptr() as u64,
             weight.as_mut_ptr() as u64,
@@ -673,10 +695,10 @@ mod tests {
             .unwrap();
             launch_kernel(
                 &adagrad_sorted_rows::EMU,
-                &cfg(cap.div_ceil(8).min(4224)),
+                &cfg(cap.div_ceil(256).min(4224)),
                 &[
                     g, keys, ends, sorted_bag, cap_w, w, m, lr, eps, d_w, hot, hot_slot, hot_base,
-                    chunk_hot,
+                    chunk_hot, hot_acc,
                 ],
             )
             .unwrap();
@@ -684,16 +706,14 @@ mod tests {
                 &adagrad_sorted_hot_chunks::EMU,
                 &cfg(n1.div_ceil(64).div_ceil(8)),
                 &[
-                    g, ends, sorted_bag, hot, hot_slot, hot_base, chunk_hot, partial, d_w,
+                    g, ends, sorted_bag, hot, hot_slot, hot_base, chunk_hot, hot_acc, d_w,
                 ],
             )
             .unwrap();
             launch_kernel(
                 &adagrad_sorted_hot_combine::EMU,
                 &cfg(n1.div_ceil(128).div_ceil(8)),
-                &[
-                    keys, ends, hot, hot_slot, hot_base, partial, w, m, lr, eps, d_w,
-                ],
+                &[keys, hot, hot_slot, hot_acc, w, m, lr, eps, d_w],
             )
             .unwrap();
         }
