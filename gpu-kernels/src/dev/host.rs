@@ -221,6 +221,12 @@ pub unsafe fn atomic_add_shared_u32(a: SharedAddr, v: u32) -> u32 {
     atomic_add_u32(aligned::<u32>(a), v)
 }
 
+/// Atomic compare-and-swap on a shared-memory u32 (`atom.shared.cas.b32` on the GPU); the old
+/// value.
+pub unsafe fn atomic_cas_shared_u32(a: SharedAddr, expected: u32, new: u32) -> u32 {
+    atomic_cas_u32(aligned::<u32>(a), expected, new)
+}
+
 /// Atomic `+= v` on a shared-memory u32, no result (`red.shared.add.u32` on the GPU).
 pub unsafe fn red_add_shared_u32(a: SharedAddr, v: u32) {
     atomic_add_u32(aligned::<u32>(a), v);

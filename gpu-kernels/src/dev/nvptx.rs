@@ -269,6 +269,16 @@ pub unsafe fn atomic_add_shared_u32(a: SharedAddr, v: u32) -> u32 {
     r
 }
 
+/// Atomic compare-and-swap on a shared-memory u32 (`atom.shared.cas.b32`); returns the old
+/// value.
+#[inline(always)]
+pub unsafe fn atomic_cas_shared_u32(a: SharedAddr, expected: u32, new: u32) -> u32 {
+    let r: u32;
+    asm!("atom.shared.cas.b32 {0}, [{1}], {2}, {3};",
+         out(reg32) r, in(reg32) a, in(reg32) expected, in(reg32) new, options(nostack));
+    r
+}
+
 /// Atomic `+= v` on a shared-memory u32 without the old value (`red.shared.add.u32`).
 #[inline(always)]
 pub unsafe fn red_add_shared_u32(a: SharedAddr, v: u32) {
