@@ -401,7 +401,10 @@ fn workload_profiler_attribution_passes_its_cpu_tests() {
         "test_regions_backward_optimizer_and_names",
         "test_compiles_and_imports_without_torch",
     ] {
-        assert!(text.contains(&format!("{name} ")), "{name} did not run: {text}");
+        assert!(
+            text.contains(&format!("{name} ")),
+            "{name} did not run: {text}"
+        );
     }
     assert!(text.contains("OK"), "{text}");
 }
