@@ -91,15 +91,16 @@ enum Command {
         json: bool,
     },
     /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
-    /// the step and the projected step speedup.
+    /// the step and the projected step speedup; over several profiles, one table of them.
     Project {
         /// Results directories of `run` (or their results.jsonl files); their records are
         /// pooled, so problems measured in different runs project together.
         #[arg(required = true)]
         results: Vec<PathBuf>,
-        /// The workload profile (see workloads/README.md).
-        #[arg(long)]
-        workload: PathBuf,
+        /// The workload profile (see workloads/README.md). Give it several times, or a
+        /// directory of profiles, for one table over them all.
+        #[arg(long, required = true)]
+        workload: Vec<PathBuf>,
         /// Use only this candidate group's wins (default: the fastest win of any group).
         #[arg(long)]
         group: Option<String>,
@@ -305,7 +306,12 @@ fn main() -> anyhow::Result<ExitCode> {
         } => {
             report::warn_emulator_sets(&results);
             let records = report::pool_runs(&results)?;
-            let text = projection::project_file(&workload, &records, group.as_deref())?;
+            let text = match workload.as_slice() {
+                [one] if !one.is_dir() => {
+                    projection::project_file(one, &records, group.as_deref())?
+                }
+                several => projection::project_many(several, &records, group.as_deref())?,
+            };
             println!("{text}");
         }
     }

@@ -17,7 +17,7 @@ use crate::record::{Record, Status};
 use bench_problems::find_problem;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A workload profile as written in `workloads/NAME.toml`.
 #[derive(Clone, Debug, Deserialize)]
@@ -29,8 +29,46 @@ pub struct Workload {
     /// How the shares were obtained (command, tool, date) or where they were published.
     pub source: String,
     /// Share of the step's GPU time per problem name (each in [0, 1], together at most 1).
+    /// Empty only in a measured profile with `classes` (a step no problem touches).
     pub fractions: BTreeMap<String, f64>,
+    /// Optional, written by `tools/profile_workload.py`: the wall-clock step time (CUDA events,
+    /// no profiler), in ms.
+    #[serde(default)]
+    pub step_ms: Option<f64>,
+    /// Optional: the step's GPU busy time (its kernels', memcpys' and memsets' durations), ms.
+    #[serde(default)]
+    pub gpu_ms: Option<f64>,
+    /// Optional: the share of the step's GPU time attributed to a problem or a named class
+    /// other than `other`.
+    #[serde(default)]
+    pub coverage: Option<f64>,
+    /// Optional: how the kernels were attributed.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Optional: the per-kernel CSV written beside the profile (a file name).
+    #[serde(default)]
+    pub kernels_csv: Option<String>,
+    /// Optional: the shares of the named classes that no problem covers ([`CLASSES`]); with
+    /// `fractions` they make the whole step.
+    #[serde(default)]
+    pub classes: Option<BTreeMap<String, f64>>,
 }
+
+/// The named classes of `[classes]` (tools/kernel_classes.py's `CLASSES`).
+pub const CLASSES: [&str; 9] = [
+    "matmul",
+    "attention",
+    "elementwise",
+    "reduction",
+    "indexing",
+    "optimizer",
+    "copy",
+    "communication",
+    "other",
+];
+
+/// The published study's range of addressable fractions (REFERENCE-DATA.md).
+pub const PUBLISHED_RANGE: (f64, f64) = (0.089, 0.582);
 
 impl Workload {
     /// Reads and validates a profile; errors name the file and the field.
@@ -50,8 +88,39 @@ impl Workload {
                 return Err(format!("field `{field}` is empty"));
             }
         }
-        if self.fractions.is_empty() {
-            return Err("`fractions` lists no problem".into());
+        if self.fractions.is_empty() && self.classes.is_none() {
+            return Err("`fractions` lists no problem (and there is no `classes`)".into());
+        }
+        for (field, value) in [
+            ("step_ms", self.step_ms),
+            ("gpu_ms", self.gpu_ms),
+            ("coverage", self.coverage),
+        ] {
+            if let Some(v) = value {
+                if !v.is_finite() || v < 0.0 || (field == "coverage" && v > 1.0) {
+                    return Err(format!("`{field}` = {v} is out of range"));
+                }
+            }
+        }
+        if let Some(classes) = &self.classes {
+            for (class, &f) in classes {
+                if !CLASSES.contains(&class.as_str()) {
+                    return Err(format!(
+                        "`classes.{class}`: no such class (one of {})",
+                        CLASSES.join(", ")
+                    ));
+                }
+                if !(0.0..=1.0).contains(&f) {
+                    return Err(format!("`classes.{class}` = {f} is not in [0, 1]"));
+                }
+            }
+            let whole: f64 = self.fractions.values().chain(classes.values()).sum();
+            // Each share is written with 4 decimals: allow their rounding.
+            if (whole - 1.0).abs() > 0.01 {
+                return Err(format!(
+                    "`fractions` and `classes` add up to {whole:.4}, not the whole step"
+                ));
+            }
         }
         for (problem, &f) in &self.fractions {
             if find_problem(problem).is_none() {
@@ -229,7 +298,8 @@ pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> 
             },
         });
     }
-    let addressable: f64 = problems.iter().map(|p| p.fraction).sum();
+    // `+ 0.0`: an empty sum of floats is -0.0, printed "-0.0%".
+    let addressable: f64 = problems.iter().map(|p| p.fraction).sum::<f64>() + 0.0;
     let new_time_share =
         (1.0 - addressable) + problems.iter().map(|p| p.fraction / p.speedup).sum::<f64>();
     Projection {
@@ -251,6 +321,119 @@ pub fn project_file(
     Ok(project(&w, records, group).markdown(&w))
 }
 
+/// The profiles named by `args`: a file is itself, a directory its `*.toml` files (sorted).
+pub fn workload_paths(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for a in args {
+        if a.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(a)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", a.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "toml"))
+                .collect();
+            if files.is_empty() {
+                anyhow::bail!("{}: no workload profile (*.toml) in it", a.display());
+            }
+            files.sort();
+            out.extend(files);
+        } else {
+            out.push(a.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Where an addressable fraction lies against the published study's range.
+fn against_published(addressable: f64) -> &'static str {
+    let (lo, hi) = PUBLISHED_RANGE;
+    if addressable < lo {
+        "below"
+    } else if addressable > hi {
+        "above"
+    } else {
+        "within"
+    }
+}
+
+/// Several profiles' projections as one markdown table (one row per workload), the speedups
+/// used per problem, and a footnote with the published range.
+pub fn table_many(items: &[(Workload, Projection)]) -> String {
+    let (lo, hi) = PUBLISHED_RANGE;
+    let mut s = format!(
+        "## End-to-end projection over {} workload profiles\n\n\
+         | workload | addressable Σf | ceiling 1/(1 − Σf) | projected step speedup | time saved | \
+         coverage | vs published {:.1}–{:.1}% |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+        items.len(),
+        100.0 * lo,
+        100.0 * hi
+    );
+    for (w, p) in items {
+        let ceiling = match p.ceiling() {
+            c if c.is_finite() => format!("{c:.3}x"),
+            _ => "unbounded".into(),
+        };
+        s += &format!(
+            "| {} | {:.1}% | {} | {:.3}x | {:.1}% | {} | {} |\n",
+            w.name,
+            100.0 * p.addressable,
+            ceiling,
+            p.step_speedup(),
+            100.0 * p.time_saved(),
+            w.coverage
+                .map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * c)),
+            against_published(p.addressable)
+        );
+    }
+    // The speedup each problem got (the same in every profile: one run's records).
+    let mut used: BTreeMap<&str, &ProblemProjection> = BTreeMap::new();
+    for (_, p) in items {
+        for q in &p.problems {
+            used.entry(q.problem.as_str()).or_insert(q);
+        }
+    }
+    if !used.is_empty() {
+        s += "\n| problem | candidate | speedup | over |\n| --- | --- | --- | --- |\n";
+        for q in used.values() {
+            s += &format!(
+                "| {} | {} | {:.3} | {} |\n",
+                q.problem,
+                q.candidate.as_deref().unwrap_or("-"),
+                q.speedup,
+                q.basis
+            );
+        }
+    }
+    s += &format!(
+        "\nΣf is the share of the step's GPU time in the suite's problems; the ceiling is the \
+         most any kernel for them could give; the projected step speedup is 1/((1 − Σf) + Σ f/s) \
+         and the time saved 1 − ((1 − Σf) + Σ f/s), with each problem's fastest win over PyTorch \
+         eager (s = 1 without one); coverage is the share of GPU time the profiler named a class \
+         for.\n\n\
+         Published range: the published study found {:.1}% to {:.1}% of runtime addressable \
+         across seven workloads in three domains (arXiv 2609.21058, as reported in \
+         REFERENCE-DATA.md).\n",
+        100.0 * lo,
+        100.0 * hi
+    );
+    s
+}
+
+/// `dlrm-bench project` over several profiles (files or directories of them).
+pub fn project_many(
+    args: &[PathBuf],
+    records: &[Record],
+    group: Option<&str>,
+) -> anyhow::Result<String> {
+    let mut items = Vec::new();
+    for path in workload_paths(args)? {
+        let w = Workload::load(&path)?;
+        let p = project(&w, records, group);
+        items.push((w, p));
+    }
+    Ok(table_many(&items))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,6 +445,12 @@ mod tests {
             description: "d".into(),
             source: "test".into(),
             fractions: fractions.iter().map(|&(k, v)| (k.into(), v)).collect(),
+            step_ms: None,
+            gpu_ms: None,
+            coverage: None,
+            method: None,
+            kernels_csv: None,
+            classes: None,
         }
     }
 
@@ -419,8 +608,8 @@ mod tests {
             ),
             (
                 "extra.toml",
-                format!("{head}step_ms = 3\n[fractions]\nfm_interaction = 0.1\n"),
-                "unknown field `step_ms`",
+                format!("{head}steps = 3\n[fractions]\nfm_interaction = 0.1\n"),
+                "unknown field `steps`",
             ),
         ];
         for (file, body, want) in cases {
@@ -442,5 +631,154 @@ mod tests {
         assert!(p.to_json()["ceiling"].is_null());
         let half = project(&workload(&[("embedding_bag_sum", 0.5)]), &[], None);
         assert_eq!(half.ceiling_text(), "2.000x");
+    }
+
+    #[test]
+    fn measured_profiles_parse_with_classes_coverage_and_an_empty_fractions_table() {
+        let dir = std::env::temp_dir().join(format!("dlrm-workload-new-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, body: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, body).unwrap();
+            p
+        };
+        let head = "name = \"w\"\ndescription = \"d\"\nsource = \"measured\"\n\
+                    step_ms = 21.5\ngpu_ms = 20.25\ncoverage = 0.998\nmethod = \"m\"\n\
+                    kernels_csv = \"w.kernels.csv\"\n";
+        let ok = write(
+            "ok.toml",
+            &format!(
+                "{head}\n[fractions]\nembedding_bag_sum = 0.3\n\n[classes]\nmatmul = 0.5\n\
+                 copy = 0.198\nother = 0.002\n"
+            ),
+        );
+        let w = Workload::load(&ok).unwrap();
+        assert_eq!(w.step_ms, Some(21.5));
+        assert_eq!(w.gpu_ms, Some(20.25));
+        assert_eq!(w.coverage, Some(0.998));
+        assert_eq!(w.kernels_csv.as_deref(), Some("w.kernels.csv"));
+        assert_eq!(w.classes.as_ref().unwrap().len(), 3);
+        // A transformer step: no problem in it, the classes make the whole step.
+        let gpt = write(
+            "gpt.toml",
+            &format!("{head}\n[fractions]\n\n[classes]\nmatmul = 0.6\nattention = 0.4\n"),
+        );
+        let w = Workload::load(&gpt).unwrap();
+        assert!(w.fractions.is_empty());
+        let p = project(&w, &[], None);
+        assert_eq!(p.addressable, 0.0);
+        assert_eq!(p.step_speedup(), 1.0);
+        let cases = [
+            (
+                "noclass.toml",
+                format!("{head}[fractions]\n[classes]\nmatmull = 1.0\n"),
+                "`classes.matmull`: no such class",
+            ),
+            (
+                "classrange.toml",
+                format!("{head}[fractions]\n[classes]\nmatmul = 1.5\n"),
+                "`classes.matmul` = 1.5 is not in [0, 1]",
+            ),
+            (
+                "whole.toml",
+                format!("{head}[fractions]\nembedding_bag_sum = 0.2\n[classes]\nmatmul = 0.5\n"),
+                "add up to 0.7000, not the whole step",
+            ),
+            (
+                "coverage.toml",
+                "name = \"w\"\ndescription = \"d\"\nsource = \"s\"\ncoverage = 1.5\n\
+                 [fractions]\nfm_interaction = 0.1\n"
+                    .to_string(),
+                "`coverage` = 1.5 is out of range",
+            ),
+            (
+                "empty.toml",
+                "name = \"w\"\ndescription = \"d\"\nsource = \"s\"\n[fractions]\n".to_string(),
+                "`fractions` lists no problem",
+            ),
+        ];
+        for (file, body, want) in cases {
+            let err = Workload::load(&write(file, &body)).unwrap_err().to_string();
+            assert!(err.contains(file), "{err}");
+            assert!(err.contains(want), "{file}: {err}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn several_profiles_make_one_table_with_the_published_range() {
+        let mut reference = record("embedding_bag_sum", "reference", "reference", 1.0, 0.0);
+        reference.pytorch = Some(PeerTime {
+            median_ms: 1.0,
+            reference_over_pytorch: 1.0,
+            source: "t".into(),
+        });
+        let records = vec![
+            reference,
+            record("embedding_bag_sum", "fast", "b", 0.5, 2.0),
+        ];
+        let mut rec = workload(&[("embedding_bag_sum", 0.6), ("dot_interaction", 0.1)]);
+        rec.name = "dlrm-train".into();
+        rec.coverage = Some(0.995);
+        let mut gpt = workload(&[]);
+        gpt.name = "gpt-train".into();
+        gpt.classes = Some([("matmul".to_string(), 1.0)].into_iter().collect());
+        let mut small = workload(&[("embedding_bag_sum", 0.1)]);
+        small.name = "small".into();
+        let items: Vec<_> = [rec, gpt, small]
+            .into_iter()
+            .map(|w| {
+                let p = project(&w, &records, None);
+                (w, p)
+            })
+            .collect();
+        let t = table_many(&items);
+        // dlrm: Σf = 0.7, new share 0.3 + 0.6/2 + 0.1 = 0.7 -> 1.429x, -30%; ceiling 1/0.3.
+        assert!(
+            t.contains("| dlrm-train | 70.0% | 3.333x | 1.429x | 30.0% | 99.5% | above |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| gpt-train | 0.0% | 1.000x | 1.000x | 0.0% | - | below |"),
+            "{t}"
+        );
+        // 0.9 + 0.05 = 0.95 -> 1.053x, -5%
+        assert!(
+            t.contains("| small | 10.0% | 1.111x | 1.053x | 5.0% | - | within |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| embedding_bag_sum | b/fast | 2.000 | PyTorch eager |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| dot_interaction | - | 1.000 | not in this run |"),
+            "{t}"
+        );
+        assert!(t.contains("vs published 8.9–58.2%"), "{t}");
+        assert!(
+            t.contains(
+                "the published study found 8.9% to 58.2% of runtime addressable across seven \
+                 workloads in three domains"
+            ),
+            "{t}"
+        );
+        assert!(t.starts_with("## End-to-end projection over 3 workload profiles"));
+    }
+
+    #[test]
+    fn workload_directories_expand_to_their_profiles_sorted() {
+        let dir = std::env::temp_dir().join(format!("dlrm-workload-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        for f in ["b.toml", "a.toml", "a.kernels.csv"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let single = dir.join("x.toml");
+        let got = workload_paths(&[dir.clone(), single.clone()]).unwrap();
+        assert_eq!(got, vec![dir.join("a.toml"), dir.join("b.toml"), single]);
+        let err = workload_paths(&[dir.join("sub")]).unwrap_err().to_string();
+        assert!(err.contains("no workload profile"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

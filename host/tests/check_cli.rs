@@ -4,7 +4,8 @@
 //! The candidates use the project's own kernels (`source = "gpu-kernels"`), so no NVRTC is
 //! needed. Also the KernelBench intake on a machine without torch or a GPU (answers skipped,
 //! saying why; bad answer files recorded as such) and the CPU tests of the evaluator's logic
-//! (tools/test_kernelbench_eval.py), and the HTML report in headless Chromium, kept in this
+//! (tools/test_kernelbench_eval.py) and of the workload profiler's attribution
+//! (tools/test_kernel_classes.py), and the HTML report in headless Chromium, kept in this
 //! binary to spare CI a link.
 //! `dlrm-bench prompt`, the other subcommand that prepares candidates without a GPU,
 //! is run here too.
@@ -181,7 +182,10 @@ fn kernelbench_evaluator_logic_passes_its_cpu_tests() {
     {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("SKIPPED: python3 is not here ({e}): tools/test_kernelbench_eval.py not run");
+            eprintln!(
+                "SKIPPED: python3 is not here ({e}): tools/test_*.py (the evaluator's and the \
+                 workload profiler's CPU tests) not run"
+            );
             return;
         }
     };
@@ -371,4 +375,36 @@ fn the_html_report_renders_whole_in_headless_chromium() {
         assert_eq!(body.matches("<circle").count(), points, "{id} in the DOM");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn workload_profiler_attribution_passes_its_cpu_tests() {
+    // tools/test_kernel_classes.py on its own (the discovery above runs it too): the name rules
+    // on the fixture kernel lists, the trace attribution, the TOML/CSV and the torch-free parts
+    // of tools/profile_workload.py.
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools");
+    let out = match std::process::Command::new("python3")
+        .args(["-m", "unittest", "-v", "test_kernel_classes"])
+        .current_dir(&tools)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIPPED: python3 is not here ({e}): tools/test_kernel_classes.py not run");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    for name in [
+        "test_every_fixture_kernel_gets_its_class",
+        "test_regions_backward_optimizer_and_names",
+        "test_compiles_and_imports_without_torch",
+    ] {
+        assert!(
+            text.contains(&format!("{name} ")),
+            "{name} did not run: {text}"
+        );
+    }
+    assert!(text.contains("OK"), "{text}");
 }
