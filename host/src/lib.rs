@@ -19,6 +19,7 @@ pub mod limited;
 pub mod manifest;
 #[cfg(test)]
 mod manifest_properties;
+pub mod merge;
 pub mod metrics;
 pub mod nvrtc_flags;
 pub mod peer;

@@ -89,6 +89,14 @@ enum Command {
         /// tables.
         #[arg(long)]
         json: bool,
+        /// The results are the shards of one `run --shard i/n`: merge them into one result set
+        /// in --out (refusing shards of different runs, a shard twice, or a missing shard).
+        #[arg(long, requires = "out", conflicts_with_all = ["workload", "csv", "json", "html"])]
+        merge: bool,
+        /// With --merge: the shards' secret seed, to publish in the merged run.json (else
+        /// DLRM_BENCH_SECRET_SEED; without either it stays unpublished).
+        #[arg(long, requires = "merge")]
+        secret_seed_file: Option<PathBuf>,
     },
     /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
     /// the step and the projected step speedup.
@@ -300,7 +308,15 @@ fn main() -> anyhow::Result<ExitCode> {
             wide,
             csv,
             json,
+            merge,
+            secret_seed_file,
         } => {
+            if merge {
+                let secret = dlrm_bench::shard::secret_seed(secret_seed_file.as_deref())?;
+                let out = out.expect("clap requires --out with --merge");
+                dlrm_bench::merge::merge(&results, &out, secret)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let format = match (wide, csv, json) {
                 (_, true, _) => report::ReportFormat::Csv,
                 (_, _, true) => report::ReportFormat::Json,
