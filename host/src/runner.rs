@@ -5,6 +5,9 @@
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there. With `--torch`,
 //! PyTorch eager is timed beside each reference by the run's one peer server ([`crate::peer`]).
+//! With `--shard i/n` it runs only its block of the items ([`crate::shard`]); with `--devices`
+//! each problem's candidates are split over the devices, a worker per device at a time
+//! (`runner/units.rs`).
 use crate::activity::PhaseTimes;
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover_all, load_candidate, Candidate};
@@ -32,6 +35,9 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use units::{append, device_cache, UnitContext};
+
+mod units;
 
 /// Everything `run` needs (also stored in `run.json`, so `--resume` can rebuild it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -395,39 +401,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         run_json["peer_files"] = json!(peer_files(&opts.peer, &peer_file));
         write_json(&dir.join("run.json"), &run_json)?;
     }
-    // The work: for each problem this shard touches, its owned candidates in one chunk per
-    // device (each chunk's worker measures the reference on its device; the first chunk's
-    // record of it is the one logged, with the problem's KernelBench answers).
-    let mut units: Vec<Unit> = Vec::new();
-    for (k, &problem) in problems.iter().enumerate() {
-        let mine: Vec<&Candidate> = candidates
-            .iter()
-            .filter(|c| c.problem == problem.name() && owns(&c.problem, &c.origin))
-            .collect();
-        let my_answers: Vec<&kernelbench::Answer> = answers
-            .iter()
-            .filter(|a| a.problem == problem.name() && owns(a.problem, &a.origin()))
-            .collect();
-        if mine.is_empty() && my_answers.is_empty() && !owns(problem.name(), "reference") {
-            continue;
-        }
-        for (chunk, cands) in shard::chunks(&mine, opts.devices.len())
-            .into_iter()
-            .enumerate()
-        {
-            units.push(Unit {
-                problem,
-                device: shard::device_of_chunk(&opts.devices, k, chunk),
-                keeps_reference: chunk == 0,
-                candidates: cands,
-                answers: if chunk == 0 {
-                    my_answers.clone()
-                } else {
-                    Vec::new()
-                },
-            });
-        }
-    }
+    let units = units::plan(&problems, &candidates, &answers, &owns, &opts.devices);
     let touched: BTreeSet<&str> = units.iter().map(|u| u.problem.name()).collect();
     let total: usize = units
         .iter()
@@ -451,52 +425,9 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         peer_file: &peer_file,
         torch,
     };
-    let mut in_sessions = 0.0f64;
-    if opts.devices.len() == 1 {
-        let (records, times) = ctx.run_units(&units, &mut peers, &mut peer_server)?;
-        fresh.extend(records);
-        in_sessions = times.values().filter_map(|v| v.as_f64()).sum();
-        sessions = times;
-    } else {
-        eprintln!(
-            "devices: {} (one worker each at a time)",
-            opts.devices
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let results: Vec<anyhow::Result<_>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = opts
-                .devices
-                .iter()
-                .map(|&d| {
-                    let mine: Vec<Unit> = units.iter().filter(|u| u.device == d).cloned().collect();
-                    let (ctx, mut peers) = (&ctx, peers.clone());
-                    scope.spawn(move || {
-                        // No PyTorch peer with several devices (refused above).
-                        let mut none = PeerServer::torch();
-                        ctx.run_units(&mine, &mut peers, &mut none)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a device's thread panicked")))
-                })
-                .collect()
-        });
-        for (&d, result) in opts.devices.iter().zip(results) {
-            let (records, times) = result?;
-            fresh.extend(records);
-            in_sessions = in_sessions.max(times.values().filter_map(|v| v.as_f64()).sum());
-            for (problem, secs) in times {
-                sessions.insert(format!("{problem} on device {d}"), secs);
-            }
-        }
-    }
+    let (records, in_sessions) =
+        ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions)?;
+    fresh.extend(records);
     peer_server.shutdown();
     if !opts.keep_inputs {
         for &d in &opts.devices {
@@ -762,170 +693,6 @@ fn resumed_secret(
         ))),
         (Err(e), _) => Err(e),
     }
-}
-
-/// The subdirectory of the input cache for `device` when several devices run at once (each
-/// worker writes its own sets).
-fn device_cache(device: usize) -> String {
-    format!("device{device}")
-}
-
-/// One problem's share of the work on one device: a chunk of its candidates (and, for the
-/// problem's first chunk, the reference's record and the KernelBench answers).
-#[derive(Clone)]
-struct Unit<'c> {
-    problem: &'static dyn Problem,
-    device: usize,
-    /// Log the reference's record (else it is measured for the pairing only, and dropped).
-    keeps_reference: bool,
-    candidates: Vec<&'c Candidate>,
-    answers: Vec<&'c kernelbench::Answer>,
-}
-
-/// What every [`Unit`] of a run shares.
-struct UnitContext<'a> {
-    opts: &'a RunOptions,
-    exe: &'a Path,
-    secret_seed: u64,
-    ceilings: Option<Ceilings>,
-    log: &'a Mutex<RecordLog>,
-    bar: &'a ProgressBar,
-    /// The (problem, origin) of the records a resumed run has already.
-    done: &'a BTreeSet<(String, String)>,
-    previous: &'a [Record],
-    cache_root: &'a Path,
-    per_device_cache: bool,
-    dir: &'a Path,
-    peer_file: &'a Path,
-    torch: bool,
-}
-
-impl UnitContext<'_> {
-    /// Runs `units` one after the other; returns their new records and each problem's seconds.
-    fn run_units(
-        &self,
-        units: &[Unit],
-        peers: &mut Vec<PeerMedian>,
-        peer_server: &mut PeerServer,
-    ) -> anyhow::Result<(Vec<Record>, serde_json::Map<String, serde_json::Value>)> {
-        let mut fresh: Vec<Record> = Vec::new();
-        let mut sessions = serde_json::Map::new();
-        for unit in units {
-            let clock = Instant::now();
-            fresh.extend(self.run_unit(unit, peers, peer_server)?);
-            let secs = clock.elapsed().as_secs_f64()
-                + sessions
-                    .get(unit.problem.name())
-                    .and_then(|v| v.as_f64())
-                    .unwrap_or(0.0);
-            sessions.insert(unit.problem.name().into(), json!(secs));
-        }
-        Ok((fresh, sessions))
-    }
-
-    fn run_unit(
-        &self,
-        unit: &Unit,
-        peers: &mut Vec<PeerMedian>,
-        peer_server: &mut PeerServer,
-    ) -> anyhow::Result<Vec<Record>> {
-        let (opts, problem) = (self.opts, unit.problem);
-        let is_done = |origin: &str| self.done.contains(&(problem.name().into(), origin.into()));
-        let mut pending: Vec<PathBuf> = unit
-            .candidates
-            .iter()
-            .filter(|c| !is_done(&c.origin))
-            .map(|c| PathBuf::from(&c.origin))
-            .collect();
-        // A unit that does not log the reference needs it only to pair its candidates with.
-        let reference_done = if unit.keeps_reference {
-            is_done("reference")
-        } else {
-            pending.is_empty()
-        };
-        let cache_root = if self.per_device_cache {
-            self.cache_root.join(device_cache(unit.device))
-        } else {
-            self.cache_root.to_path_buf()
-        };
-        let cache = InputCache::new(&cache_root, problem);
-        let answers: Vec<&kernelbench::Answer> = unit
-            .answers
-            .iter()
-            .copied()
-            .filter(|a| !is_done(&a.origin()))
-            .collect();
-        self.bar.inc(
-            (usize::from(unit.keeps_reference && reference_done)
-                + unit.candidates.len()
-                + unit.answers.len()
-                - pending.len()
-                - answers.len()) as u64,
-        );
-        let mut session = ProblemSession {
-            problem,
-            opts,
-            exe: self.exe,
-            secret_seed: self.secret_seed,
-            ceilings: self.ceilings,
-            peers,
-            log: self.log,
-            bar: self.bar,
-            reference_done,
-            keeps_reference: unit.keeps_reference,
-            device: unit.device,
-            reference_ms: self
-                .previous
-                .iter()
-                .find(|r| r.problem == problem.name() && r.is_reference())
-                .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
-            input_cache: cache_root.clone(),
-            carried: PhaseTimes::default(),
-            // The peer's time goes beside the reference: only a problem whose reference is to
-            // come.
-            peer: (self.torch && !reference_done && unit.keeps_reference).then(|| PeerJob {
-                server: peer_server,
-                cache: cache.clone(),
-                file: self.peer_file.to_path_buf(),
-            }),
-        };
-        let mut fresh = session.evaluate(&mut pending)?;
-        for answer in answers {
-            self.bar.set_message(format!(
-                "{}: KernelBench answer {}/{}",
-                problem.name(),
-                answer.group,
-                answer.name()
-            ));
-            let reference = fresh
-                .iter()
-                .chain(self.previous.iter())
-                .find(|r| r.problem == problem.name() && r.is_reference());
-            let mut r = evaluate_answer(
-                answer,
-                problem,
-                opts,
-                &cache,
-                reference,
-                self.ceilings,
-                self.torch,
-                &self.dir.join("kernelbench"),
-            );
-            r.device = Some(unit.device);
-            append(self.log, &r)?;
-            self.bar.inc(1);
-            fresh.push(r);
-        }
-        if !opts.keep_inputs {
-            let _ = std::fs::remove_dir_all(cache.dir());
-        }
-        Ok(fresh)
-    }
-}
-
-/// Appends `r` to the run's record log, which the devices' threads share.
-fn append(log: &Mutex<RecordLog>, r: &Record) -> std::io::Result<()> {
-    log.lock().unwrap_or_else(|e| e.into_inner()).append(r)
 }
 
 fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>> {
