@@ -19,6 +19,7 @@ pub mod limited;
 pub mod manifest;
 #[cfg(test)]
 mod manifest_properties;
+pub mod merge;
 pub mod metrics;
 pub mod nvrtc_flags;
 pub mod peer;
@@ -33,6 +34,8 @@ pub mod report_plots;
 pub mod run_dir;
 pub mod runner;
 pub mod scaffold;
+pub mod sha256;
+pub mod shard;
 pub mod static_check;
 pub mod stats;
 pub mod worker;

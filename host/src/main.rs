@@ -89,6 +89,14 @@ enum Command {
         /// tables.
         #[arg(long)]
         json: bool,
+        /// The results are the shards of one `run --shard i/n`: merge them into one result set
+        /// in --out (refusing shards of different runs, a shard twice, or a missing shard).
+        #[arg(long, requires = "out", conflicts_with_all = ["workload", "csv", "json", "html"])]
+        merge: bool,
+        /// With --merge: the shards' secret seed, to publish in the merged run.json (else
+        /// DLRM_BENCH_SECRET_SEED; without either it stays unpublished).
+        #[arg(long, requires = "merge")]
+        secret_seed_file: Option<PathBuf>,
     },
     /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
     /// the step and the projected step speedup; over several profiles, one table of them.
@@ -236,6 +244,21 @@ struct RunArgs {
     /// summary.csv always have every column). Allowed with --resume.
     #[arg(long)]
     wide: bool,
+    /// Run shard i of n (0 ≤ i < n) of the (problem, candidate) items, for a cluster
+    /// scheduler's array job; every shard needs the same options and secret seed
+    /// (--secret-seed-file or DLRM_BENCH_SECRET_SEED). Merge with `report --merge`.
+    #[arg(long, value_parser = dlrm_bench::shard::Shard::parse)]
+    shard: Option<dlrm_bench::shard::Shard>,
+    /// The GPUs to use, one worker per GPU at a time: ordinals `0,1,...` or `all`. Each
+    /// problem's candidates are split over them, and each GPU measures the reference it pairs
+    /// its candidates with. On the emulator, `--cpu --devices 0,1` emulates two devices.
+    #[arg(long, value_parser = dlrm_bench::shard::parse_devices)]
+    devices: Option<dlrm_bench::shard::Devices>,
+    /// A file whose first line is the secret seed (a decimal u64): shards must share it. Else
+    /// DLRM_BENCH_SECRET_SEED when set, else a random one. Allowed with --resume (a shard that
+    /// ended keeps no seed of its own).
+    #[arg(long)]
+    secret_seed_file: Option<PathBuf>,
     /// Finish the interrupted run in this results directory. Its options are reused as
     /// run.json records them, so no other option of `run` may be given with it (each is
     /// refused); it must run on the same kind of backend, device and preset as the run did.
@@ -243,7 +266,7 @@ struct RunArgs {
         "problems", "candidates", "no_candidates", "preset", "cpu", "require_gpu", "seed", "public_sets",
         "secret_sets", "rotation", "warm_l2", "min_pairs", "max_pairs", "budget_s",
         "win_threshold", "peer", "out", "timeout_s", "workload", "torch", "input_cache",
-        "keep_inputs", "basis",
+        "keep_inputs", "basis", "shard", "devices",
     ])]
     resume: Option<PathBuf>,
 }
@@ -286,7 +309,15 @@ fn main() -> anyhow::Result<ExitCode> {
             wide,
             csv,
             json,
+            merge,
+            secret_seed_file,
         } => {
+            if merge {
+                let secret = dlrm_bench::shard::secret_seed(secret_seed_file.as_deref())?;
+                let out = out.expect("clap requires --out with --merge");
+                dlrm_bench::merge::merge(&results, &out, secret)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let format = match (wide, csv, json) {
                 (_, true, _) => report::ReportFormat::Csv,
                 (_, _, true) => report::ReportFormat::Json,
@@ -346,6 +377,19 @@ fn selftest(preset: Preset, allclose: bool) -> anyhow::Result<ExitCode> {
 
 fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::Result<ExitCode> {
     let (min_pairs, max_pairs) = dlrm_bench::arg_bounds::pairs(a.min_pairs, a.max_pairs)?;
+    let given_secret = dlrm_bench::shard::secret_seed(a.secret_seed_file.as_deref())?;
+    if let (Some(s), None) = (a.shard, given_secret) {
+        anyhow::bail!(
+            "--shard {s}: the shards must share one secret seed: give it with \
+             --secret-seed-file PATH or {}",
+            dlrm_bench::shard::SECRET_ENV
+        );
+    }
+    let (devices, all_devices) = match a.devices {
+        None => (Vec::new(), false),
+        Some(dlrm_bench::shard::Devices::All) => (Vec::new(), true),
+        Some(dlrm_bench::shard::Devices::List(l)) => (l, false),
+    };
     let candidates = if a.no_candidates {
         Vec::new()
     } else if a.candidates.is_empty() {
@@ -359,7 +403,7 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
     let eval = EvalConfig {
         preset: a.preset.unwrap_or(Preset::Full),
         seed: a.seed,
-        secret_seed: rand::random(),
+        secret_seed: given_secret.unwrap_or_else(rand::random),
         public_sets: a.public_sets,
         secret_sets: a.secret_sets,
         rotation: a.rotation,
@@ -390,6 +434,10 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
         answer_timeout_s,
         basis: a.basis,
         wide: a.wide,
+        shard: a.shard,
+        devices,
+        all_devices,
+        given_secret,
     };
     let outcome = runner::run(opts, a.resume.as_deref())?;
     Ok(runner::exit_code(&outcome.records))

@@ -164,6 +164,10 @@ pub struct Record {
     /// What KernelBench's own protocol said of this answer (KernelBench answers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench: Option<KernelBenchVerdict>,
+    /// The ordinal of the GPU (or emulated device) that measured the record (`run --devices`);
+    /// absent from records written before the field existed and from invalid manifests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<usize>,
 }
 
 /// KernelBench's verdict on an answer under its own protocol (v0.1: the reference run first,
@@ -212,6 +216,7 @@ impl Record {
             expected_status: None,
             phases: None,
             kernelbench: None,
+            device: None,
         }
     }
 

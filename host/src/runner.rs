@@ -5,6 +5,9 @@
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there. With `--torch`,
 //! PyTorch eager is timed beside each reference by the run's one peer server ([`crate::peer`]).
+//! With `--shard i/n` it runs only its block of the items ([`crate::shard`]); with `--devices`
+//! each problem's candidates are split over the devices, a worker per device at a time
+//! (`runner/units.rs`).
 use crate::activity::PhaseTimes;
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover_all, load_candidate, Candidate};
@@ -18,6 +21,7 @@ use crate::projection::{self, Workload};
 use crate::record::{read_records, Ceilings, Record, RecordLog, Status, GIT_COMMIT};
 use crate::report;
 use crate::run_dir::{self, write_json, SECRET_FILE, SECRET_HIDDEN};
+use crate::shard::{self, Shard};
 use crate::worker::{Event, WorkerSpec};
 use crate::worker_exit::death_message;
 use bench_problems::{all_problems, Preset, Problem};
@@ -31,6 +35,9 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use units::{append, device_cache, UnitContext};
+
+mod units;
 
 /// Everything `run` needs (also stored in `run.json`, so `--resume` can rebuild it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -77,6 +84,20 @@ pub struct RunOptions {
     /// command line's, not the interrupted run's.
     #[serde(default)]
     pub wide: bool,
+    /// This run's share of the items (`--shard i/n`, [`crate::shard`]); `None`: all of them.
+    #[serde(default)]
+    pub shard: Option<Shard>,
+    /// The ordinals of the devices that run workers, one worker per device at a time
+    /// (`--devices`; empty: device 0).
+    #[serde(default)]
+    pub devices: Vec<usize>,
+    /// `--devices all`: every CUDA device (resolved into `devices` when the run starts).
+    #[serde(default)]
+    pub all_devices: bool,
+    /// The secret seed the scheduler gave (`--secret-seed-file`, `DLRM_BENCH_SECRET_SEED`):
+    /// never written into `run.json` with the options.
+    #[serde(skip)]
+    pub given_secret: Option<u64>,
 }
 
 fn default_answer_timeout_s() -> f64 {
@@ -141,7 +162,7 @@ pub fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
 
 /// Runs the suite (or finishes the run in `resume`).
 pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome> {
-    let wide = opts.wide;
+    let (wide, given_secret) = (opts.wide, opts.given_secret);
     let (mut opts, original) = match resume {
         Some(dir) => {
             let (opts, run_json) = resumed(dir)?;
@@ -150,7 +171,26 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         None => (opts, None),
     };
     opts.wide = wide;
-    let (info, on_gpu, why) = probe_device(opts.force_cpu, opts.require_gpu)?;
+    if opts.all_devices {
+        let count = if opts.force_cpu {
+            0
+        } else {
+            backend::cuda_device_count()
+        };
+        opts.devices = (0..count.max(1)).collect();
+        opts.all_devices = false;
+    }
+    if opts.devices.is_empty() {
+        opts.devices = vec![0];
+    }
+    anyhow::ensure!(
+        opts.devices.len() == 1 || !opts.torch,
+        "--torch (and `kernelbench`) time PyTorch on one GPU: give one device with --devices, \
+         or none"
+    );
+    // GPUs named by --devices are not quietly replaced by the emulator.
+    let require_gpu = opts.require_gpu || (!opts.force_cpu && opts.devices != [0]);
+    let (info, on_gpu, why) = probe_device(opts.force_cpu, require_gpu, &opts.devices)?;
     if !on_gpu {
         eprintln!("{EMULATOR_BANNER}\n(backend: {why})");
         if opts.preset.is_some_and(|p| p != Preset::Ci) {
@@ -198,15 +238,18 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         Some((dir, run_json)) => {
             eprintln!("resuming {}", dir.display());
             // Stored in SECRET_FILE again before run.json is rewritten (run_dir's doc).
-            let (seed, published) = run_dir::resume_secret(dir, run_json)?;
+            let (seed, published) = resumed_secret(dir, run_json, given_secret)?;
             (dir.to_path_buf(), seed, published)
         }
         None => {
             let run_id = format!(
-                "{}-{}-{}",
+                "{}-{}-{}{}",
                 started.format("%Y%m%dT%H%M%SZ"),
                 if on_gpu { "gpu" } else { "cpu" },
-                preset.name()
+                preset.name(),
+                opts.shard
+                    .map(|s| format!("-shard{}of{}", s.index, s.count))
+                    .unwrap_or_default()
             );
             let dir = run_dir::create_run_dir(&opts.out, &run_id)?;
             let secret = opts.eval.secret_seed;
@@ -238,6 +281,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     let mut sessions = serde_json::Map::new();
     let clock = Instant::now();
     let ceilings = if on_gpu {
+        // On the first device; `probe_device` made sure the others are of its model.
         let c = measure_ceilings(&exe, &opts, secret_seed)?;
         eprintln!(
             "ceilings: HBM copy {:.0} GB/s, L2 read {:.0} GB/s, fp32 {:.1} TFLOP/s",
@@ -265,6 +309,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         // Once published it stays so (a resume of a run that had ended).
         "secret_seed": if published { json!(secret_seed) } else { json!(SECRET_HIDDEN) },
         "peer_files": opts.peer,
+        "devices": opts.devices,
         "options": opts,
         "problems": problems.iter().map(|p| json!({
             "name": p.name(), "number": p.number(), "sizes": p.sizes(preset), "recipe": p.recipe(preset),
@@ -276,7 +321,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     let mut fresh = Vec::new();
     // Candidates and KernelBench answers that cannot run: one `invalid_manifest` record each
     // (once: a resumed run has them already).
-    let refused = invalid
+    let refused: Vec<(String, String, &str, String)> = invalid
         .iter()
         .map(|err| {
             let origin = err.file.parent().unwrap_or(&err.file).display().to_string();
@@ -290,9 +335,42 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
                 "KernelBench answer",
                 why,
             )
-        }));
+        }))
+        .collect();
+    // This shard's items (all of them without --shard).
+    let names: Vec<&str> = problems.iter().map(|p| p.name()).collect();
+    let all_items = shard::items(
+        &names,
+        &candidates
+            .iter()
+            .map(|c| (c.problem.clone(), c.origin.clone()))
+            .collect::<Vec<_>>(),
+        &answers
+            .iter()
+            .map(|a| (a.problem.to_string(), a.origin()))
+            .collect::<Vec<_>>(),
+        &refused.iter().map(|r| r.0.clone()).collect::<Vec<_>>(),
+    );
+    let this_shard = opts.shard.unwrap_or(Shard::WHOLE);
+    let owned = shard::owned(&all_items, this_shard);
+    let owns = |problem: &str, origin: &str| owned.contains(&(problem.into(), origin.into()));
+    if let Some(s) = opts.shard {
+        let range = s.range(all_items.len());
+        run_json["shard"] = json!({
+            "index": s.index, "count": s.count, "items": all_items.len(),
+            "first_item": range.start, "end_item": range.end,
+        });
+        run_json["secret_seed_sha256"] = json!(shard::secret_digest(secret_seed));
+        write_json(&dir.join("run.json"), &run_json)?;
+        eprintln!(
+            "shard {s}: items {}..{} of {}",
+            range.start,
+            range.end,
+            all_items.len()
+        );
+    }
     for (origin, name, what, why) in refused {
-        if done.contains(&("-".to_string(), origin.clone())) {
+        if done.contains(&("-".to_string(), origin.clone())) || !owns("-", &origin) {
             continue;
         }
         let mut r = Record::new("-", &name, "invalid", &origin);
@@ -323,95 +401,50 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         run_json["peer_files"] = json!(peer_files(&opts.peer, &peer_file));
         write_json(&dir.join("run.json"), &run_json)?;
     }
-    let total: usize = problems
+    let units = units::plan(&problems, &candidates, &answers, &owns, &opts.devices);
+    let touched: BTreeSet<&str> = units.iter().map(|u| u.problem.name()).collect();
+    let total: usize = units
         .iter()
-        .map(|p| {
-            1 + candidates.iter().filter(|c| c.problem == p.name()).count()
-                + answers.iter().filter(|a| a.problem == p.name()).count()
-        })
+        .map(|u| usize::from(u.keeps_reference) + u.candidates.len() + u.answers.len())
         .sum();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
-    for &problem in &problems {
-        let mine: Vec<&Candidate> = candidates
-            .iter()
-            .filter(|c| c.problem == problem.name())
-            .collect();
-        let mut pending: Vec<PathBuf> = mine
-            .iter()
-            .filter(|c| !done.contains(&(problem.name().to_string(), c.origin.clone())))
-            .map(|c| PathBuf::from(&c.origin))
-            .collect();
-        let reference_done = done.contains(&(problem.name().to_string(), "reference".to_string()));
-        let cache = InputCache::new(&cache_root, problem);
-        bar.inc((1 + mine.len() - pending.len()) as u64 - u64::from(!reference_done));
-        let mut session = ProblemSession {
-            problem,
-            opts: &opts,
-            exe: &exe,
-            secret_seed,
-            ceilings,
-            peers: &mut peers,
-            log: &mut log,
-            bar: &bar,
-            reference_done,
-            reference_ms: previous
-                .iter()
-                .find(|r| r.problem == problem.name() && r.is_reference())
-                .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
-            input_cache: cache_root.clone(),
-            carried: PhaseTimes::default(),
-            // The peer's time goes beside the reference: only a problem whose reference is to come.
-            peer: (torch && !reference_done).then(|| PeerJob {
-                server: &mut peer_server,
-                cache: cache.clone(),
-                file: peer_file.clone(),
-            }),
-        };
-        let clock = Instant::now();
-        fresh.extend(session.evaluate(&mut pending)?);
-        for answer in answers.iter().filter(|a| {
-            a.problem == problem.name() && !done.contains(&(problem.name().to_string(), a.origin()))
-        }) {
-            bar.set_message(format!(
-                "{}: KernelBench answer {}/{}",
-                problem.name(),
-                answer.group,
-                answer.name()
-            ));
-            let reference = fresh
-                .iter()
-                .chain(previous.iter())
-                .find(|r| r.problem == problem.name() && r.is_reference());
-            let r = evaluate_answer(
-                answer,
-                problem,
-                &opts,
-                &cache,
-                reference,
-                ceilings,
-                torch,
-                &dir.join("kernelbench"),
-            );
-            log.append(&r)?;
-            bar.inc(1);
-            fresh.push(r);
-        }
-        if !opts.keep_inputs {
-            let _ = std::fs::remove_dir_all(cache.dir());
-        }
-        sessions.insert(problem.name().into(), json!(clock.elapsed().as_secs_f64()));
-    }
+    let log = Mutex::new(log);
+    let ctx = UnitContext {
+        opts: &opts,
+        exe: &exe,
+        secret_seed,
+        ceilings,
+        log: &log,
+        bar: &bar,
+        done: &done,
+        previous: &previous,
+        cache_root: &cache_root,
+        per_device_cache: opts.devices.len() > 1,
+        dir: &dir,
+        peer_file: &peer_file,
+        torch,
+    };
+    let (records, in_sessions) =
+        ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions)?;
+    fresh.extend(records);
     peer_server.shutdown();
     if !opts.keep_inputs {
+        for &d in &opts.devices {
+            let _ = std::fs::remove_dir(cache_root.join(device_cache(d)));
+        }
         let _ = std::fs::remove_dir(&cache_root);
     }
     bar.finish_and_clear();
 
     let records = read_records(&dir.join("results.jsonl"));
-    let metrics = Summary::new(&records, problems.len(), opts.basis);
+    let metrics = Summary::new(&records, touched.len(), opts.basis);
     run_json["finished"] = json!(chrono::Utc::now().to_rfc3339());
-    run_json["secret_seed"] = json!(secret_seed);
+    // A shard's seed is the other shards' too: only their merge publishes it.
+    run_json["secret_seed"] = match opts.shard {
+        Some(_) => json!(shard::SECRET_WITH_MERGE),
+        None => json!(secret_seed),
+    };
     run_json["metrics"] = serde_json::to_value(&metrics)?;
     run_json["input_stats"] = records
         .iter()
@@ -424,7 +457,6 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     run_json["phases"] = phase_table(&records);
     // Where the wall time went outside the phases: the run's setup, and each problem's
     // session beyond its phases (worker start-up, device contexts, cache removal).
-    let in_sessions: f64 = sessions.values().filter_map(|v| v.as_f64()).sum();
     let in_setup: f64 = setup.values().filter_map(|v| v.as_f64()).sum();
     run_json["phases"]["setup_s"] = setup.into();
     run_json["phases"]["sessions_s"] = sessions.into();
@@ -606,9 +638,61 @@ fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, serde_json::Value)> {
 
 /// The run's one probe of the device: what it is, whether it is a GPU, and why it was chosen.
 /// Workers are told the choice ([`WorkerSpec::force_cpu`]) and open that backend themselves.
-fn probe_device(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(DeviceInfo, bool, String)> {
-    let (backend, why) = backend::select(force_cpu, require_gpu)?;
-    Ok((backend.info().clone(), backend.is_gpu(), why))
+/// With several `devices` on a GPU, each must open and be of the first one's model (records
+/// of one result set compare with each other).
+fn probe_device(
+    force_cpu: bool,
+    require_gpu: bool,
+    devices: &[usize],
+) -> anyhow::Result<(DeviceInfo, bool, String)> {
+    let (backend, why) = backend::select_device(force_cpu, require_gpu, devices[0])?;
+    let (info, on_gpu) = (backend.info().clone(), backend.is_gpu());
+    drop(backend);
+    if on_gpu {
+        for &d in &devices[1..] {
+            let (other, _) = backend::select_device(false, true, d)
+                .map_err(|e| anyhow::anyhow!("--devices: device {d}: {e:#}"))?;
+            anyhow::ensure!(
+                other.info().name == info.name,
+                "--devices: device {d} is `{}` but device {} is `{}`: one result set holds \
+                 one model of GPU (run a set per model)",
+                other.info().name,
+                devices[0],
+                info.name
+            );
+        }
+    }
+    Ok((info, on_gpu, why))
+}
+
+/// The secret seed of the run being resumed in `dir` ([`run_dir::resume_secret`]); a shard
+/// that ended has published none and kept none, so it takes the scheduler's (`given`) when
+/// that matches the digest in its `run.json`.
+fn resumed_secret(
+    dir: &Path,
+    run_json: &serde_json::Value,
+    given: Option<u64>,
+) -> anyhow::Result<(u64, bool)> {
+    match (run_dir::resume_secret(dir, run_json), given) {
+        (Ok(found), _) => Ok(found),
+        (Err(_), Some(seed)) if run_json["secret_seed_sha256"].is_string() => {
+            anyhow::ensure!(
+                run_json["secret_seed_sha256"] == json!(shard::secret_digest(seed)),
+                "{}/run.json: field `secret_seed_sha256`: the secret seed given is not this \
+                 shard's",
+                dir.display()
+            );
+            run_dir::store_secret(dir, seed)?;
+            Ok((seed, false))
+        }
+        (Err(e), None) if run_json["secret_seed_sha256"].is_string() => Err(e.context(format!(
+            "{}: a shard that ended keeps no secret seed: give the shards' with \
+             --secret-seed-file or {}",
+            dir.display(),
+            shard::SECRET_ENV
+        ))),
+        (Err(e), _) => Err(e),
+    }
 }
 
 fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>> {
@@ -716,6 +800,7 @@ fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
         candidates: Vec::new(),
         report_reference: false,
         force_cpu: opts.force_cpu,
+        device: opts.devices.first().copied().unwrap_or(0),
         ceilings: None,
         input_cache: None,
         wait_after_prepare: false,
@@ -762,9 +847,14 @@ struct ProblemSession<'a> {
     secret_seed: u64,
     ceilings: Option<Ceilings>,
     peers: &'a mut Vec<PeerMedian>,
-    log: &'a mut RecordLog,
+    log: &'a Mutex<RecordLog>,
     bar: &'a ProgressBar,
     reference_done: bool,
+    /// Log the reference's record (the problem's first chunk); other chunks measure it on
+    /// their device only to pair their candidates with.
+    keeps_reference: bool,
+    /// The device the session's workers run on (and its records say).
+    device: usize,
     /// The reference's median time, once known (it bounds a candidate's execution time).
     reference_ms: Option<f64>,
     /// The run's input cache (its root directory).
@@ -790,12 +880,20 @@ impl ProblemSession<'_> {
                 .get_or_insert_with(PhaseTimes::default)
                 .add(&std::mem::take(&mut self.carried));
         }
+        r.device = Some(self.device);
         if r.is_reference() {
             attach_peer(&mut r, self.peers);
             self.reference_done = true;
             self.reference_ms = r.timing.as_ref().map(|t| t.median_ms);
+            if !self.keeps_reference {
+                // Its worker's preparation goes with the next record logged.
+                if let Some(p) = r.phases.take() {
+                    self.carried.add(&p);
+                }
+                return Ok(());
+            }
         }
-        self.log.append(&r)?;
+        append(self.log, &r)?;
         self.bar.inc(1);
         out.push(r);
         Ok(())
@@ -851,6 +949,7 @@ impl ProblemSession<'_> {
                 ceilings: self.ceilings,
                 input_cache: Some(self.input_cache.clone()),
                 wait_after_prepare: self.peer.is_some(),
+                device: self.device,
                 ..base_spec(self.opts, self.secret_seed)
             };
             let mut worker = spawn_worker(self.exe, &spec)?;

@@ -32,9 +32,12 @@ pub struct WorkerSpec {
     pub candidates: Vec<PathBuf>,
     /// Report the reference's record (the first worker of a problem does).
     pub report_reference: bool,
-    /// The backend the run's probe chose: the CPU emulator, or else CUDA device 0 (opened with
-    /// no fallback to the emulator).
+    /// The backend the run's probe chose: the CPU emulator, or else CUDA device [`Self::device`]
+    /// (opened with no fallback to the emulator).
     pub force_cpu: bool,
+    /// The CUDA device's ordinal (`run --devices`; the emulator ignores it).
+    #[serde(default)]
+    pub device: usize,
     pub ceilings: Option<Ceilings>,
     /// The run's input cache (a directory with one subdirectory per problem): sets are read
     /// from it when there, else generated and stored in it.
@@ -140,7 +143,7 @@ pub fn main() -> anyhow::Result<()> {
     std::io::stdin().lock().read_line(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;
     let go = watch_parent();
-    let mut backend = backend::open(spec.force_cpu)?;
+    let mut backend = backend::open(spec.force_cpu, spec.device)?;
     if spec.ceilings_only {
         let ceilings = crate::ceilings::measure(&mut *backend)
             .map_err(|e| anyhow::anyhow!("measuring the ceilings: {e}"))?;

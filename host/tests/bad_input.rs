@@ -172,6 +172,10 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         answer_timeout_s: 600.0,
         basis: dlrm_bench::metrics::Basis::Reference,
         wide: false,
+        shard: None,
+        devices: vec![],
+        all_devices: false,
+        given_secret: None,
     };
     let emulator = dlrm_bench::backend::emu::EmuBackend::new();
     let mut run_json = serde_json::json!({

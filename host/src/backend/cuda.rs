@@ -210,6 +210,17 @@ fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
     r
 }
 
+/// How many CUDA devices the driver sees (0 without libcuda or a driver).
+pub fn device_count() -> usize {
+    // SAFETY: only probes whether libcuda can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return 0;
+    }
+    quietly(CudaContext::device_count)
+        .and_then(Result::ok)
+        .map_or(0, |n| n.max(0) as usize)
+}
+
 /// libnvrtc's version, loading it; `None` when it cannot be loaded.
 pub fn nvrtc_version() -> Option<(i32, i32)> {
     quietly(|| {

@@ -355,10 +355,20 @@ fn span_fingerprint(first: u64, bytes: &[u8]) -> u64 {
 /// Picks the backend: CUDA when a driver and device are present (unless `force_cpu`), else the
 /// CPU emulator. The reason for the choice is returned for the log.
 pub fn select(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(Box<dyn Backend>, String)> {
+    select_device(force_cpu, require_gpu, 0)
+}
+
+/// [`select`] with CUDA device `ordinal` (the emulator has any ordinal: `run --cpu --devices`
+/// emulates several devices, each worker its own).
+pub fn select_device(
+    force_cpu: bool,
+    require_gpu: bool,
+    ordinal: usize,
+) -> anyhow::Result<(Box<dyn Backend>, String)> {
     if !force_cpu {
-        match cuda::CudaBackend::new(0) {
+        match cuda::CudaBackend::new(ordinal) {
             Ok(b) => {
-                let why = format!("CUDA device 0: {}", b.info().name);
+                let why = format!("CUDA device {ordinal}: {}", b.info().name);
                 return Ok((Box::new(b), why));
             }
             Err(e) if require_gpu => anyhow::bail!("no usable CUDA device: {e}"),
@@ -377,10 +387,15 @@ pub fn select(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(Box<dyn Bac
 }
 
 /// Opens the backend that the run's one probe ([`select`] in the parent) chose, in a worker:
-/// the CPU emulator, or CUDA device 0 with no fallback, so that a worker of a GPU run never
-/// quietly measures on the emulator.
-pub fn open(emulator: bool) -> anyhow::Result<Box<dyn Backend>> {
-    select(emulator, !emulator).map(|(backend, _)| backend)
+/// the CPU emulator, or CUDA device `ordinal` with no fallback, so that a worker of a GPU run
+/// never quietly measures on the emulator.
+pub fn open(emulator: bool, ordinal: usize) -> anyhow::Result<Box<dyn Backend>> {
+    select_device(emulator, !emulator, ordinal).map(|(backend, _)| backend)
+}
+
+/// How many CUDA devices the driver sees (0 when it cannot be loaded).
+pub fn cuda_device_count() -> usize {
+    cuda::device_count()
 }
 
 #[cfg(test)]
@@ -489,8 +504,8 @@ mod tests {
 
     #[test]
     fn a_worker_opens_what_the_probe_chose_and_never_falls_back() {
-        assert!(!open(true).unwrap().is_gpu());
-        match open(false) {
+        assert!(!open(true, 0).unwrap().is_gpu());
+        match open(false, 0) {
             Ok(backend) => assert!(backend.is_gpu()),
             Err(e) => assert!(e.to_string().starts_with("no usable CUDA device"), "{e}"),
         }

@@ -1,0 +1,410 @@
+//! `dlrm-bench report --merge SHARD_DIR... --out DIR`: the result sets of the shards of one run
+//! (`run --shard i/n`, [`crate::shard`]) made into one, with the files a run writes
+//! (`results.jsonl`, `run.json`, `summary.md`, `summary.csv`, `report.html`).
+//!
+//! The merge refuses, naming the shard directory and the field, shards that are not of one
+//! run: another commit, public seed, secret seed (compared by digest), configuration (preset,
+//! sets, pairs, …), problem list, item count, device kind or device model; a shard that did not
+//! finish; a shard index given twice; a shard count that differs; and it refuses an incomplete
+//! set, naming the missing shard indices (a partial merge would look like a whole run).
+//!
+//! Records: every shard's candidate records as they are (each was paired with the reference on
+//! its own device, in its own worker: its `reference_timing` and `speedup` stay its pairing
+//! basis); one reference record per problem, from the lowest shard index that has one (the
+//! shard whose block starts the problem). The secret seed is published when the merge is given
+//! it (`--secret-seed-file` or `DLRM_BENCH_SECRET_SEED`) and it matches the shards' digest.
+use crate::metrics::{Basis, Summary};
+use crate::record::{read_records, Record};
+use crate::run_dir::write_json;
+use crate::shard::{secret_digest, Shard};
+use anyhow::Context;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// One shard's result set, read.
+struct ShardSet {
+    dir: PathBuf,
+    run: Value,
+    shard: Shard,
+    records: Vec<Record>,
+}
+
+/// The `run.json` fields every shard of one run must have alike (dotted paths).
+const SAME: &[&str] = &[
+    "git_commit",
+    "public_seeds",
+    "secret_seed_sha256",
+    "timings_are_gpu_timings",
+    "device.kind",
+    "device.name",
+    "shard.count",
+    "shard.items",
+];
+
+fn field<'a>(v: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(v, |v, k| &v[k])
+}
+
+fn read_shard(dir: &Path) -> anyhow::Result<ShardSet> {
+    let file = dir.join("run.json");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("{}: not a result set (no readable run.json)", dir.display()))?;
+    let run: Value = serde_json::from_str(&text).with_context(|| format!("{}", file.display()))?;
+    let shard: Shard = serde_json::from_value(run["shard"].clone()).map_err(|_| {
+        anyhow::anyhow!(
+            "{}: field `shard`: missing or not {{index, count}}: not a shard of `run --shard i/n`",
+            file.display()
+        )
+    })?;
+    anyhow::ensure!(
+        run["finished"].is_string(),
+        "{}: field `finished` is null: shard {shard} did not finish (finish it with `run \
+         --resume {}`)",
+        file.display(),
+        dir.display()
+    );
+    let results = dir.join("results.jsonl");
+    anyhow::ensure!(results.is_file(), "{}: no such file", results.display());
+    Ok(ShardSet {
+        dir: dir.to_path_buf(),
+        records: read_records(&results),
+        run,
+        shard,
+    })
+}
+
+/// Refuses `sets` unless they are the shards of one run, each once, all there.
+fn check(sets: &[ShardSet]) -> anyhow::Result<()> {
+    let first = &sets[0];
+    let name = |s: &ShardSet| format!("{} (shard {})", s.dir.display(), s.shard);
+    for s in &sets[1..] {
+        let mut paths: Vec<String> = SAME.iter().map(|p| p.to_string()).collect();
+        paths.push("problems".into());
+        let keys = first.run["config"].as_object().into_iter().flatten();
+        paths.extend(keys.map(|(k, _)| format!("config.{k}")));
+        for path in &paths {
+            let (a, b) = if path == "problems" {
+                let names = |v: &Value| -> Vec<Value> {
+                    v["problems"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|p| p["name"].clone())
+                        .collect()
+                };
+                (json!(names(&first.run)), json!(names(&s.run)))
+            } else {
+                (field(&first.run, path).clone(), field(&s.run, path).clone())
+            };
+            anyhow::ensure!(
+                a == b,
+                "{}/run.json: field `{path}` is {b}, but {} has {a}: not shards of one run",
+                s.dir.display(),
+                name(first)
+            );
+        }
+    }
+    let count = first.shard.count;
+    for (i, s) in sets.iter().enumerate() {
+        if let Some(other) = sets[..i].iter().find(|o| o.shard.index == s.shard.index) {
+            anyhow::bail!(
+                "{}/run.json: field `shard` is {}, and so is {}'s: a shard given twice",
+                s.dir.display(),
+                s.shard,
+                other.dir.display()
+            );
+        }
+    }
+    let have: BTreeSet<usize> = sets.iter().map(|s| s.shard.index).collect();
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !have.contains(i))
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "incomplete: shard{} {} of {count} missing (given: {}); merge all {count} shards",
+        if missing.len() > 1 { "s" } else { "" },
+        missing.join(", "),
+        sets.iter().map(name).collect::<Vec<_>>().join(", ")
+    );
+    Ok(())
+}
+
+/// The merged records: candidates of every shard, one reference per problem (the lowest shard
+/// index's), in problem order. Two shards with a record of one candidate are refused.
+fn merge_records(sets: &[ShardSet]) -> anyhow::Result<Vec<Record>> {
+    let mut out: Vec<Record> = Vec::new();
+    let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    for s in sets {
+        for r in &s.records {
+            if r.is_reference() {
+                if referenced.insert(r.problem.clone()) {
+                    out.push(r.clone());
+                }
+                continue;
+            }
+            let key = (r.problem.clone(), r.group.clone(), r.candidate.clone());
+            anyhow::ensure!(
+                seen.insert(key),
+                "{}/results.jsonl: candidate `{}` ({}) of `{}` is in another shard too: the \
+                 shards overlap",
+                s.dir.display(),
+                r.candidate,
+                r.group,
+                r.problem
+            );
+            out.push(r.clone());
+        }
+    }
+    let number =
+        |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
+    out.sort_by_key(number);
+    Ok(out)
+}
+
+/// Merges the shard result sets in `dirs` into `out`; `secret` is the run's secret seed when the
+/// merge was given it (published in `run.json` after it is checked against the shards' digest).
+pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Result<Vec<Record>> {
+    anyhow::ensure!(!dirs.is_empty(), "--merge: no shard directories");
+    let mut sets = dirs
+        .iter()
+        .map(|d| read_shard(d))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    check(&sets)?;
+    sets.sort_by_key(|s| s.shard.index);
+    let is_input = |d: &PathBuf| d.canonicalize().ok() == out.canonicalize().ok();
+    anyhow::ensure!(
+        !dirs.iter().any(is_input),
+        "--out {} is one of the shards; give a new directory",
+        out.display()
+    );
+    if out.join("run.json").exists() || out.join("results.jsonl").exists() {
+        anyhow::bail!(
+            "--out {}: it holds a result set already; give a new directory",
+            out.display()
+        );
+    }
+    let digest = sets[0].run["secret_seed_sha256"].as_str().unwrap_or("");
+    let published = match secret {
+        Some(seed) if secret_digest(seed) == digest => json!(seed),
+        Some(_) => anyhow::bail!(
+            "the secret seed given to the merge is not the shards' (field `secret_seed_sha256` \
+             of {}/run.json differs from its digest)",
+            sets[0].dir.display()
+        ),
+        None => json!(
+            "(not published: give the merge the shards' secret seed with --secret-seed-file or \
+             DLRM_BENCH_SECRET_SEED)"
+        ),
+    };
+    let records = merge_records(&sets)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+
+    let mut run = sets[0].run.clone();
+    let basis: Basis = serde_json::from_value(run["options"]["basis"].clone()).unwrap_or_default();
+    let problems = run["problems"].as_array().map_or(0, Vec::len);
+    let metrics = Summary::new(&records, problems, basis);
+    let run_id = out
+        .file_name()
+        .map_or("merged".into(), |s| s.to_string_lossy().into_owned());
+    let text = |s: &ShardSet, k: &str| s.run[k].as_str().unwrap_or("").to_string();
+    run["run_id"] = json!(run_id);
+    run["command"] = json!(std::env::args().collect::<Vec<_>>().join(" "));
+    run["started"] = json!(sets.iter().map(|s| text(s, "started")).min());
+    run["finished"] = json!(sets.iter().map(|s| text(s, "finished")).max());
+    run["secret_seed"] = published;
+    run["complete"] = json!(true);
+    run["merged_shards"] = sets
+        .iter()
+        .map(|s| {
+            json!({
+                "shard": s.shard.to_string(), "dir": s.dir, "run_id": s.run["run_id"],
+                "started": s.run["started"], "finished": s.run["finished"],
+                "wall_s": s.run["wall_s"], "backend": s.run["backend"],
+                "ceilings": s.run["ceilings"], "devices": s.run["devices"],
+                "records": s.records.len(),
+            })
+        })
+        .collect();
+    // The merged set is the whole run: no shard of it.
+    run["options"]["shard"] = Value::Null;
+    for k in ["shard", "wall_s", "projection"] {
+        if let Some(o) = run.as_object_mut() {
+            o.remove(k);
+        }
+    }
+    run["metrics"] = serde_json::to_value(&metrics)?;
+    run["input_stats"] = records
+        .iter()
+        .filter(|r| r.is_reference())
+        .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    run["phases"] = crate::runner::phase_table(&records);
+    write_json(&out.join("run.json"), &run)?;
+    let mut log = crate::record::RecordLog::open(out)?;
+    for r in &records {
+        log.append(r)?;
+    }
+    let heading = format!(
+        "# DLRM-Bench run {run_id} (merged from {} shards)\n\ndevice: {} ({}), commit: {}\n\
+         shards: {}{}",
+        sets.len(),
+        run["device"]["name"].as_str().unwrap_or("?"),
+        run["device"]["kind"].as_str().unwrap_or("?"),
+        run["git_commit"].as_str().unwrap_or("?"),
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if run["timings_are_gpu_timings"] == json!(false) {
+            "\n\n**CPU emulator: correctness is real, timings are NOT GPU timings.**"
+        } else {
+            ""
+        }
+    );
+    crate::report::write_markdown(out, &heading, &records, &metrics)?;
+    crate::report::write_csv(out, &records)?;
+    crate::report_html::write_run_report(out, &records, &metrics, None)?;
+    println!("{heading}\n");
+    println!(
+        "{}",
+        crate::report::terminal_tables(&records, &metrics, false)
+    );
+    println!("merged {} shards into {}", sets.len(), out.display());
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{RecordLog, Status};
+
+    fn root(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dlrm-merge-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// A finished shard `index/count` in `root/s<index>`, with a reference and one candidate of
+    /// problem `embedding_bag_sum`; `edit` changes its run.json.
+    fn shard(root: &Path, index: usize, count: usize, edit: impl Fn(&mut Value)) -> PathBuf {
+        let dir = root.join(format!("s{index}-{}", rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut run = json!({
+            "run_id": "r", "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:01:00Z",
+            "git_commit": "abc", "public_seeds": [1, 2], "secret_seed_sha256": secret_digest(7),
+            "secret_seed": crate::shard::SECRET_WITH_MERGE, "timings_are_gpu_timings": false,
+            "device": {"kind": "cpu-emulator", "name": "emu"},
+            "shard": {"index": index, "count": count, "items": 4},
+            "config": {"preset": "ci", "seed": 2026, "public_sets": 3},
+            "problems": [{"name": "embedding_bag_sum"}],
+            "options": {"basis": "reference"},
+        });
+        edit(&mut run);
+        write_json(&dir.join("run.json"), &run).unwrap();
+        let mut log = RecordLog::open(&dir).unwrap();
+        let mut r = Record::new("embedding_bag_sum", "reference", "reference", "reference");
+        r.status = Status::Correct;
+        r.device = Some(index);
+        log.append(&r).unwrap();
+        let mut c = Record::new("embedding_bag_sum", &format!("c{index}"), "g", "o");
+        c.status = Status::Correct;
+        log.append(&c).unwrap();
+        dir
+    }
+
+    type Edit = Box<dyn Fn(&mut Value)>;
+
+    fn refused(dirs: &[PathBuf], out: &Path) -> String {
+        format!("{:#}", merge(dirs, out, None).unwrap_err())
+    }
+
+    #[test]
+    fn shards_of_one_run_merge_with_one_reference_and_the_secret_published() {
+        let r = root("ok");
+        let dirs = [shard(&r, 1, 2, |_| {}), shard(&r, 0, 2, |_| {})];
+        let out = r.join("merged");
+        let got = merge(&dirs, &out, Some(7)).unwrap();
+        let names: Vec<(&str, Option<usize>)> = got
+            .iter()
+            .map(|r| (r.candidate.as_str(), r.device))
+            .collect();
+        assert_eq!(names, [("reference", Some(0)), ("c0", None), ("c1", None)]);
+        let run: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+        assert_eq!(run["secret_seed"], 7);
+        assert_eq!(run["complete"], true);
+        assert!(run.get("shard").is_none());
+        assert_eq!(read_records(&out.join("results.jsonl")).len(), 3);
+        assert!(out.join("summary.md").is_file() && out.join("summary.csv").is_file());
+        // A wrong secret is refused; an existing result set is not overwritten.
+        let e = format!("{:#}", merge(&dirs, &r.join("m2"), Some(8)).unwrap_err());
+        assert!(e.contains("secret_seed_sha256"), "{e}");
+        assert!(refused(&dirs, &out).contains("holds a result set already"));
+        std::fs::remove_dir_all(&r).unwrap();
+    }
+
+    #[test]
+    fn mismatched_shards_are_refused_naming_the_directory_and_the_field() {
+        let r = root("bad");
+        let out = r.join("merged");
+        let cases: Vec<(&str, Edit)> = vec![
+            ("config.seed", Box::new(|v| v["config"]["seed"] = json!(1))),
+            (
+                "config.preset",
+                Box::new(|v| v["config"]["preset"] = json!("small")),
+            ),
+            (
+                "secret_seed_sha256",
+                Box::new(|v| v["secret_seed_sha256"] = json!(secret_digest(8))),
+            ),
+            ("git_commit", Box::new(|v| v["git_commit"] = json!("def"))),
+            (
+                "device.kind",
+                Box::new(|v| v["device"]["kind"] = json!("cuda")),
+            ),
+            (
+                "device.name",
+                Box::new(|v| v["device"]["name"] = json!("NVIDIA H100")),
+            ),
+            ("shard.count", Box::new(|v| v["shard"]["count"] = json!(3))),
+            ("public_seeds", Box::new(|v| v["public_seeds"] = json!([5]))),
+            ("problems", Box::new(|v| v["problems"] = json!([]))),
+        ];
+        let good = shard(&r, 0, 2, |_| {});
+        for (what, edit) in cases {
+            let bad = shard(&r, 1, 2, edit);
+            let e = refused(&[good.clone(), bad.clone()], &out);
+            assert!(e.contains(&format!("field `{what}`")), "{what}: {e}");
+            assert!(e.contains(&bad.display().to_string()), "{what}: {e}");
+        }
+        assert!(!out.exists());
+        // The same shard twice, a missing one, an unfinished one, a plain run.
+        let twice = shard(&r, 0, 2, |_| {});
+        let e = refused(&[good.clone(), twice.clone()], &out);
+        assert!(
+            e.contains("given twice") && e.contains(&twice.display().to_string()),
+            "{e}"
+        );
+        let e = refused(std::slice::from_ref(&good), &out);
+        assert!(
+            e.contains("incomplete") && e.contains("1/2 of 2 missing"),
+            "{e}"
+        );
+        let open = shard(&r, 1, 2, |v| v["finished"] = Value::Null);
+        let e = refused(&[good.clone(), open.clone()], &out);
+        assert!(
+            e.contains("field `finished`") && e.contains("did not finish"),
+            "{e}"
+        );
+        let plain = shard(&r, 1, 2, |v| v["shard"] = Value::Null);
+        let e = refused(&[good.clone(), plain], &out);
+        assert!(e.contains("field `shard`"), "{e}");
+        let e = refused(&[good, r.join("nowhere")], &out);
+        assert!(e.contains("nowhere") && e.contains("run.json"), "{e}");
+        std::fs::remove_dir_all(&r).unwrap();
+    }
+}

@@ -1,0 +1,264 @@
+//! The work of a run as units, one problem's chunk of candidates on one device each
+//! ([`plan`]), and their running ([`UnitContext::run_all`]): one after the other on one device,
+//! or one thread per device (`run --devices`), each running its units' workers in turn.
+use super::*;
+
+/// The units of a run: for each problem the shard touches (`owns` says which items are the
+/// shard's), its owned candidates in one chunk per device (each chunk's worker measures the
+/// reference on its device; the first chunk's record of it is the one logged, with the problem's
+/// KernelBench answers).
+pub(super) fn plan<'c>(
+    problems: &[&'static dyn Problem],
+    candidates: &'c [Candidate],
+    answers: &'c [kernelbench::Answer],
+    owns: &dyn Fn(&str, &str) -> bool,
+    devices: &[usize],
+) -> Vec<Unit<'c>> {
+    let mut units: Vec<Unit> = Vec::new();
+    for (k, &problem) in problems.iter().enumerate() {
+        let mine: Vec<&Candidate> = candidates
+            .iter()
+            .filter(|c| c.problem == problem.name() && owns(&c.problem, &c.origin))
+            .collect();
+        let my_answers: Vec<&kernelbench::Answer> = answers
+            .iter()
+            .filter(|a| a.problem == problem.name() && owns(a.problem, &a.origin()))
+            .collect();
+        if mine.is_empty() && my_answers.is_empty() && !owns(problem.name(), "reference") {
+            continue;
+        }
+        for (chunk, cands) in shard::chunks(&mine, devices.len()).into_iter().enumerate() {
+            units.push(Unit {
+                problem,
+                device: shard::device_of_chunk(devices, k, chunk),
+                keeps_reference: chunk == 0,
+                candidates: cands,
+                answers: if chunk == 0 {
+                    my_answers.clone()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+    }
+    units
+}
+
+/// The subdirectory of the input cache for `device` when several devices run at once (each
+/// worker writes its own sets).
+pub(super) fn device_cache(device: usize) -> String {
+    format!("device{device}")
+}
+
+/// One problem's share of the work on one device: a chunk of its candidates (and, for the
+/// problem's first chunk, the reference's record and the KernelBench answers).
+#[derive(Clone)]
+pub(super) struct Unit<'c> {
+    pub(super) problem: &'static dyn Problem,
+    pub(super) device: usize,
+    /// Log the reference's record (else it is measured for the pairing only, and dropped).
+    pub(super) keeps_reference: bool,
+    pub(super) candidates: Vec<&'c Candidate>,
+    pub(super) answers: Vec<&'c kernelbench::Answer>,
+}
+
+/// What every [`Unit`] of a run shares.
+pub(super) struct UnitContext<'a> {
+    pub(super) opts: &'a RunOptions,
+    pub(super) exe: &'a Path,
+    pub(super) secret_seed: u64,
+    pub(super) ceilings: Option<Ceilings>,
+    pub(super) log: &'a Mutex<RecordLog>,
+    pub(super) bar: &'a ProgressBar,
+    /// The (problem, origin) of the records a resumed run has already.
+    pub(super) done: &'a BTreeSet<(String, String)>,
+    pub(super) previous: &'a [Record],
+    pub(super) cache_root: &'a Path,
+    pub(super) per_device_cache: bool,
+    pub(super) dir: &'a Path,
+    pub(super) peer_file: &'a Path,
+    pub(super) torch: bool,
+}
+
+impl UnitContext<'_> {
+    /// Runs `units` on their devices (a thread per device when there are several) and returns
+    /// their new records and the seconds spent in sessions (the longest device's sum), adding
+    /// each session's seconds to `sessions` (per problem; per problem and device with several).
+    pub(super) fn run_all(
+        &self,
+        units: &[Unit],
+        peers: &mut Vec<PeerMedian>,
+        peer_server: &mut PeerServer,
+        sessions: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<(Vec<Record>, f64)> {
+        let devices = &self.opts.devices;
+        let sum = |t: &serde_json::Map<String, serde_json::Value>| -> f64 {
+            t.values().filter_map(|v| v.as_f64()).sum()
+        };
+        if devices.len() == 1 {
+            let (records, times) = self.run_units(units, peers, peer_server)?;
+            let secs = sum(&times);
+            sessions.extend(times);
+            return Ok((records, secs));
+        }
+        let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+        eprintln!("devices: {} (one worker each at a time)", names.join(", "));
+        let results: Vec<anyhow::Result<_>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = devices
+                .iter()
+                .map(|&d| {
+                    let mine: Vec<Unit> = units.iter().filter(|u| u.device == d).cloned().collect();
+                    let mut peers = peers.clone();
+                    scope.spawn(move || {
+                        // No PyTorch peer with several devices (`run` refuses --torch).
+                        let mut none = PeerServer::torch();
+                        self.run_units(&mine, &mut peers, &mut none)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a device's thread panicked")))
+                })
+                .collect()
+        });
+        let (mut fresh, mut longest) = (Vec::new(), 0.0f64);
+        for (&d, result) in devices.iter().zip(results) {
+            let (records, times) = result?;
+            fresh.extend(records);
+            longest = longest.max(sum(&times));
+            for (problem, secs) in times {
+                sessions.insert(format!("{problem} on device {d}"), secs);
+            }
+        }
+        Ok((fresh, longest))
+    }
+
+    /// Runs `units` one after the other; returns their new records and each problem's seconds.
+    fn run_units(
+        &self,
+        units: &[Unit],
+        peers: &mut Vec<PeerMedian>,
+        peer_server: &mut PeerServer,
+    ) -> anyhow::Result<(Vec<Record>, serde_json::Map<String, serde_json::Value>)> {
+        let mut fresh: Vec<Record> = Vec::new();
+        let mut sessions = serde_json::Map::new();
+        for unit in units {
+            let clock = Instant::now();
+            fresh.extend(self.run_unit(unit, peers, peer_server)?);
+            let secs = clock.elapsed().as_secs_f64()
+                + sessions
+                    .get(unit.problem.name())
+                    .and_then(|v| v.as_f64())
+                    .unwrap_or(0.0);
+            sessions.insert(unit.problem.name().into(), json!(secs));
+        }
+        Ok((fresh, sessions))
+    }
+
+    fn run_unit(
+        &self,
+        unit: &Unit,
+        peers: &mut Vec<PeerMedian>,
+        peer_server: &mut PeerServer,
+    ) -> anyhow::Result<Vec<Record>> {
+        let (opts, problem) = (self.opts, unit.problem);
+        let is_done = |origin: &str| self.done.contains(&(problem.name().into(), origin.into()));
+        let mut pending: Vec<PathBuf> = unit
+            .candidates
+            .iter()
+            .filter(|c| !is_done(&c.origin))
+            .map(|c| PathBuf::from(&c.origin))
+            .collect();
+        // A unit that does not log the reference needs it only to pair its candidates with.
+        let reference_done = if unit.keeps_reference {
+            is_done("reference")
+        } else {
+            pending.is_empty()
+        };
+        let cache_root = if self.per_device_cache {
+            self.cache_root.join(device_cache(unit.device))
+        } else {
+            self.cache_root.to_path_buf()
+        };
+        let cache = InputCache::new(&cache_root, problem);
+        let answers: Vec<&kernelbench::Answer> = unit
+            .answers
+            .iter()
+            .copied()
+            .filter(|a| !is_done(&a.origin()))
+            .collect();
+        self.bar.inc(
+            (usize::from(unit.keeps_reference && reference_done)
+                + unit.candidates.len()
+                + unit.answers.len()
+                - pending.len()
+                - answers.len()) as u64,
+        );
+        let mut session = ProblemSession {
+            problem,
+            opts,
+            exe: self.exe,
+            secret_seed: self.secret_seed,
+            ceilings: self.ceilings,
+            peers,
+            log: self.log,
+            bar: self.bar,
+            reference_done,
+            keeps_reference: unit.keeps_reference,
+            device: unit.device,
+            reference_ms: self
+                .previous
+                .iter()
+                .find(|r| r.problem == problem.name() && r.is_reference())
+                .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
+            input_cache: cache_root.clone(),
+            carried: PhaseTimes::default(),
+            // The peer's time goes beside the reference: only a problem whose reference is to
+            // come.
+            peer: (self.torch && !reference_done && unit.keeps_reference).then(|| PeerJob {
+                server: peer_server,
+                cache: cache.clone(),
+                file: self.peer_file.to_path_buf(),
+            }),
+        };
+        let mut fresh = session.evaluate(&mut pending)?;
+        for answer in answers {
+            self.bar.set_message(format!(
+                "{}: KernelBench answer {}/{}",
+                problem.name(),
+                answer.group,
+                answer.name()
+            ));
+            let reference = fresh
+                .iter()
+                .chain(self.previous.iter())
+                .find(|r| r.problem == problem.name() && r.is_reference());
+            let mut r = evaluate_answer(
+                answer,
+                problem,
+                opts,
+                &cache,
+                reference,
+                self.ceilings,
+                self.torch,
+                &self.dir.join("kernelbench"),
+            );
+            r.device = Some(unit.device);
+            append(self.log, &r)?;
+            self.bar.inc(1);
+            fresh.push(r);
+        }
+        if !opts.keep_inputs {
+            let _ = std::fs::remove_dir_all(cache.dir());
+        }
+        Ok(fresh)
+    }
+}
+
+/// Appends `r` to the run's record log, which the devices' threads share.
+pub(super) fn append(log: &Mutex<RecordLog>, r: &Record) -> std::io::Result<()> {
+    log.lock().unwrap_or_else(|e| e.into_inner()).append(r)
+}
