@@ -34,7 +34,6 @@ pub mod report_plots;
 pub mod run_dir;
 pub mod runner;
 pub mod scaffold;
-pub mod sha256;
 pub mod shard;
 pub mod static_check;
 pub mod stats;

@@ -129,7 +129,9 @@ pub fn secret_seed(file: Option<&Path>) -> anyhow::Result<Option<u64>> {
 /// What shards publish of their secret seed: the SHA-256 of `dlrm-bench secret seed <seed>`,
 /// in hex, so the merge can tell that all used one seed without any shard revealing it.
 pub fn secret_digest(seed: u64) -> String {
-    crate::sha256::hex(format!("dlrm-bench secret seed {seed}").as_bytes())
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("dlrm-bench secret seed {seed}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The GPUs named by `--devices`: `all`, or ordinals separated by commas (each once).
@@ -282,6 +284,11 @@ mod tests {
         assert!(e.contains("cannot read"), "{e}");
         assert_ne!(secret_digest(1), secret_digest(2));
         assert_eq!(secret_digest(1).len(), 64);
+        // Python's hashlib.sha256(b"dlrm-bench secret seed 1").hexdigest():
+        assert_eq!(
+            secret_digest(1),
+            "b139b903308bdf3bcf53a6348388a8538d325af9b32506078519a130c12b9097"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
