@@ -52,6 +52,12 @@ pub struct Workload {
     /// `fractions` they make the whole step.
     #[serde(default)]
     pub classes: Option<BTreeMap<String, f64>>,
+    /// Optional: how the problems' operations ran in the profiled step, `"eager"` (the default)
+    /// or `"compile"` (inside a `torch.compile`d step). The projection takes each candidate's
+    /// speedup over that same yardstick: over the compiled Model for `"compile"` ("what this
+    /// kernel adds to a step that is already compiled").
+    #[serde(default)]
+    pub problems_ran: Option<String>,
 }
 
 /// The named classes of `[classes]` (tools/kernel_classes.py's `CLASSES`).
@@ -86,6 +92,13 @@ impl Workload {
         for (field, value) in [("name", &self.name), ("source", &self.source)] {
             if value.trim().is_empty() {
                 return Err(format!("field `{field}` is empty"));
+            }
+        }
+        if let Some(how) = &self.problems_ran {
+            if how != "eager" && how != "compile" {
+                return Err(format!(
+                    "`problems_ran` = \"{how}\": one of \"eager\", \"compile\""
+                ));
             }
         }
         if self.fractions.is_empty() && self.classes.is_none() {
@@ -249,12 +262,25 @@ impl Projection {
 /// Projects `records` (one run's results) onto `workload`; `group` keeps only that candidate
 /// group's wins.
 pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> Projection {
+    let compiled = workload.problems_ran.as_deref() == Some("compile");
+    let (yardstick, missing) = if compiled {
+        ("torch.compile", "no win over torch.compile")
+    } else {
+        ("PyTorch eager", "no win over eager")
+    };
     let mut problems = Vec::new();
     for (problem, &fraction) in &workload.fractions {
+        // The time of the operation as the profiled step ran it.
         let eager_ms = records
             .iter()
             .find(|r| &r.problem == problem && r.candidate == "reference")
-            .and_then(|r| r.pytorch.as_ref())
+            .and_then(|r| {
+                if compiled {
+                    r.pytorch_compile.as_ref()
+                } else {
+                    r.pytorch.as_ref()
+                }
+            })
             .map(|p| p.median_ms);
         let best = records
             .iter()
@@ -264,7 +290,7 @@ pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> 
             .filter_map(|r| {
                 let cand_ms = r.timing.as_ref()?.median_ms;
                 let (s, basis) = match eager_ms {
-                    Some(e) if cand_ms > 0.0 => (e / cand_ms, "PyTorch eager"),
+                    Some(e) if cand_ms > 0.0 => (e / cand_ms, yardstick),
                     _ => (r.speedup.as_ref()?.median, "reference"),
                 };
                 // A win over a reference slower than eager can still lose to eager, which is
@@ -292,7 +318,7 @@ pub fn project(workload: &Workload, records: &[Record], group: Option<&str>) -> 
                 basis: match (ran, won) {
                     (false, _) => "not in this run",
                     (true, false) => "no win",
-                    (true, true) => "no win over eager",
+                    (true, true) => missing,
                 }
                 .into(),
             },
@@ -451,6 +477,7 @@ mod tests {
             method: None,
             kernels_csv: None,
             classes: None,
+            problems_ran: None,
         }
     }
 
@@ -469,6 +496,44 @@ mod tests {
             r.win = speedup > 1.0;
         }
         r
+    }
+
+    #[test]
+    fn a_step_that_ran_the_problems_compiled_takes_speedups_over_the_compiled_model() {
+        // Eager 1.0 ms, compiled 0.5 ms, the candidate 0.25 ms: 4x over eager, 2x over compile.
+        // A second problem's candidate beats eager (1.2 vs 1.0 ms) but not compile (0.5 ms).
+        let peer = |ms: f64| PeerTime {
+            median_ms: ms,
+            reference_over_pytorch: 1.0,
+            source: "t".into(),
+        };
+        let mut bag = record("embedding_bag_sum", "reference", "reference", 1.0, 0.0);
+        bag.pytorch = Some(peer(1.0));
+        bag.pytorch_compile = Some(peer(0.5));
+        let mut fm = record("fm_interaction", "reference", "reference", 1.2, 0.0);
+        fm.pytorch = Some(peer(1.2));
+        fm.pytorch_compile = Some(peer(0.5));
+        let records = vec![
+            bag,
+            record("embedding_bag_sum", "fast", "b", 0.25, 4.0),
+            fm,
+            record("fm_interaction", "y", "a", 1.0, 1.2),
+        ];
+        let mut w = workload(&[("embedding_bag_sum", 0.5), ("fm_interaction", 0.1)]);
+        let eager = project(&w, &records, None);
+        assert_eq!(eager.problems[0].speedup, 4.0);
+        w.problems_ran = Some("compile".into());
+        w.validate().unwrap();
+        let compiled = project(&w, &records, None);
+        let by = |name: &str| compiled.problems.iter().find(|x| x.problem == name).unwrap();
+        assert_eq!(by("embedding_bag_sum").speedup, 2.0);
+        assert_eq!(by("embedding_bag_sum").basis, "torch.compile");
+        assert_eq!(by("fm_interaction").speedup, 1.0);
+        assert_eq!(by("fm_interaction").basis, "no win over torch.compile");
+        // (1 - 0.6) + 0.5/2 + 0.1 = 0.75
+        assert!((compiled.new_time_share - 0.75).abs() < 1e-12);
+        w.problems_ran = Some("inductor".into());
+        assert!(w.validate().unwrap_err().contains("`problems_ran`"));
     }
 
     #[test]
