@@ -18,6 +18,16 @@
 //!
 //! The reference is the eager `Model` (`kernelbench/07_kjt_permute.py`) launch for launch; see
 //! `gpu_kernels::kernels::kjt_permute`.
+//!
+//! H200 `full` (profile 20261201T233623Z, NP ≈ 115M): the reference was 3.246 ms against
+//! eager's 4.643 (0.70), the gap in four NP-sized launches whose ATen shape the plan now ports:
+//! `arange` (RangeFactories' `elementwise_kernel_with_index`, 64 threads, one element each:
+//! eager 1083 µs, the former 128 × 4 port 197), the two `values[src]` / `weights[src]` gathers
+//! (`index_elementwise_kernel<128, 4>`, each element's index load, bounds check, gather and
+//! store in turn: eager 855 and 718 µs, the former loads-first ports 636 and 448) and
+//! `repeat_interleave`'s `index_select` (`_scatter_gather_elementwise_kernel<128, 8>`, grid
+//! NP/1024: eager 449 µs, the former 128 × 4 port 362). If the ports take eager's times the
+//! reference goes to ≈ 3.25 + 0.89 + 0.22 + 0.27 + 0.09 ≈ 4.7 ms, ≈ 1.01 of eager.
 use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
@@ -303,23 +313,31 @@ impl Problem for KjtPermute {
             "NP",
         ));
         plan.extend([
-            elementwise(
-                "aten_index_i64_by_i32",
-                "NP",
-                &["src", "shift", "segment", "NP"],
+            // shift.index_select(0, segment): ATen's elementwise gather, 8 per thread.
+            LaunchSpec::linear(
+                "aten_gather_elementwise_i64_by_i32",
+                "max(ceil_div(NP, 1024), 1)",
+                128,
+                &["src", "shift", "segment", "NP", "P * B"],
             ),
-            // src += arange(NP); then the two gathers.
-            elementwise("aten_arange_i64", "NP", &["positions", "NP"]),
+            // src += arange(NP): RangeFactories' 64-thread, one-per-thread kernel, then the add.
+            LaunchSpec::linear(
+                "aten_arange_with_index_i64",
+                "max(ceil_div(NP, 64), 1)",
+                64,
+                &["positions", "0", "1", "NP"],
+            ),
             elementwise("aten_add_i64", "NP", &["src", "src", "positions", "NP"]),
+            // values[src], weights[src]: gpu_index_kernel's index_elementwise_kernel<128, 4>.
             elementwise(
-                "aten_index_i64",
+                "aten_index_elementwise_i64",
                 "NP",
-                &["permuted_values", "values", "src", "NP"],
+                &["permuted_values", "values", "src", "NP", "N"],
             ),
             elementwise(
-                "aten_index_f32",
+                "aten_index_elementwise_f32",
                 "NP",
-                &["permuted_weights", "weights", "src", "NP"],
+                &["permuted_weights", "weights", "src", "NP", "N"],
             ),
         ]);
         plan

@@ -13,7 +13,12 @@
 //!
 //! The reference is the eager `Model` (`kernelbench/06_sequence_gather_padded_bf16.py`) launch
 //! for launch: `cumsum`, `sub`, `arange`, `>=`, `+`, `masked_fill_`, `indices[src]`,
-//! `F.embedding` (ATen's vectorized row gather) and the final `masked_fill_`.
+//! `F.embedding` (ATen's vectorized row gather) and the final `masked_fill_`, whose mask
+//! broadcasts over D, so ATen runs it through the non-vectorized `elementwise_kernel<128, 4>`
+//! (one bf16 element per iteration, offsets through a 2-D `OffsetCalculator`): ported as
+//! `aten_masked_fill_bcast_u16`. H200 `full` (profile 20261201T233623Z): eager's fill 314 µs,
+//! the former one-divide, loads-first port 188 µs; with the port the reference should go from
+//! 0.535 to ≈ 0.66 ms, ≈ 1.0 of eager's 0.664.
 use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
@@ -199,7 +204,12 @@ impl Problem for SequenceGatherPaddedBf16 {
         let mut plan = inclusive_scan("inclusive_sum_i64", "lengths", "cum", "B", "scan_status");
         plan.extend([
             elementwise("aten_sub_i64", "B", &["starts", "cum", "lengths", "B"]),
-            elementwise("aten_arange_i64", "L", &["pos", "L"]),
+            LaunchSpec::linear(
+                "aten_arange_with_index_i64",
+                "max(ceil_div(L, 64), 1)",
+                64,
+                &["pos", "0", "1", "L"],
+            ),
             elementwise(
                 "aten_ge_outer_i64",
                 "B * L",
@@ -225,8 +235,9 @@ impl Problem for SequenceGatherPaddedBf16 {
                 "D * 2",
                 &["out", "weight", "rows", "D * 2", "D * 2", "D * 2"],
             ),
+            // The mask broadcasts over D: ATen's non-vectorized elementwise kernel.
             elementwise(
-                "aten_masked_fill_rows_u16",
+                "aten_masked_fill_bcast_u16",
                 "B * L * D",
                 &["out", "pad", "0", "B * L", "D"],
             ),

@@ -13,10 +13,19 @@
 //! Zipf(α = 1.15) with the hot rows scattered by a per-table permutation.
 //!
 //! The eager `Model` is a loop over the tables, one `F.embedding_bag` each (the way an
-//! `nn.ModuleList` of `nn.EmbeddingBag` runs), and the reference does the same: 26 launches of
-//! PyTorch's sum kernel, each on its table's slice, each writing its column slice of `out`.
-//! Eager PyTorch returns each table's sums in fp16 (the weight's dtype) and copies them into the
-//! fp32 output; the reference writes the fp32 sums directly (no fp16 round trip, no copy).
+//! `nn.ModuleList` of `nn.EmbeddingBag` runs), and the reference does the same, launch for
+//! launch (`gpu_kernels::kernels::tbe_forward_fp16`): the `cat` of the bounds, then per table
+//! the offsets shift (`offsets[...] - begin`), PyTorch's fp16 sum kernel on the table's slice
+//! writing fp16 sums (the weight's dtype) into a [B, D] buffer, and ATen's strided copy of
+//! that buffer into `out`'s fp32 column slice. Eager's `.tolist()` device-to-host copy and
+//! host sync has no counterpart (a plan is kernel launches only).
+//!
+//! H200 `full` (profile 20261201T233623Z): the reference (26 fused launches) was 1.858 ms
+//! against eager's 2.930 (0.63). Per table eager adds the shift (≈ 2.5 µs) and the copy
+//! (≈ 15.5 µs), 26 × 18 ≈ 0.47 ms, plus the 3 µs cat: the reference should go to ≈ 2.33 ms,
+//! ≈ 0.79 of eager. The rest of the gap is in the bag kernels themselves (eager's 26 sum to
+//! ≈ 2.39 ms, the reference's ≈ 1.86 before this change; its per-kernel list was empty in that
+//! profile, so which tables differ is not known yet).
 //!
 //! Tolerance: eager's fp16 round trip is off by up to 2^-11 relative per element (measured
 //! ≈ 2.1e-4 relative L2 and ≈ 3.7e-4 max error over ‖ref‖∞ on this table set), which the fp32
@@ -255,30 +264,58 @@ impl Problem for TbeForwardFp16 {
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        // One `F.embedding_bag` per table, each with PyTorch's launch.
-        (0..NUM_TABLES)
-            .map(|table| {
-                let table = table.to_string();
-                let args = [
+        // bounds = torch.cat([table_offsets, offsets[::B]]) (then `.tolist()`: a device-to-host
+        // copy and sync, which a plan cannot express).
+        let mut plan = vec![LaunchSpec::new(
+            "aten_cat_bounds_i64",
+            [264.into(), 2.into(), 1.into()],
+            [512.into(), 1.into(), 1.into()],
+            &["bounds", "table_offsets", "offsets", "T + 1", "B"],
+        )];
+        // Per table: the shifted offsets, one fp16 `F.embedding_bag`, the copy into `out`.
+        for table in 0..NUM_TABLES {
+            let table = table.to_string();
+            plan.push(LaunchSpec::linear(
+                "tbe_offsets_shift",
+                "ceil_div(B + 1, 512)",
+                128,
+                &["table_bag_offsets", "offsets", &table, "B"],
+            ));
+            plan.push(bags::embedding_bag_launch(
+                "tbe_embedding_bag_f16",
+                &[
                     "indices",
                     "offsets",
+                    "table_bag_offsets",
                     "weight",
                     "table_offsets",
-                    "out",
+                    "pooled",
                     "offset2bag",
                     "bag_size",
                     &table,
-                    "T",
                     "B",
                     "D",
-                ];
-                bags::embedding_bag_launch("tbe_forward_fp16_table_reference", &args)
-            })
-            .collect()
+                    "-1",
+                ],
+            ));
+            plan.push(LaunchSpec::linear(
+                "aten_copy_f16_to_f32_2d",
+                "max(ceil_div(B * D, 512), 1)",
+                128,
+                &["out", "pooled", &table, "B", "D", "T * D"],
+            ));
+        }
+        plan
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        bags::embedding_bag_scratch("T * B * 8")
+        let mut s = bags::embedding_bag_scratch("T * B * 8");
+        s.extend([
+            ScratchSpec::new("bounds", "(T + 1) * 2 * 8"),
+            ScratchSpec::new("table_bag_offsets", "(B + 1) * 8"),
+            ScratchSpec::new("pooled", "max(B * D, 1) * 2"),
+        ]);
+        s
     }
 }
 
@@ -416,11 +453,19 @@ mod tests {
     }
 
     #[test]
-    fn reference_plan_launches_once_per_table() {
+    fn reference_plan_is_the_cat_then_three_launches_per_table() {
         let plan = TbeForwardFp16.reference();
-        assert_eq!(plan.len(), 26);
-        for (t, l) in plan.iter().enumerate() {
-            assert_eq!(l.args[7], t.to_string());
+        assert_eq!(plan.len(), 1 + 3 * NUM_TABLES);
+        assert_eq!(plan[0].kernel, "aten_cat_bounds_i64");
+        for (t, l) in plan[1..].chunks(3).enumerate() {
+            let kernels: Vec<&str> = l.iter().map(|l| l.kernel.as_str()).collect();
+            assert_eq!(
+                kernels,
+                ["tbe_offsets_shift", "tbe_embedding_bag_f16", "aten_copy_f16_to_f32_2d"]
+            );
+            assert_eq!(l[0].args[2], t.to_string());
+            assert_eq!(l[1].args[8], t.to_string());
+            assert_eq!(l[2].args[2], t.to_string());
         }
     }
 

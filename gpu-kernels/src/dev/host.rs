@@ -130,6 +130,46 @@ pub unsafe fn load_volatile_u64(p: *const u64) -> u64 {
     AtomicU64::from_ptr(p as *mut u64).load(Ordering::Acquire)
 }
 
+/// f32 to IEEE half bits, rounded to nearest even as `cvt.rn.f16.f32`: overflow to infinity,
+/// half subnormals rounded at 2^-24, a NaN stays a (quiet) NaN.
+pub fn f32_to_f16_rn(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let man = bits & 0x7f_ffff;
+    if exp == 0xff {
+        return sign
+            | 0x7c00
+            | if man != 0 {
+                0x200 | (man >> 13) as u16
+            } else {
+                0
+            };
+    }
+    // The half exponent field this value would have.
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    // Round `m` (with `shift` bits to drop) to nearest even; a carry may reach the exponent,
+    // which is the right encoding (the next binade, or infinity).
+    let round = |m: u32, shift: u32| -> u32 {
+        let (r, rem, halfway) = (m >> shift, m & ((1 << shift) - 1), 1u32 << (shift - 1));
+        if rem > halfway || (rem == halfway && r & 1 == 1) {
+            r + 1
+        } else {
+            r
+        }
+    };
+    if e <= 0 {
+        if e < -10 {
+            return sign; // below 2^-25: rounds to zero
+        }
+        return sign | round(man | 0x80_0000, (14 - e) as u32) as u16;
+    }
+    sign | round(((e as u32) << 23) | man, 13) as u16
+}
+
 /// IEEE half (its bits) to f32, exactly: normals, subnormals, zeros, infinities and NaNs.
 pub fn f16_to_f32(h: u16) -> f32 {
     let sign = ((h as u32) & 0x8000) << 16;

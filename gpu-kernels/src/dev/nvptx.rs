@@ -166,6 +166,16 @@ pub fn f16_to_f32(h: u16) -> f32 {
     r
 }
 
+/// f32 to IEEE half bits, rounded to nearest even (`__float2half`: one `cvt.rn.f16.f32`).
+#[inline(always)]
+pub fn f32_to_f16_rn(x: f32) -> u16 {
+    let r: u16;
+    unsafe {
+        asm!("cvt.rn.f16.f32 {0}, {1};", out(reg16) r, in(reg32) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// Square root, correctly rounded (`sqrtf` under nvcc's default `-prec-sqrt=true`).
 #[inline(always)]
 pub fn sqrt_f32(x: f32) -> f32 {

@@ -11,9 +11,9 @@
 //!         - out_starts
 //! src = torch.repeat_interleave(shift, permuted_lengths...,   # cast + scan (repeats.cumsum),
 //!                               output_size=NP)               # aten_repeat_interleave_i32,
-//!                                                             # aten_index_i64_by_i32 (index_select)
-//! src += torch.arange(NP)                                     # aten_arange_i64, aten_add_i64
-//! values[src], weights[src]                                   # aten_index_i64, aten_index_f32
+//!                                                             # aten_gather_elementwise_i64_by_i32 (index_select)
+//! src += torch.arange(NP)                                     # aten_arange_with_index_i64, aten_add_i64
+//! values[src], weights[src]                                   # aten_index_elementwise_i64, _f32
 //! ```
 //! [`aten_repeat_interleave_i32`] is ATen's `compute_cuda_kernel` (Repeat.cu), also used by
 //! problem 8.

@@ -5,49 +5,21 @@
 //! launch:
 //! ```text
 //! starts = torch.cumsum(lengths, 0) - lengths            # scan_init + inclusive_sum_i64, aten_sub_i64
-//! pos = torch.arange(max_len)                            # aten_arange_i64
+//! pos = torch.arange(max_len)                            # aten_arange_with_index_i64
 //! pad = pos >= lengths.unsqueeze(1)                      # aten_ge_outer_i64
 //! src = (starts.unsqueeze(1) + pos).masked_fill_(pad, 0) # aten_add_outer_i64, aten_masked_fill_i64
 //! rows = indices[src]                                    # aten_index_i64
 //! out = F.embedding(rows, weight)                        # aten_gather_rows16 (vectorized_gather_kernel)
-//! out.masked_fill_(pad.unsqueeze(-1), 0.0)               # aten_masked_fill_rows_u16
+//! out.masked_fill_(pad.unsqueeze(-1), 0.0)               # aten_masked_fill_bcast_u16
 //! ```
 //! The broadcast kernels here are ATen's non-contiguous TensorIterator loop: block 128, four
 //! elements per thread at a stride of 128, the row of element `i` found with ATen's
 //! `IntDivider` (a multiply-high and a shift; ATen builds the magic number on the host, here
 //! thread 0 of each block builds it).
-use super::torch_ops::{ew4, EW_BLOCK_ITEMS};
+use super::torch_ops::{block_dividers, ew4, legacy_loop, offsets_2d, EW_BLOCK_ITEMS};
 use crate::dev::*;
 
-/// ATen's `IntDivider<uint32_t>`: `n / d` for `n < 2^31` as `(mulhi(n, m1) + n) >> shift`.
-#[derive(Clone, Copy)]
-pub struct IntDivider {
-    m1: u32,
-    shift: u32,
-}
-
-impl IntDivider {
-    /// The divider of `d` (1 ≤ d < 2^31).
-    #[inline(always)]
-    pub fn new(d: u32) -> Self {
-        let mut shift = 0;
-        while shift < 32 && (1u64 << shift) < d as u64 {
-            shift += 1;
-        }
-        let magic = ((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1;
-        IntDivider {
-            m1: magic as u32,
-            shift,
-        }
-    }
-
-    /// `n / d` for `n < 2^31`.
-    #[inline(always)]
-    pub fn divide(self, n: u32) -> u32 {
-        let t = ((n as u64 * self.m1 as u64) >> 32) as u32;
-        t.wrapping_add(n) >> self.shift
-    }
-}
+pub use super::torch_ops::IntDivider;
 
 /// The divider of `d`, built by thread 0 and shared through the block (ends with a barrier).
 #[inline(always)]
@@ -62,6 +34,7 @@ unsafe fn block_divider(d: u32) -> IntDivider {
     IntDivider {
         m1: *shared,
         shift: *shared.add(1),
+        divisor: d,
     }
 }
 
@@ -90,13 +63,25 @@ kernel! {
 }
 
 kernel! {
-    /// `out.masked_fill_(pad.unsqueeze(-1), value)` on a [rows, cols] 16-bit tensor (bf16
-    /// bits) with one mask byte per row: `out[r·cols + c] = pad[r] ? value : out[r·cols + c]`.
-    /// Launch: grid `max(ceil_div(rows·cols, 512), 1)`, block 128.
-    pub unsafe fn aten_masked_fill_rows_u16(out: *mut u16, pad: *const u8, value: u32, rows: i64, cols: i64) {
-        let div = block_divider(cols as u32);
-        ew4(rows * cols, |i| (*out.add(i), *pad.add(div.divide(i as u32) as usize)),
-            |_, (x, m): (u16, u8)| if m != 0 { value as u16 } else { x }, |i, v| *out.add(i) = v);
+    /// `out.masked_fill_(pad.unsqueeze(-1), value)` on a [rows, cols] 16-bit tensor (bf16 bits)
+    /// as ATen runs it: the mask broadcasts over the last dimension, so TensorIterator takes the
+    /// non-vectorized path, `elementwise_kernel<128, 4, gpu_kernel_impl_nocast<masked_fill_kernel
+    /// …>>` — per element, one after the other ([`legacy_loop`]), the 2-D `OffsetCalculator`
+    /// (two `divmod`s: column, row) gives the offsets of the output, the input (the same tensor)
+    /// and the mask (stride 0 over the columns), then one bf16 load, one mask-byte load and one
+    /// store. Launch: grid `max(ceil_div(rows·cols, 512), 1)`, block 128 (`rows·cols < 2^31`).
+    pub unsafe fn aten_masked_fill_bcast_u16(out: *mut u16, pad: *const u8, value: u32, rows: i64, cols: i64) {
+        let div = block_dividers(cols as u32, rows as u32);
+        let data = out as *mut u8;
+        legacy_loop::<128, 4>(rows * cols, |i| {
+            let (c, r) = offsets_2d(div, i as u32);
+            // Byte offsets of the three operands: out/self (2, 2·cols), mask (0, 1).
+            let self_off = (c as usize) * 2 + (r as usize) * 2 * cols as usize;
+            let mask_off = r as usize;
+            let x = *(data.add(self_off) as *const u16);
+            let m = *pad.add(mask_off);
+            *(data.add(self_off) as *mut u16) = if m != 0 { value as u16 } else { x };
+        });
     }
 }
 
@@ -178,22 +163,45 @@ mod tests {
                 assert_eq!(sum[r * l + c], starts[r] + c as i64);
             }
         }
-        let d = 24usize;
-        let mut out: Vec<u16> = (0..b * l * d).map(|i| i as u16 | 1).collect();
+        // ATen's broadcast path (one element after the other per thread), with a fill value
+        // other than 0 and D = 40 (B·L·D = 5320: the last block partial).
+        let d = 40usize;
+        let mut out: Vec<u16> = (0..b * l * d)
+            .map(|i| (i as u16).wrapping_mul(31) | 2)
+            .collect();
         let before = out.clone();
         run_ew(
-            &aten_masked_fill_rows_u16::EMU,
+            &aten_masked_fill_bcast_u16::EMU,
             b * l * d,
             &[
                 out.as_mut_ptr() as u64,
                 pad.as_ptr() as u64,
-                0,
+                0x3f80,
                 (b * l) as u64,
                 d as u64,
             ],
         );
         for (i, (&o, &x)) in out.iter().zip(&before).enumerate() {
-            assert_eq!(o, if pad[i / d] != 0 { 0 } else { x });
+            assert_eq!(o, if pad[i / d] != 0 { 0x3f80 } else { x }, "{i}");
+        }
+    }
+
+    #[test]
+    fn int_divider_divmod_and_2d_offsets() {
+        let div = (IntDivider::new(24), IntDivider::new(7));
+        for i in [
+            0u32,
+            1,
+            23,
+            24,
+            25,
+            24 * 7 - 1,
+            24 * 7,
+            24 * 7 * 3 + 5,
+            1 << 30,
+        ] {
+            assert_eq!(div.0.divmod(i), (i / 24, i % 24));
+            assert_eq!(offsets_2d(div, i), (i % 24, (i / 24) % 7));
         }
     }
 }

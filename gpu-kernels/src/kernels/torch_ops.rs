@@ -91,6 +91,164 @@ pub fn remainder_i64(a: i64, b: i64) -> i64 {
     }
 }
 
+/// ATen's `launch_legacy_kernel` loop (`elementwise_kernel<NT, VT>`, `index_elementwise_kernel<NT,
+/// VT>`, `_scatter_gather_elementwise_kernel<NT, VT>`): thread `t` of block `b` runs `f` on
+/// elements `b·NT·VT + t + k·NT`, k < VT, one after the other — each element's loads, then its
+/// store, before the next element's loads (the data go through `char*` pointers, so the
+/// compiler cannot hoist a later element's loads above an earlier store). Launch: block NT,
+/// grid `ceil_div(n, NT·VT)`.
+#[inline(always)]
+pub(crate) unsafe fn legacy_loop<const NT: usize, const VT: usize>(n: i64, f: impl Fn(usize)) {
+    let mut idx = block_idx_x() as usize * NT * VT + thread_idx_x() as usize;
+    let mut k = 0;
+    while k < VT {
+        if (idx as i64) < n {
+            f(idx);
+            idx += NT;
+        }
+        k += 1;
+    }
+}
+
+/// ATen's `IntDivider<uint32_t>`: `n / d` for `n < 2^31` as `(mulhi(n, m1) + n) >> shift`.
+#[derive(Clone, Copy)]
+pub struct IntDivider {
+    pub(crate) m1: u32,
+    pub(crate) shift: u32,
+    pub(crate) divisor: u32,
+}
+
+impl IntDivider {
+    /// The divider of `d` (1 ≤ d < 2^31).
+    #[inline(always)]
+    pub fn new(d: u32) -> Self {
+        let mut shift = 0;
+        while shift < 32 && (1u64 << shift) < d as u64 {
+            shift += 1;
+        }
+        let magic = ((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1;
+        IntDivider {
+            m1: magic as u32,
+            shift,
+            divisor: d,
+        }
+    }
+
+    /// `n / d` for `n < 2^31`.
+    #[inline(always)]
+    pub fn divide(self, n: u32) -> u32 {
+        let t = ((n as u64 * self.m1 as u64) >> 32) as u32;
+        t.wrapping_add(n) >> self.shift
+    }
+
+    /// `(n / d, n % d)` (`IntDivider::divmod`: the remainder as `n - q·d`).
+    #[inline(always)]
+    pub fn divmod(self, n: u32) -> (u32, u32) {
+        let q = self.divide(n);
+        (q, n.wrapping_sub(q.wrapping_mul(self.divisor)))
+    }
+}
+
+/// The dividers of `d0` and `d1`, built by thread 0 and shared through the block (ends with a
+/// barrier). ATen builds an `OffsetCalculator`'s dividers on the host and passes them as kernel
+/// parameters; a plan can pass only sizes, so thread 0 of each block builds them here.
+#[inline(always)]
+pub(crate) unsafe fn block_dividers(d0: u32, d1: u32) -> (IntDivider, IntDivider) {
+    let shared = crate::static_shared!(ATEN_OFFSET_DIVIDERS: [u32; 4]);
+    if thread_idx_x() == 0 {
+        let (a, b) = (IntDivider::new(d0), IntDivider::new(d1));
+        *shared = a.m1;
+        *shared.add(1) = a.shift;
+        *shared.add(2) = b.m1;
+        *shared.add(3) = b.shift;
+    }
+    sync_threads();
+    (
+        IntDivider {
+            m1: *shared,
+            shift: *shared.add(1),
+            divisor: d0,
+        },
+        IntDivider {
+            m1: *shared.add(2),
+            shift: *shared.add(3),
+            divisor: d1,
+        },
+    )
+}
+
+/// ATen's 2-D `OffsetCalculator` over sizes `(d0, d1)` (dim 0 fastest): the coordinates of
+/// linear element `i`, `(i % d0, (i / d0) % d1)`, two `divmod`s.
+#[inline(always)]
+pub(crate) fn offsets_2d(div: (IntDivider, IntDivider), i: u32) -> (u32, u32) {
+    let (q0, r0) = div.0.divmod(i);
+    let (_, r1) = div.1.divmod(q0);
+    (r0, r1)
+}
+
+kernel! {
+    /// `torch.arange(start, n·step, step)` on int64 as ATen runs it (`elementwise_kernel_with_index`
+    /// of RangeFactories.cu): 64 threads per block, one element per thread, `out[i] = start +
+    /// step·i` in the accumulate type (int64), an `int` index. Launch: grid `ceil_div(n, 64)`,
+    /// block 64 (`n < 2^31`).
+    pub unsafe fn aten_arange_with_index_i64(out: *mut i64, start: i64, step: i64, n: i64) {
+        let idx = (64 * block_idx_x() + thread_idx_x()) as i32;
+        if (idx as i64) < n {
+            *out.add(idx as usize) = start.wrapping_add(step.wrapping_mul(idx as i64));
+        }
+    }
+}
+
+/// `src[idx]` element `i` as ATen's `gpu_index_kernel` does it: the int64 index read, checked
+/// against the indexed dimension's `size` (`CUDA_KERNEL_ASSERT(index >= -size && index <
+/// size)`; an index outside leaves the element unwritten here instead of trapping), wrapped when
+/// negative, scaled by the byte stride, then the opaque element copy.
+#[inline(always)]
+unsafe fn index_element<T: Copy>(out: *mut T, src: *const T, idx: *const i64, size: i64, i: usize) {
+    let mut j = *idx.add(i);
+    if j >= -size && j < size {
+        if j < 0 {
+            j += size;
+        }
+        let offset = j * core::mem::size_of::<T>() as i64;
+        *out.add(i) = *((src as *const u8).offset(offset as isize) as *const T);
+    }
+}
+
+kernel! {
+    /// `src[idx]` on 1-D int64 data with an int64 index as ATen runs it:
+    /// `index_elementwise_kernel<128, 4>` of `gpu_index_kernel` (`index_kernel_impl<OpaqueType<8>>`),
+    /// one element after the other per thread ([`legacy_loop`]); `size` is `src`'s length.
+    /// Launch: grid `ceil_div(n, 512)`, block 128.
+    pub unsafe fn aten_index_elementwise_i64(out: *mut i64, src: *const i64, idx: *const i64, n: i64, size: i64) {
+        legacy_loop::<128, 4>(n, |i| index_element(out, src, idx, size, i));
+    }
+}
+
+kernel! {
+    /// [`aten_index_elementwise_i64`] on f32 data (`index_kernel_impl<OpaqueType<4>>`).
+    pub unsafe fn aten_index_elementwise_f32(out: *mut f32, src: *const f32, idx: *const i64, n: i64, size: i64) {
+        legacy_loop::<128, 4>(n, |i| index_element(out, src, idx, size, i));
+    }
+}
+
+kernel! {
+    /// `src.index_select(0, idx)` on 1-D int64 data with an int32 index as ATen runs it for
+    /// `repeat_interleave`: `_scatter_gather_elementwise_kernel<128, 8>` of
+    /// `_cuda_scatter_gather_internal_kernel<false, OpaqueType<8>, int>` — per element, one after
+    /// the other, the index read and checked (`CUDA_KERNEL_ASSERT(idx >= 0 && idx < size)`; an
+    /// index outside leaves the element unwritten here), then the copy `out[i] =
+    /// src[idx[i]]`. Launch: grid `ceil_div(n, 1024)`, block 128.
+    pub unsafe fn aten_gather_elementwise_i64_by_i32(out: *mut i64, src: *const i64, idx: *const i32, n: i64, size: i64) {
+        legacy_loop::<128, 8>(n, |i| {
+            let j = *idx.add(i) as i64;
+            if j >= 0 && j < size {
+                *out.add(i) = *((src as *const u8).offset((j * 8) as isize) as *const i64);
+            }
+        });
+    }
+}
+
 kernel! {
     /// `torch.arange(n)` (int64): `out[i] = i`.
     pub unsafe fn aten_arange_i64(out: *mut i64, n: i64) {
@@ -466,6 +624,87 @@ pub(crate) mod tests {
             &[pm(&mut scattered), p(&idx), p(&a), n as u64],
         );
         assert!((0..n).all(|i| scattered[idx[i] as usize] == a[i]));
+    }
+
+    /// Launches a `legacy_loop::<128, VT>` kernel over `n` elements.
+    fn run_legacy(kernel: &EmuKernel, n: usize, vt: usize, args: &[u64]) {
+        let cfg = LaunchConfig {
+            grid: [n.div_ceil(128 * vt).max(1) as u32, 1, 1],
+            block: [128, 1, 1],
+            shared_bytes: 0,
+        };
+        unsafe { launch_kernel(kernel, &cfg, args).unwrap() };
+    }
+
+    #[test]
+    fn aten_shaped_arange_and_gathers_match_their_definitions() {
+        let n = 2500; // not a multiple of 64, 512 or 1024
+        let mut out = vec![0i64; n];
+        let cfg = LaunchConfig {
+            grid: [n.div_ceil(64) as u32, 1, 1],
+            block: [64, 1, 1],
+            shared_bytes: 0,
+        };
+        unsafe {
+            launch_kernel(
+                &aten_arange_with_index_i64::EMU,
+                &cfg,
+                &[pm(&mut out), (-7i64) as u64, 3, n as u64],
+            )
+            .unwrap();
+        }
+        assert!(out.iter().enumerate().all(|(i, &o)| o == -7 + 3 * i as i64));
+        let size = 777usize;
+        let src: Vec<i64> = (0..size as i64).map(|i| i * 1_000_003 - 5).collect();
+        let srcf: Vec<f32> = (0..size).map(|i| i as f32 * 0.25 - 3.0).collect();
+        // Indices in range, negative (counted from the end), and two outside (left unwritten).
+        let mut idx: Vec<i64> = (0..n as i64)
+            .map(|i| (i * 13) % (2 * size as i64) - size as i64)
+            .collect();
+        idx[5] = size as i64;
+        idx[n - 1] = -(size as i64) - 1;
+        let wrap = |j: i64| if j < 0 { j + size as i64 } else { j } as usize;
+        let mut gathered = vec![i64::MIN; n];
+        run_legacy(
+            &aten_index_elementwise_i64::EMU,
+            n,
+            4,
+            &[pm(&mut gathered), p(&src), p(&idx), n as u64, size as u64],
+        );
+        let mut gf = vec![f32::NAN; n];
+        run_legacy(
+            &aten_index_elementwise_f32::EMU,
+            n,
+            4,
+            &[pm(&mut gf), p(&srcf), p(&idx), n as u64, size as u64],
+        );
+        for i in 0..n {
+            if i == 5 || i == n - 1 {
+                assert_eq!(gathered[i], i64::MIN, "{i}: out of range, unwritten");
+                assert!(gf[i].is_nan());
+            } else {
+                assert_eq!(gathered[i], src[wrap(idx[i])], "{i}");
+                assert_eq!(gf[i], srcf[wrap(idx[i])], "{i}");
+            }
+        }
+        let mut idx32: Vec<i32> = (0..n as i32).map(|i| (i * 29) % size as i32).collect();
+        idx32[7] = -1;
+        idx32[8] = size as i32;
+        let mut g = vec![i64::MIN; n];
+        run_legacy(
+            &aten_gather_elementwise_i64_by_i32::EMU,
+            n,
+            8,
+            &[pm(&mut g), p(&src), p(&idx32), n as u64, size as u64],
+        );
+        for i in 0..n {
+            let want = if i == 7 || i == 8 {
+                i64::MIN
+            } else {
+                src[idx32[i] as usize]
+            };
+            assert_eq!(g[i], want, "{i}");
+        }
     }
 
     #[test]
