@@ -525,7 +525,13 @@ mod tests {
         w.problems_ran = Some("compile".into());
         w.validate().unwrap();
         let compiled = project(&w, &records, None);
-        let by = |name: &str| compiled.problems.iter().find(|x| x.problem == name).unwrap();
+        let by = |name: &str| {
+            compiled
+                .problems
+                .iter()
+                .find(|x| x.problem == name)
+                .unwrap()
+        };
         assert_eq!(by("embedding_bag_sum").speedup, 2.0);
         assert_eq!(by("embedding_bag_sum").basis, "torch.compile");
         assert_eq!(by("fm_interaction").speedup, 1.0);
@@ -534,6 +540,21 @@ mod tests {
         assert!((compiled.new_time_share - 0.75).abs() < 1e-12);
         w.problems_ran = Some("inductor".into());
         assert!(w.validate().unwrap_err().contains("`problems_ran`"));
+    }
+
+    #[test]
+    fn the_classes_are_the_profilers() {
+        // tools/kernel_classes.py's CLASSES tuple, in its order.
+        let py = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kernel_classes.py"),
+        )
+        .unwrap();
+        let tuple = &py[py
+            .find("\nCLASSES = (")
+            .expect("CLASSES in kernel_classes.py")..];
+        let tuple = &tuple[..tuple.find(')').unwrap()];
+        let names: Vec<&str> = tuple.split('"').skip(1).step_by(2).collect();
+        assert_eq!(names, CLASSES);
     }
 
     #[test]

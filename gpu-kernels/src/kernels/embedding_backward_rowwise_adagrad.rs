@@ -69,25 +69,31 @@ kernel! {
         if j >= num_indices as u64 {
             return;
         }
-        let key = *indices.add(j as usize) as u64;
-        let capacity = capacity as u64;
-        let mut pos = home_slot(key, capacity);
-        loop {
-            let slot = keys.add(pos as usize);
-            let seen = load_volatile_u64(slot);
-            if seen == key {
-                return;
+        insert_key(keys, *indices.add(j as usize) as u64, capacity as u64);
+    }
+}
+
+/// Puts `key` into the open-addressing table `keys` of `capacity` slots unless it is there
+/// (linear probing from [`home_slot`], a 64-bit CAS per empty slot tried) and returns its slot.
+/// `capacity` must exceed the distinct keys.
+#[inline(always)]
+pub unsafe fn insert_key(keys: *mut u64, key: u64, capacity: u64) -> u64 {
+    let mut pos = home_slot(key, capacity);
+    loop {
+        let slot = keys.add(pos as usize);
+        let seen = load_volatile_u64(slot);
+        if seen == key {
+            return pos;
+        }
+        if seen == EMPTY {
+            let before = atomic_cas_u64(slot, EMPTY, key);
+            if before == EMPTY || before == key {
+                return pos;
             }
-            if seen == EMPTY {
-                let before = atomic_cas_u64(slot, EMPTY, key);
-                if before == EMPTY || before == key {
-                    return;
-                }
-            }
-            pos += 1;
-            if pos == capacity {
-                pos = 0;
-            }
+        }
+        pos += 1;
+        if pos == capacity {
+            pos = 0;
         }
     }
 }
