@@ -207,6 +207,15 @@ pub unsafe fn load_nc_f32x4(p: *const f32) -> [f32; 4] {
     [*p, *p.add(1), *p.add(2), *p.add(3)]
 }
 
+/// 8-byte load of four u16 (fp16 bits) through the read-only path.
+pub unsafe fn load_nc_u16x4(p: *const u16) -> [u16; 4] {
+    assert!(
+        (p as usize).is_multiple_of(8),
+        "misaligned 8-byte access at {p:p}"
+    );
+    [*p, *p.add(1), *p.add(2), *p.add(3)]
+}
+
 /// 16-byte load of four f32.
 pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {
     check_aligned_16(p);

@@ -197,6 +197,17 @@ pub unsafe fn load_nc_f32x4(p: *const f32) -> [f32; 4] {
     [a, b, c, d]
 }
 
+/// One 8-byte load of four u16 (fp16 bits) through the read-only (non-coherent) path. `p` must
+/// be an 8-byte-aligned global address of data no thread writes during the kernel.
+#[inline(always)]
+pub unsafe fn load_nc_u16x4(p: *const u16) -> [u16; 4] {
+    let (a, b, c, d): (u16, u16, u16, u16);
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {4}; ld.global.nc.v4.u16 {{{0}, {1}, {2}, {3}}}, [g]; }}",
+         out(reg16) a, out(reg16) b, out(reg16) c, out(reg16) d, in(reg64) p,
+         options(readonly, nostack));
+    [a, b, c, d]
+}
+
 /// One 16-byte load of four f32 (coherent). `p` must be 16-byte aligned.
 #[inline(always)]
 pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {
