@@ -13,18 +13,64 @@
 //! rows. On the device the runner proves the untouched rows by fingerprint and copies back only
 //! the looked-up ones ([`crate::check::check_changed_rows`]).
 //!
-//! The eager `Model` finds the distinct rows with `torch.unique` (a sort), reduces with
-//! `index_add_` and updates with indexed gathers and scatters. The reference keeps that shape
-//! (distinct rows, then reduce with fp32 atomics, then update) but finds the distinct rows with
-//! a hash table in scratch (`gpu-kernels` `embedding_backward_rowwise_adagrad`: clear, insert,
-//! assign ids, zero, accumulate, update: six launches).
+//! The reference is the eager `Model` launch for launch (35 launches, issue 17), with the ATen
+//! kernels ported (`gpu-kernels` `embedding_backward_rowwise_adagrad`, `torch_ops`,
+//! `radix_sort`, `scan`, `unique_indices`):
+//!
+//! | # | eager (`full`, H200 profile 20261201T233623Z) | port | grid at `full` |
+//! |---|---|---|---|
+//! | 1 | `arange(B)`: `elementwise_kernel_with_index` 2.3 µs | `aten_arange_with_index_i64` | 1024 (same) |
+//! | 2 | `offsets[1:] - offsets[:-1]`: `unrolled_elementwise_kernel<add<long>>` 2.8 µs | `aten_offsets_diff_i64` | 128 (same) |
+//! | 3–4 | `cumsum` of the repeats: `DeviceScanInit` + `DeviceScan` 6.2 µs | `scan_init`, `inclusive_sum_i64` | 1, 32 (74) |
+//! | 5 | `compute_cuda_kernel<long>` 9.5 µs | `aten_repeat_interleave_i64` | 2048 (same) |
+//! | 6 | `index_select` of the arange: `_scatter_gather_elementwise_kernel<128, 8>` 9.5 µs | `aten_gather_elementwise_i64_by_i64` | 1293 (same) |
+//! | 7 | `arange(N)` (unique's positions) 14.3 µs | `aten_arange_with_index_i64` | 20685 (same) |
+//! | 8–18 | `SortPairs`: histogram 12.1, exclusive sum 2.4, 8 onesweep passes 161 µs | `radix_sort_init`, `_histogram`, `_bin_offsets`, 8 × `_onesweep` (problem 9's) | 1, 431 (924), 8, 431 (288) |
+//! | 19 | `adjacent_difference_kernel` 7.6 µs | `unique_adjacent_difference` | 2586 (same) |
+//! | 20–21 | `InclusiveSum` int32 → int64 10.9 µs | `scan_init`, `inclusive_sum_i32_to_i64` | 1, 647 (431) |
+//! | 22 | `scatter_kernel` (inverse) 27.0 µs | `aten_scatter_i64` | 2586 (same) |
+//! | 23 | `cub::unique`: `DeviceCompactInit` + `DeviceSelectSweep` 11.1 µs | `unique_run_ends` (problem 9's run encoding; also writes U to `num_unique`) | 2586 |
+//! | 24 | `zeros(U, D)`: `FillFunctor<float>` 20.8 µs | `aten_fill_f32_counted` | N·D/512 = 330946 (U·D/1024 = 21367) |
+//! | 25 | `grad_output.index_select(0, bag)`: `vectorized_gather_kernel<16>` 799 µs | `aten_gather_rows16` | N = 1323783 (same) |
+//! | 26 | `grad.index_add_(0, inverse, ·)`: `indexFuncLargeIndex<…, ReduceAdd>` 1234 µs | `aten_index_add_large_index_f32` | 1056 (same) |
+//! | 27 | `momentum.index_select(0, rows)`: `_scatter_gather_elementwise_kernel<128, 8>` 11.6 µs | `aten_gather_elementwise_f32_counted` | 1293 (167) |
+//! | 28 | `grad.square()`: `pow_tensor_scalar_kernel_impl` 40.2 µs | `aten_square_f32_counted` | 330946 (21367) |
+//! | 29 | `.mean(1)`: `reduce_kernel<512, 1, MeanOps>` (32, 16) 44.1 µs | `aten_mean_rows_f32_counted` | 82737 (10684) |
+//! | 30 | `+`: `CUDAFunctor_add<float>` 2.8 µs | `aten_add_f32_counted` | 2586 (167) |
+//! | 31 | `momentum.index_copy_(0, rows, m)`: `index_elementwise_kernel<128, 4>` 8.4 µs | `aten_index_copy_f32_counted` | 2586 (334) |
+//! | 32 | `m.sqrt()` 2.9 µs | `aten_sqrt_f32_counted` | 2586 (167) |
+//! | 33 | `+ eps`: `CUDAFunctorOnSelf_add<float>` 2.5 µs | `aten_add_scalar_f32_counted` | 2586 (167) |
+//! | 34 | `grad / (…).unsqueeze(1)`: `elementwise_kernel<128, 2>` (broadcast) 66.6 µs | `aten_div_rows_f32_counted` | N·D/256 = 661892 (85465) |
+//! | 35 | `weight.index_add_(0, rows, ·, alpha=-lr)`: `indexFuncLargeIndex` 164 µs | `aten_index_add_large_index_f32_counted` | 1056 (same) |
+//!
+//! Differences: (a) the distinct count U is data-dependent; eager reads it back (the sync that
+//! ends `torch.unique`) and sizes launches 24 and 27–34 and their tensors by it. A plan cannot
+//! sync: U stays on the device (`num_unique`), every U-sized tensor is allocated at N (U ≤ N),
+//! and each `*_counted` kernel reads U and computes exactly eager's elements on a grid sized by
+//! N, where the blocks past U exit after one load (U/N ≈ 0.13 at `full`: about 7.7 times eager's
+//! blocks, the extra ones empty). The two grid-stride `index_add_` launches keep eager's grid.
+//! (b) `unique` is problem 9's port (its sort, scan and run encoding; the run encoding reads the
+//! scan's run numbers instead of CUB's look-back select).
+//!
+//! Predicted H200 time at `full` (eager: 2.67 ms summed over its 35 kernels, 2.92 ms timed with
+//! its launch gaps and the `.item()` sync): launches 1–6 ≈ 31 µs (eager 30); 7–23 ≈ 340 µs
+//! (eager 246: problem 9's sort passes measured ≈ 1.4× CUB's, histogram 1.8×, scan 2.2×, issue
+//! 17); 25, 26 and 35 as eager (2.20 ms, the same loop shapes); 24, 27–34 ≈ 500 µs (eager 200):
+//! each kernel's own work as eager's plus ≈ 1.2 M empty blocks over 24, 28, 29 and 34 at an
+//! estimated 3–5 blocks per ns (≈ 300 µs, the largest uncertainty). In all ≈ 3.05 ms of kernels
+//! with no sync: ≈ 3.1 ms timed, reference / eager ≈ 1.05 (range 1.0–1.15 on the empty-block
+//! estimate).
 //!
 //! Inputs: Zipf(α = 1.15) rows with hot rows scattered (hot rows make long runs of one row);
 //! log-normal bag lengths (mean 20, σ = 1), bag 0 empty and bag B/2 of the longest length;
 //! grad_output and weight uniform in [-1, 1), momentum uniform in [0, 1); lr = 0.01, eps = 1e-8.
 use crate::check::Tolerance;
-use crate::problem::problem_identity;
 use crate::families::bags::{self, BagRecipe, BagSizes, Bags, Counts};
+use crate::families::sparse::{
+    apply_grid, elementwise, gather_rows16, inclusive_scan, radix_sort_pairs, scan_status_bytes,
+    scratch_of, SortScratch,
+};
+use crate::problem::problem_identity;
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::{shared_table, Seeds};
 use crate::spec::{
@@ -247,71 +293,189 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        const CAP: &str = "2 * max(N, 1)";
-        let threads =
-            |kernel: &str, grid: &str, args: &[&str]| LaunchSpec::linear(kernel, grid, 256, args);
-        let accumulate = [
-            "grad_output",
-            "indices",
-            "offsets",
-            "keys",
-            "slot_id",
-            CAP,
-            "grad_sum",
-            "B",
-            "D",
+        let ew = |kernel: &str, n: &str, args: &[&str]| elementwise(kernel, n, args);
+        let legacy = |kernel: &str, grid: &str, args: &[&str]| {
+            LaunchSpec::linear(kernel, grid, 128, args)
+        };
+        // bag = repeat_interleave(arange(B), offsets[1:] - offsets[:-1], output_size=N).
+        let mut plan = vec![
+            LaunchSpec::linear(
+                "aten_arange_with_index_i64",
+                "max(ceil_div(B, 64), 1)",
+                64,
+                &["bag_range", "0", "1", "B"],
+            ),
+            ew("aten_offsets_diff_i64", "B", &["repeats", "offsets", "B"]),
         ];
-        vec![
-            threads(
-                "adagrad_hash_clear",
-                "ceil_div(2 * max(N, 1), 256)",
-                &["keys", CAP, "distinct"],
+        plan.extend(inclusive_scan(
+            "inclusive_sum_i64",
+            "repeats",
+            "repeats_cum",
+            "B",
+            "repeats_scan_status",
+        ));
+        plan.extend([
+            LaunchSpec::linear(
+                "aten_repeat_interleave_i64",
+                "max(min(ceil_div(B, 16), 2048), 1)",
+                512,
+                &["repeats", "repeats_cum", "repeat_index", "B", "N"],
             ),
-            threads(
-                "adagrad_hash_insert",
-                "ceil_div(max(N, 1), 256)",
-                &["indices", "N", "keys", CAP],
+            legacy(
+                "aten_gather_elementwise_i64_by_i64",
+                "max(ceil_div(N, 1024), 1)",
+                &["bag", "bag_range", "repeat_index", "N", "B"],
             ),
-            threads(
-                "adagrad_hash_assign",
-                "ceil_div(2 * max(N, 1), 256)",
-                &["keys", CAP, "slot_id", "rows", "distinct"],
+        ]);
+        // rows, inverse = unique(indices, sorted=True, return_inverse=True) (problem 9's port,
+        // with its arange as eager's RangeFactories kernel).
+        plan.push(LaunchSpec::linear(
+            "aten_arange_with_index_i64",
+            "max(ceil_div(N, 64), 1)",
+            64,
+            &["range", "0", "1", "N"],
+        ));
+        plan.extend(radix_sort_pairs(
+            "indices",
+            "range",
+            "sorted",
+            "sorted_indices",
+            "N",
+            &SortScratch::new("sort"),
+        ));
+        plan.push(apply_grid(
+            "unique_adjacent_difference",
+            "N",
+            &["inv_loc", "sorted", "N"],
+        ));
+        plan.extend(inclusive_scan(
+            "inclusive_sum_i32_to_i64",
+            "inv_loc",
+            "run",
+            "N",
+            "scan_status",
+        ));
+        plan.extend([
+            apply_grid(
+                "aten_scatter_i64",
+                "N",
+                &["inverse", "sorted_indices", "run", "N"],
             ),
-            threads(
-                "adagrad_zero_rows",
-                "min(4096, ceil_div(max(N, 1) * D, 256))",
-                &["grad_sum", "distinct", "D"],
+            apply_grid(
+                "unique_run_ends",
+                "N",
+                &["sorted", "run", "rows", "run_ends", "num_unique", "N"],
+            ),
+        ]);
+        // grad = zeros(U, D); grad.index_add_(0, inverse, grad_output.index_select(0, bag)).
+        plan.extend([
+            ew(
+                "aten_fill_f32_counted",
+                "N * D",
+                &["grad", "0.0", "num_unique", "D"],
+            ),
+            gather_rows16(
+                "max(N, 1)",
+                "D * 4",
+                &["gathered", "grad_output", "bag", "D * 4", "D * 4", "D * 4"],
+            ),
+            LaunchSpec::linear(
+                "aten_index_add_large_index_f32",
+                INDEX_ADD_GRID_N,
+                128,
+                &["grad", "gathered", "inverse", "N", "D", "N", "1.0"],
+            ),
+        ]);
+        // m = momentum.index_select(0, rows) + grad.square().mean(1); momentum.index_copy_.
+        plan.extend([
+            legacy(
+                "aten_gather_elementwise_f32_counted",
+                "max(ceil_div(N, 1024), 1)",
+                &["momentum_rows", "momentum", "rows", "num_unique", "E"],
+            ),
+            ew(
+                "aten_square_f32_counted",
+                "N * D",
+                &["grad_sq", "grad", "num_unique", "D"],
             ),
             LaunchSpec::new(
-                "adagrad_accumulate",
-                [
-                    "min(1024, ceil_div(max(B, 1) * ceil_div(D, 32), 8))".into(),
-                    1.into(),
-                    1.into(),
-                ],
-                [32.into(), 8.into(), 1.into()],
-                &accumulate,
+                "aten_mean_rows_f32_counted",
+                ["max(ceil_div(N, 16), 1)".into(), 1.into(), 1.into()],
+                [32.into(), 16.into(), 1.into()],
+                &["grad_sq_mean", "grad_sq", "num_unique", "D"],
             ),
-            threads(
-                "adagrad_update",
-                "ceil_div(max(N, 1) * 32, 256)",
-                &[
-                    "rows", "distinct", "grad_sum", "weight", "momentum", "lr", "eps", "D",
-                ],
+            ew(
+                "aten_add_f32_counted",
+                "N",
+                &["m", "momentum_rows", "grad_sq_mean", "num_unique"],
             ),
-        ]
+            legacy(
+                "aten_index_copy_f32_counted",
+                "max(ceil_div(N, 512), 1)",
+                &["momentum", "rows", "m", "num_unique", "E"],
+            ),
+        ]);
+        // weight.index_add_(0, rows, grad / (m.sqrt() + eps).unsqueeze(1), alpha=-lr).
+        plan.extend([
+            ew("aten_sqrt_f32_counted", "N", &["m_sqrt", "m", "num_unique"]),
+            ew(
+                "aten_add_scalar_f32_counted",
+                "N",
+                &["denom", "m_sqrt", "eps", "num_unique"],
+            ),
+            legacy(
+                "aten_div_rows_f32_counted",
+                "max(ceil_div(N * D, 256), 1)",
+                &["step", "grad", "denom", "num_unique", "D"],
+            ),
+            LaunchSpec::linear(
+                "aten_index_add_large_index_f32_counted",
+                INDEX_ADD_GRID_N,
+                128,
+                &["weight", "step", "rows", "num_unique", "D", "E", "-lr"],
+            ),
+        ]);
+        plan
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        vec![
-            ScratchSpec::new("keys", "2 * max(N, 1) * 8"),
-            ScratchSpec::new("slot_id", "2 * max(N, 1) * 4"),
-            ScratchSpec::new("rows", "max(N, 1) * 8"),
-            ScratchSpec::new("distinct", "4"),
-            ScratchSpec::new("grad_sum", "max(N, 1) * D * 4"),
-        ]
+        let mut s = scratch_of(&[
+            ("bag_range", "max(B, 1) * 8"),
+            ("repeats", "max(B, 1) * 8"),
+            ("repeats_cum", "max(B, 1) * 8"),
+            ("repeats_scan_status", &scan_status_bytes("B")),
+            ("repeat_index", "max(N, 1) * 8"),
+            ("bag", "max(N, 1) * 8"),
+            ("range", "max(N, 1) * 8"),
+            ("sorted", "max(N, 1) * 8"),
+            ("sorted_indices", "max(N, 1) * 8"),
+            ("inv_loc", "max(N, 1) * 4"),
+            ("run", "max(N, 1) * 8"),
+            ("scan_status", &scan_status_bytes("N")),
+            ("inverse", "max(N, 1) * 8"),
+            ("rows", "max(N, 1) * 8"),
+            ("run_ends", "max(N, 1) * 8"),
+            ("num_unique", "8"),
+            // The U-sized tensors of eager, sized by N (U <= N stays on the device).
+            ("grad", "max(N, 1) * D * 4"),
+            ("gathered", "max(N, 1) * D * 4"),
+            ("momentum_rows", "max(N, 1) * 4"),
+            ("grad_sq", "max(N, 1) * D * 4"),
+            ("grad_sq_mean", "max(N, 1) * 4"),
+            ("m", "max(N, 1) * 4"),
+            ("m_sqrt", "max(N, 1) * 4"),
+            ("denom", "max(N, 1) * 4"),
+            ("step", "max(N, 1) * D * 4"),
+        ]);
+        s.extend(SortScratch::new("sort").specs("N"));
+        s
     }
 }
+
+/// Grid of `indexFuncLargeIndex` over N·D elements: `min(ceil_div(N·D, 128), 8·SMs)`, 1056 on
+/// the H200's 132 SMs (the same bound serves the U·D launch: U·D ≥ 1056·128 at `small` and
+/// `full`; at `ci` the grid-stride loop covers what the larger grid leaves idle).
+const INDEX_ADD_GRID_N: &str = "max(min(ceil_div(N * D, 128), 1056), 1)";
 
 #[cfg(test)]
 mod tests {
@@ -520,6 +684,40 @@ mod tests {
             nan.bytes[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
             let why = check(&p, &spec, &nan, &s).expect("must fail");
             assert!(why.contains("NaN or infinite"), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_plan_has_eagers_35_launches_and_its_grids_where_they_do_not_depend_on_u() {
+        let p = EmbeddingBackwardRowwiseAdagrad;
+        let plan = p.reference();
+        assert_eq!(plan.len(), 35);
+        // The `full` profile's N (1323783 lookups of 65536 bags).
+        let mut sizes = p.sizes(Preset::Full);
+        sizes.insert("N".into(), 1_323_783);
+        let grid = |k: usize| plan[k].grid[0].eval(&sizes).unwrap();
+        // (launch, kernel, eager's grid) for eager's launches whose grid is not U's.
+        let eager = [
+            (0, "aten_arange_with_index_i64", 1024),
+            (1, "aten_offsets_diff_i64", 128),
+            (4, "aten_repeat_interleave_i64", 2048),
+            (5, "aten_gather_elementwise_i64_by_i64", 1293),
+            (6, "aten_arange_with_index_i64", 20685),
+            (18, "unique_adjacent_difference", 2586),
+            (21, "aten_scatter_i64", 2586),
+            (24, "aten_gather_rows16", 1_323_783),
+            (25, "aten_index_add_large_index_f32", 1056),
+            (34, "aten_index_add_large_index_f32_counted", 1056),
+        ];
+        for (k, kernel, want) in eager {
+            assert_eq!(plan[k].kernel, kernel, "launch {k}");
+            assert_eq!(grid(k), want, "launch {k} ({kernel})");
+        }
+        let onesweeps = plan.iter().filter(|l| l.kernel == "radix_sort_onesweep").count();
+        assert_eq!(onesweeps, 8);
+        // Every scratch buffer is sized by the plan's symbols alone.
+        for s in p.reference_scratch() {
+            assert!(s.bytes.eval(&sizes).unwrap() > 0, "{}", s.name);
         }
     }
 

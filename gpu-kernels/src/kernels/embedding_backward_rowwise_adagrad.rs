@@ -2,21 +2,30 @@
 //! distinct row r looked up by the bags: g = Σ grad_output[b] over every lookup of r (bag b),
 //! m[r] += mean(g²), W[r] -= lr·g / (sqrt(m[r]) + eps). Rows not looked up are left untouched.
 //!
-//! The reference is a multi-kernel plan in the shape of the eager composition (find the
-//! distinct rows, reduce the gradient per distinct row, update), with a hash table in scratch
-//! instead of a sort to find the distinct rows:
-//! 1. [`adagrad_hash_clear`] empties the table (`capacity` u64 keys, all `EMPTY`) and zeroes the
-//!    distinct-row counter;
-//! 2. [`adagrad_hash_insert`]: one thread per lookup inserts its row by linear probing with a
-//!    64-bit compare-and-swap;
-//! 3. [`adagrad_hash_assign`]: one thread per table slot gives each occupied slot a compact id
-//!    (an atomic counter) and records the row under that id (`rows`);
-//! 4. [`adagrad_zero_rows`] zeroes the first U rows of the gradient accumulator (U = the count);
-//! 5. [`adagrad_accumulate`]: one thread per (bag, column), PyTorch's (32, 8) blocks and
-//!    grid-stride loop: for each lookup of the bag it finds the row's id in the table and adds
-//!    `grad_output[bag, column]` to the accumulator with an fp32 atomic add (as `index_add_`);
-//! 6. [`adagrad_update`]: one warp per distinct row: mean of g² by a warp reduction, the new
-//!    momentum, then every column of the weight row.
+//! The reference is the eager `Model`'s launch sequence (35 launches, see the plan in
+//! `bench-problems` `problems::embedding_backward_rowwise_adagrad`). This module holds the ATen
+//! kernels that no other problem ports:
+//! * `torch.repeat_interleave(arange(B), offsets[1:] - offsets[:-1])`: [`aten_offsets_diff_i64`]
+//!   (`unrolled_elementwise_kernel<CUDAFunctor_add<long>>` of the two offset views),
+//!   [`aten_repeat_interleave_i64`] (Repeat.cu's `compute_cuda_kernel<long>`) and
+//!   [`aten_gather_elementwise_i64_by_i64`] (the `index_select` of the arange,
+//!   `_scatter_gather_elementwise_kernel<128, 8>`);
+//! * `grad.index_add_(0, inverse, src)` and `weight.index_add_(0, rows, src, alpha)`:
+//!   [`aten_index_add_large_index_f32`] and [`aten_index_add_large_index_f32_counted`]
+//!   (`indexFuncLargeIndex<float, long, unsigned, 2, 2, -2, true, ReduceAdd>`);
+//! * the U-sized tail (`zeros`, `index_select`, `square`, `mean(1)`, `+`, `index_copy_`,
+//!   `sqrt`, `+ eps`, the broadcast `/`): the `*_counted` kernels.
+//!
+//! The distinct count U is data-dependent. Eager reads it back (`torch.unique`'s `.item()`
+//! sync) and sizes every later tensor and grid by it; a plan cannot sync, so U stays on the
+//! device (`num_unique`, written by `unique_run_ends`), the buffers are sized by N, and every
+//! `*_counted` kernel reads U from `count` and computes exactly the elements eager's kernel
+//! computes, on a grid the plan sizes by N: the blocks past U's elements exit after reading the
+//! count. The grid-stride kernels (`index_add_`'s 8·SMs blocks) have eager's grid unchanged.
+//!
+//! [`EMPTY`], [`home_slot`] and [`insert_key`] are the hash table of the earlier, hash-based
+//! reference; the tuned candidate (`embedding_backward_rowwise_adagrad_tuned`) uses them.
+use super::torch_ops::{block_dividers, ew4, legacy_loop, offsets_2d};
 use crate::dev::*;
 
 /// An empty hash-table slot (no row id is 2^64 − 1).
@@ -28,49 +37,6 @@ pub const EMPTY: u64 = u64::MAX;
 pub fn home_slot(key: u64, capacity: u64) -> u64 {
     let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
     (h * capacity) >> 32
-}
-
-/// Slot holding `key` in a fully built table (the key must be present).
-#[inline(always)]
-unsafe fn find_slot(keys: *const u64, capacity: u64, key: u64) -> u64 {
-    let mut pos = home_slot(key, capacity);
-    while *keys.add(pos as usize) != key {
-        pos += 1;
-        if pos == capacity {
-            pos = 0;
-        }
-    }
-    pos
-}
-
-#[inline(always)]
-fn global_thread() -> u64 {
-    block_idx_x() as u64 * block_dim_x() as u64 + thread_idx_x() as u64
-}
-
-kernel! {
-    /// Launch: block (256, 1, 1), grid ceil_div(capacity, 256).
-    pub unsafe fn adagrad_hash_clear(keys: *mut u64, capacity: i64, distinct: *mut u32) {
-        let i = global_thread();
-        if i < capacity as u64 {
-            *keys.add(i as usize) = EMPTY;
-        }
-        if i == 0 {
-            *distinct = 0;
-        }
-    }
-}
-
-kernel! {
-    /// Launch: block (256, 1, 1), grid ceil_div(max(N, 1), 256). `capacity` must exceed the
-    /// number of distinct rows (the plan uses 2·max(N, 1)).
-    pub unsafe fn adagrad_hash_insert(indices: *const i64, num_indices: i64, keys: *mut u64, capacity: i64) {
-        let j = global_thread();
-        if j >= num_indices as u64 {
-            return;
-        }
-        insert_key(keys, *indices.add(j as usize) as u64, capacity as u64);
-    }
 }
 
 /// Puts `key` into the open-addressing table `keys` of `capacity` slots unless it is there
@@ -99,123 +65,271 @@ pub unsafe fn insert_key(keys: *mut u64, key: u64, capacity: u64) -> u64 {
 }
 
 kernel! {
-    /// Launch: block (256, 1, 1), grid ceil_div(capacity, 256).
-    pub unsafe fn adagrad_hash_assign(
-        keys: *const u64,
-        capacity: i64,
-        slot_id: *mut u32,
-        rows: *mut i64,
-        distinct: *mut u32,
-    ) {
-        let i = global_thread();
-        if i >= capacity as u64 {
-            return;
-        }
-        let key = *keys.add(i as usize);
-        if key == EMPTY {
-            return;
-        }
-        let id = atomic_add_u32(distinct, 1);
-        *slot_id.add(i as usize) = id;
-        *rows.add(id as usize) = key as i64;
+    /// `offsets[1:] - offsets[:-1]` on int64 (`CUDAFunctor_add<long>` with alpha −1 through
+    /// `unrolled_elementwise_kernel`: the views start 8 bytes apart, so not vectorized):
+    /// `out[i] = offsets[i + 1] - offsets[i]`, 4 elements per thread, loads before stores.
+    /// Launch: grid `max(ceil_div(n, 512), 1)`, block 128.
+    pub unsafe fn aten_offsets_diff_i64(out: *mut i64, offsets: *const i64, n: i64) {
+        ew4(n, |i| (*offsets.add(i + 1), *offsets.add(i)), |_, (a, b): (i64, i64)| a.wrapping_sub(b),
+            |i, v| *out.add(i) = v);
     }
 }
 
 kernel! {
-    /// Launch: block (256, 1, 1), any grid (grid-stride; the plan uses
-    /// min(4096, ceil_div(max(N, 1)·D, 256))). Zeroes `grad_sum[0 .. U·D]`.
-    pub unsafe fn adagrad_zero_rows(grad_sum: *mut f32, distinct: *const u32, dim: i64) {
-        let total = *distinct as u64 * dim as u64;
-        let stride = grid_dim_x() as u64 * block_dim_x() as u64;
-        let mut e = global_thread();
-        while e < total {
-            *grad_sum.add(e as usize) = 0.0;
-            e += stride;
-        }
-    }
-}
-
-kernel! {
-    /// Launch: block (32, 8, 1), grid min(1024, ceil_div(max(B, 1)·ceil_div(D, 32), 8)).
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn adagrad_accumulate(
-        grad_output: *const f32,
-        indices: *const i64,
-        offsets: *const i64,
-        keys: *const u64,
-        slot_id: *const u32,
-        capacity: i64,
-        grad_sum: *mut f32,
-        num_bags: i64,
-        dim: i64,
+    /// `torch.repeat_interleave(repeats)` for int64 `repeats` of `size` entries whose inclusive
+    /// sum is `cumsum` (Repeat.cu's `compute_cuda_kernel<long>`): `result[j] = i` for every `j`
+    /// in `[cumsum[i] - repeats[i], cumsum[i])`, one warp per entry, grid-stride over entries.
+    /// Launch: grid `min(ceil_div(size, 16), 2048)`, block 512.
+    pub unsafe fn aten_repeat_interleave_i64(
+        repeats: *const i64,
+        cumsum: *const i64,
+        result: *mut i64,
+        size: i64,
+        result_size: i64,
     ) {
-        let chunks_per_bag = (dim + block_dim_x() as i64 - 1) / block_dim_x() as i64;
-        let num_chunks = num_bags * chunks_per_bag;
-        let mut chunk = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
-        let stride = (grid_dim_x() * block_dim_y()) as i64;
-        while chunk < num_chunks {
-            let feature = (chunk % chunks_per_bag) * block_dim_x() as i64 + thread_idx_x() as i64;
-            if feature < dim {
-                let bag = chunk / chunks_per_bag;
-                let g = *grad_output.add((bag * dim + feature) as usize);
-                let end = *offsets.add(bag as usize + 1);
-                let mut emb = *offsets.add(bag as usize);
-                while emb < end {
-                    let key = *indices.add(emb as usize) as u64;
-                    let id = *slot_id.add(find_slot(keys, capacity as u64, key) as usize);
-                    atomic_add_f32(grad_sum.add((id as i64 * dim + feature) as usize), g);
-                    emb += 1;
-                }
+        let _ = result_size; // ATen asserts it equals cumsum[size - 1]
+        let idx = block_idx_x() as i64 * block_dim_x() as i64 + thread_idx_x() as i64;
+        let stride = (block_dim_x() * grid_dim_x() / WARP_SIZE) as i64;
+        let lane = idx % WARP_SIZE as i64;
+        let mut i = idx / WARP_SIZE as i64;
+        while i < size {
+            let end = *cumsum.add(i as usize);
+            let mut j = end - *repeats.add(i as usize) + lane;
+            while j < end {
+                *result.add(j as usize) = i;
+                j += WARP_SIZE as i64;
             }
-            chunk += stride;
+            i += stride;
         }
     }
 }
 
 kernel! {
-    /// Launch: block (256, 1, 1), grid ceil_div(max(N, 1)·32, 256): warp w updates distinct
-    /// row w when w < U.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn adagrad_update(
-        rows: *const i64,
-        distinct: *const u32,
-        grad_sum: *const f32,
-        weight: *mut f32,
-        momentum: *mut f32,
-        lr: f32,
-        eps: f32,
-        dim: i64,
+    /// `src.index_select(0, idx)` on 1-D int64 data with an int64 index, as `repeat_interleave`
+    /// runs it: `_scatter_gather_elementwise_kernel<128, 8>` of
+    /// `_cuda_scatter_gather_internal_kernel<false, OpaqueType<8>, long>`, per element the index
+    /// read and checked (`0 <= idx < size`; one outside leaves the element unwritten), then
+    /// `out[i] = src[idx[i]]`. Launch: grid `max(ceil_div(n, 1024), 1)`, block 128. With `n = 0`
+    /// thread 0 writes `out[0] = 0` (`out` holds at least one element): the N×D row gather that
+    /// follows has a grid of max(N, 1) blocks and so reads a valid row (eager launches neither).
+    pub unsafe fn aten_gather_elementwise_i64_by_i64(out: *mut i64, src: *const i64, idx: *const i64, n: i64, size: i64) {
+        if n == 0 && block_idx_x() == 0 && thread_idx_x() == 0 {
+            *out = 0;
+        }
+        legacy_loop::<128, 8>(n, |i| {
+            let j = *idx.add(i);
+            if j >= 0 && j < size {
+                *out.add(i) = *((src as *const u8).offset((j * 8) as isize) as *const i64);
+            }
+        });
+    }
+}
+
+/// The loop of ATen's `indexFuncLargeIndex<float, long, unsigned, 2, 2, -2, IndexIsMajor =
+/// true, ReduceAdd>` over `num_indices` source rows of `slice` elements: grid-stride over the
+/// source's elements with an `unsigned` index, per element `src_row = i / slice`, `col = i %
+/// slice`, the destination row `idx[src_row]` (int64; one outside `0..dst_rows` is skipped where
+/// ATen asserts), then `fastAtomicAdd(dst[row·slice + col], src[i]·alpha)`.
+#[inline(always)]
+unsafe fn index_add_large_index(
+    dst: *mut f32,
+    src: *const f32,
+    idx: *const i64,
+    num_indices: u32,
+    slice: u32,
+    dst_rows: i64,
+    alpha: f32,
+) {
+    let total = num_indices.wrapping_mul(slice);
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < total {
+        let src_row = i / slice;
+        let col = i % slice;
+        let row = *idx.add(src_row as usize);
+        if row >= 0 && row < dst_rows {
+            let val = *src.add(i as usize) * alpha;
+            atomic_add_f32(
+                dst.add((row as u64 * slice as u64 + col as u64) as usize),
+                val,
+            );
+        }
+        i += stride;
+    }
+}
+
+kernel! {
+    /// `dst.index_add_(0, idx, src, alpha)` for `src` of `num_indices` rows of `slice` f32
+    /// (ATen's `indexFuncLargeIndex<float, long, unsigned int, 2, 2, -2, true, ReduceAdd>`, the
+    /// kernel `index_add_cuda_impl` picks when the source is large: one fp32 atomic add per
+    /// source element). Launch: grid `min(ceil_div(num_indices·slice, 128), 8·SMs)` (1056 on
+    /// the H200's 132 SMs), block `min(num_indices·slice, 128)`.
+    pub unsafe fn aten_index_add_large_index_f32(
+        dst: *mut f32,
+        src: *const f32,
+        idx: *const i64,
+        num_indices: i64,
+        slice: i64,
+        dst_rows: i64,
+        alpha: f32,
     ) {
-        let warp = global_thread() / WARP_SIZE as u64;
-        if warp >= *distinct as u64 {
-            return; // warp-uniform
+        index_add_large_index(dst, src, idx, num_indices as u32, slice as u32, dst_rows, alpha);
+    }
+}
+
+kernel! {
+    /// [`aten_index_add_large_index_f32`] with the number of source rows read from `count`
+    /// (U on the device). Launch: as eager's for U·slice ≥ 1056·128 elements, grid 1056, block
+    /// 128.
+    pub unsafe fn aten_index_add_large_index_f32_counted(
+        dst: *mut f32,
+        src: *const f32,
+        idx: *const i64,
+        count: *const i64,
+        slice: i64,
+        dst_rows: i64,
+        alpha: f32,
+    ) {
+        index_add_large_index(dst, src, idx, *count as u32, slice as u32, dst_rows, alpha);
+    }
+}
+
+kernel! {
+    /// `torch.zeros(U, width)` (f32): `vectorized_elementwise_kernel<4, FillFunctor<float>>`
+    /// over the `count·width` elements. Launch: grid `max(ceil_div(N·width, 512), 1)`, block 128
+    /// (eager's grid covers U·width).
+    pub unsafe fn aten_fill_f32_counted(out: *mut f32, value: f32, count: *const i64, width: i64) {
+        ew4(*count * width, |_| (), |_, ()| value, |i, v| *out.add(i) = v);
+    }
+}
+
+kernel! {
+    /// `src.index_select(0, idx)` on 1-D f32 data with an int64 index of `count` entries:
+    /// `_scatter_gather_elementwise_kernel<128, 8>` of `_cuda_scatter_gather_internal_kernel<
+    /// false, OpaqueType<4>, long>` (index read and checked, `0 <= idx < size`, then the copy).
+    /// Launch: grid `max(ceil_div(N, 1024), 1)`, block 128 (eager's covers U).
+    pub unsafe fn aten_gather_elementwise_f32_counted(out: *mut f32, src: *const f32, idx: *const i64, count: *const i64, size: i64) {
+        legacy_loop::<128, 8>(*count, |i| {
+            let j = *idx.add(i);
+            if j >= 0 && j < size {
+                *out.add(i) = *((src as *const u8).offset((j * 4) as isize) as *const f32);
+            }
+        });
+    }
+}
+
+kernel! {
+    /// `a.square()` (f32): `pow_tensor_scalar_kernel_impl` with exponent 2 (`x * x`) through
+    /// `vectorized_elementwise_kernel<4>`, over `count·width` elements. Launch: grid
+    /// `max(ceil_div(N·width, 512), 1)`, block 128.
+    pub unsafe fn aten_square_f32_counted(out: *mut f32, a: *const f32, count: *const i64, width: i64) {
+        ew4(*count * width, |i| *a.add(i), |_, x: f32| x * x, |i, v| *out.add(i) = v);
+    }
+}
+
+kernel! {
+    /// `a.mean(dim=1)` of `count` contiguous f32 rows of `width`: ATen's `reduce_kernel<512, 1,
+    /// ReduceOp<float, MeanOps<float, float, float, float>, unsigned, float, 4, 4>>`, block
+    /// (32, 16): thread (x, y) of block b reduces row 16·b + y (one warp per row), its 4
+    /// vector lanes accumulating elements 4x + k + 128j (`input_vectorized_thread_reduce_impl`),
+    /// combined lane 0 to 3, then the warp's `shfl_down` tree (offsets 1, 2, 4, 8, 16), and lane
+    /// 0 writes `sum · factor` (`MeanOps::project`, factor = U / (U·width) in float).
+    /// Launch: grid `max(ceil_div(N, 16), 1)`, block (32, 16) (eager's grid covers U).
+    pub unsafe fn aten_mean_rows_f32_counted(out: *mut f32, a: *const f32, count: *const i64, width: i64) {
+        let rows = *count;
+        let row = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
+        if row >= rows {
+            return; // warp-uniform: a warp is one row
         }
-        let lane = lane_id() as i64;
-        let row = *rows.add(warp as usize);
-        // Lane 0 reads the old momentum (and alone stores the new one, below); the others get it
-        // by a shuffle, so no lane can read a value lane 0 already replaced.
-        let mine = if lane == 0 { *momentum.add(row as usize) } else { 0.0 };
-        let m_old = shfl_idx_f32(mine, 0);
-        let g = grad_sum.add((warp as i64 * dim) as usize);
-        let mut sum_sq = 0.0f32;
-        let mut c = lane;
-        while c < dim {
-            let v = *g.add(c as usize);
-            sum_sq = fma_f32(v, v, sum_sq);
-            c += WARP_SIZE as i64;
+        let x = thread_idx_x() as i64;
+        let base = a.add((row * width) as usize);
+        let mut acc = [0.0f32; 4];
+        let mut j = x * 4;
+        while j + 3 < width {
+            acc[0] += *base.add(j as usize);
+            acc[1] += *base.add(j as usize + 1);
+            acc[2] += *base.add(j as usize + 2);
+            acc[3] += *base.add(j as usize + 3);
+            j += 4 * WARP_SIZE as i64;
         }
-        let sum_sq = warp_sum_f32(sum_sq);
-        let m = m_old + sum_sq / dim as f32;
-        let denom = sqrt_f32(m) + eps;
-        let w = weight.add((row * dim) as usize);
-        let mut c = lane;
-        while c < dim {
-            *w.add(c as usize) -= lr * *g.add(c as usize) / denom;
-            c += WARP_SIZE as i64;
+        // The tail past the last whole vector goes to lane 0's accumulator 0.
+        let tail = (width / 4) * 4 + x;
+        if tail < width {
+            acc[0] += *base.add(tail as usize);
         }
-        if lane == 0 {
-            *momentum.add(row as usize) = m;
+        let mut v = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+        let mut offset = 1;
+        while offset < WARP_SIZE {
+            v += shfl_down_f32(v, offset);
+            offset <<= 1;
         }
+        if x == 0 {
+            let factor = rows as f32 / (rows * width) as f32;
+            *out.add(row as usize) = v * factor;
+        }
+    }
+}
+
+kernel! {
+    /// `a + b` (f32, same shape, `count` elements): `vectorized_elementwise_kernel<4,
+    /// CUDAFunctor_add<float>>`. Launch: grid `max(ceil_div(N, 512), 1)`, block 128.
+    pub unsafe fn aten_add_f32_counted(out: *mut f32, a: *const f32, b: *const f32, count: *const i64) {
+        ew4(*count, |i| (*a.add(i), *b.add(i)), |_, (x, y): (f32, f32)| x + y, |i, v| *out.add(i) = v);
+    }
+}
+
+kernel! {
+    /// `self.index_copy_(0, idx, src)` on 1-D f32 with an int64 index of `count` entries:
+    /// `index_elementwise_kernel<128, 4>` of `index_copy_kernel_impl<OpaqueType<4>>`, per
+    /// element the index read and checked (`0 <= idx < size`; one outside is skipped where ATen
+    /// asserts), then `self[idx[i]] = src[i]`. Launch: grid `max(ceil_div(N, 512), 1)`, block
+    /// 128 (eager's covers U).
+    pub unsafe fn aten_index_copy_f32_counted(self_: *mut f32, idx: *const i64, src: *const f32, count: *const i64, size: i64) {
+        legacy_loop::<128, 4>(*count, |i| {
+            let j = *idx.add(i);
+            if j >= 0 && j < size {
+                *self_.add(j as usize) = *src.add(i);
+            }
+        });
+    }
+}
+
+kernel! {
+    /// `a.sqrt()` (f32, `count` elements, correctly rounded): `vectorized_elementwise_kernel<4,
+    /// sqrt_kernel_cuda>`. Launch: grid `max(ceil_div(N, 512), 1)`, block 128.
+    pub unsafe fn aten_sqrt_f32_counted(out: *mut f32, a: *const f32, count: *const i64) {
+        ew4(*count, |i| *a.add(i), |_, x: f32| sqrt_f32(x), |i, v| *out.add(i) = v);
+    }
+}
+
+kernel! {
+    /// `a + s` (f32 tensor, Python float, `count` elements): `vectorized_elementwise_kernel<4,
+    /// CUDAFunctorOnSelf_add<float>>`. Launch: grid `max(ceil_div(N, 512), 1)`, block 128.
+    pub unsafe fn aten_add_scalar_f32_counted(out: *mut f32, a: *const f32, s: f32, count: *const i64) {
+        ew4(*count, |i| *a.add(i), |_, x: f32| x + s, |i, v| *out.add(i) = v);
+    }
+}
+
+kernel! {
+    /// `a / b.unsqueeze(1)` for `a` [count, width] and `b` [count] (f32): the broadcast is not
+    /// vectorizable, so ATen runs `elementwise_kernel<128, 2>` of `gpu_kernel_impl_nocast<
+    /// BinaryFunctor<DivFunctor<float>>>`, per element one after the other the 2-D
+    /// `OffsetCalculator`'s divmods (`(col, row)` of element i), the loads of `a[i]` and
+    /// `b[row]`, the IEEE division and the store. Launch: grid `max(ceil_div(N·width, 256), 1)`,
+    /// block 128 (eager's covers U·width; the blocks past it leave before building the
+    /// dividers). Block 128 only: a block covers 256 elements.
+    pub unsafe fn aten_div_rows_f32_counted(out: *mut f32, a: *const f32, b: *const f32, count: *const i64, width: i64) {
+        let rows = *count;
+        let n = rows * width;
+        if block_idx_x() as i64 * 256 >= n {
+            return; // block-uniform: a block past U·width leaves before the barrier
+        }
+        // The dividers end with a barrier, which every thread of the block reaches.
+        let div = block_dividers(width as u32, rows as u32);
+        legacy_loop::<128, 2>(n, |i| {
+            let (_, row) = offsets_2d(div, i as u32);
+            *out.add(i) = *a.add(i) / *b.add(row as usize);
+        });
     }
 }
 
@@ -223,126 +337,158 @@ kernel! {
 mod tests {
     use super::*;
     use crate::emu::{launch_kernel, LaunchConfig};
-    use std::collections::BTreeSet;
 
-    fn cfg(threads: usize) -> LaunchConfig {
+    fn cfg(grid: usize, block: [u32; 3]) -> LaunchConfig {
         LaunchConfig {
-            grid: [threads.div_ceil(256).max(1) as u32, 1, 1],
-            block: [256, 1, 1],
+            grid: [grid.max(1) as u32, 1, 1],
+            block,
             shared_bytes: 0,
         }
     }
 
-    /// Builds the table for `indices` with `capacity` slots; returns (keys, slot ids, rows by
-    /// id, distinct count).
-    fn build(indices: &[i64], capacity: usize) -> (Vec<u64>, Vec<u32>, Vec<i64>, u32) {
-        let mut keys = vec![0u64; capacity];
-        let mut slot_id = vec![u32::MAX; capacity];
-        let mut rows = vec![-7i64; indices.len().max(1)];
-        let mut distinct = 12345u32;
-        let (k, s, r, d) = (
-            keys.as_mut_ptr() as u64,
-            slot_id.as_mut_ptr() as u64,
-            rows.as_mut_ptr() as u64,
-            &mut distinct as *mut u32 as u64,
-        );
-        let cap = capacity as u64;
+    #[test]
+    fn repeat_interleave_of_the_offsets_gives_each_lookup_its_bag() {
+        let offsets: Vec<i64> = vec![0, 0, 3, 4, 4, 9, 40];
+        let b = offsets.len() - 1;
+        let n = *offsets.last().unwrap() as usize;
+        let mut repeats = vec![-1i64; b];
         unsafe {
-            launch_kernel(&adagrad_hash_clear::EMU, &cfg(capacity), &[k, cap, d]).unwrap();
-            let args = [indices.as_ptr() as u64, indices.len() as u64, k, cap];
-            launch_kernel(&adagrad_hash_insert::EMU, &cfg(indices.len()), &args).unwrap();
+            let args = [
+                repeats.as_mut_ptr() as u64,
+                offsets.as_ptr() as u64,
+                b as u64,
+            ];
+            launch_kernel(&aten_offsets_diff_i64::EMU, &cfg(1, [128, 1, 1]), &args).unwrap();
+        }
+        assert_eq!(repeats, vec![0, 3, 1, 0, 5, 31]);
+        let cumsum: Vec<i64> = offsets[1..].to_vec();
+        let mut rep = vec![-1i64; n];
+        let range: Vec<i64> = (0..b as i64).map(|x| x * 10).collect();
+        let mut bag = vec![-1i64; n];
+        unsafe {
+            let args = [
+                repeats.as_ptr() as u64,
+                cumsum.as_ptr() as u64,
+                rep.as_mut_ptr() as u64,
+                b as u64,
+                n as u64,
+            ];
             launch_kernel(
-                &adagrad_hash_assign::EMU,
-                &cfg(capacity),
-                &[k, cap, s, r, d],
+                &aten_repeat_interleave_i64::EMU,
+                &cfg(1, [512, 1, 1]),
+                &args,
+            )
+            .unwrap();
+            let args = [
+                bag.as_mut_ptr() as u64,
+                range.as_ptr() as u64,
+                rep.as_ptr() as u64,
+                n as u64,
+                b as u64,
+            ];
+            launch_kernel(
+                &aten_gather_elementwise_i64_by_i64::EMU,
+                &cfg(1, [128, 1, 1]),
+                &args,
             )
             .unwrap();
         }
-        (keys, slot_id, rows, distinct)
-    }
-
-    #[test]
-    fn the_table_holds_each_distinct_row_once_under_collisions_and_wraparound() {
-        // Keys that share home slots in a table of 2N slots, many repeats, and a home slot
-        // at the very end so probing wraps to slot 0.
-        let capacity = 64usize;
-        let last_home = (0u64..10_000).find(|&k| home_slot(k, 64) == 63).unwrap();
-        let same_home: Vec<i64> = (0u64..100_000)
-            .filter(|&k| home_slot(k, 64) == 60)
-            .take(6)
-            .map(|k| k as i64)
+        let want: Vec<i64> = (0..b)
+            .flat_map(|i| std::iter::repeat_n(i as i64, repeats[i] as usize))
             .collect();
-        let mut indices = Vec::new();
-        for rep in 0..4 {
-            indices.extend(&same_home);
-            indices.push(last_home as i64);
-            indices.extend([rep, 1, 2, 3]);
-        }
-        let want: BTreeSet<i64> = indices.iter().copied().collect();
-        assert!(want.len() < capacity);
-        let (keys, slot_id, rows, distinct) = build(&indices, capacity);
-        assert_eq!(distinct as usize, want.len());
-        let got: BTreeSet<i64> = rows[..want.len()].iter().copied().collect();
-        assert_eq!(got, want, "every distinct row gets exactly one id");
-        let occupied: Vec<usize> = (0..capacity).filter(|&i| keys[i] != EMPTY).collect();
-        assert_eq!(occupied.len(), want.len(), "no key is stored twice");
-        for &i in &occupied {
-            assert_eq!(rows[slot_id[i] as usize] as u64, keys[i]);
-            assert_eq!(unsafe { find_slot(keys.as_ptr(), 64, keys[i]) }, i as u64);
-        }
-        assert!(keys[0] != EMPTY, "a probe wrapped around to slot 0");
+        assert_eq!(rep, want);
+        assert_eq!(bag, want.iter().map(|x| x * 10).collect::<Vec<_>>());
     }
 
     #[test]
-    fn an_empty_batch_leaves_an_empty_table() {
-        let (keys, _, _, distinct) = build(&[], 2);
-        assert_eq!(distinct, 0);
-        assert!(keys.iter().all(|&k| k == EMPTY));
-    }
-
-    #[test]
-    fn the_update_is_rowwise_adagrad() {
-        // Two distinct rows (ids 0 and 1 map to rows 3 and 0), D = 40: more columns than lanes.
+    fn index_add_sums_every_source_row_into_its_destination() {
+        // 7 source rows of D = 40 into 3 rows; a grid smaller than the elements (grid-stride).
         let d = 40usize;
-        let rows = [3i64, 0];
-        let distinct = 2u32;
-        let g: Vec<f32> = (0..2 * d).map(|i| (i as f32 - 37.0) / 16.0).collect();
-        let mut weight: Vec<f32> = (0..4 * d).map(|i| (i % 7) as f32 / 8.0 - 0.4).collect();
-        let mut momentum = vec![0.5f32, 0.25, 0.75, 1.5];
-        let (w0, m0) = (weight.clone(), momentum.clone());
-        let (lr, eps) = (0.01f32, 1e-8f32);
-        let args = [
-            rows.as_ptr() as u64,
-            &distinct as *const u32 as u64,
-            g.as_ptr() as u64,
-            weight.as_mut_ptr() as u64,
-            momentum.as_mut_ptr() as u64,
-            lr.to_bits() as u64,
-            eps.to_bits() as u64,
-            d as u64,
-        ];
-        let cfg = LaunchConfig {
-            grid: [1, 1, 1],
-            block: [96, 1, 1],
-            shared_bytes: 0,
-        };
-        unsafe { launch_kernel(&adagrad_update::EMU, &cfg, &args).unwrap() };
-        for (id, &r) in rows.iter().enumerate() {
-            let r = r as usize;
-            let gr = &g[id * d..(id + 1) * d];
-            let m = m0[r] as f64 + gr.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / d as f64;
-            assert!((momentum[r] as f64 - m).abs() < 1e-5 * m, "row {r}");
+        let idx: Vec<i64> = vec![2, 0, 2, 2, 1, 0, 2];
+        let src: Vec<f32> = (0..idx.len() * d).map(|i| (i % 13) as f32 - 6.0).collect();
+        let mut dst = vec![0.5f32; 3 * d];
+        let count = [idx.len() as i64];
+        unsafe {
+            let args = [
+                dst.as_mut_ptr() as u64,
+                src.as_ptr() as u64,
+                idx.as_ptr() as u64,
+                count.as_ptr() as u64,
+                d as u64,
+                3,
+                (-0.25f32).to_bits() as u64,
+            ];
+            launch_kernel(
+                &aten_index_add_large_index_f32_counted::EMU,
+                &cfg(2, [128, 1, 1]),
+                &args,
+            )
+            .unwrap();
+        }
+        for r in 0..3 {
             for c in 0..d {
-                let want = w0[r * d + c] as f64 - 0.01 * gr[c] as f64 / (m.sqrt() + 1e-8);
-                assert!(
-                    (weight[r * d + c] as f64 - want).abs() < 1e-6,
-                    "row {r} col {c}"
-                );
+                let sum: f32 = (0..idx.len())
+                    .filter(|&s| idx[s] == r as i64)
+                    .map(|s| src[s * d + c])
+                    .sum();
+                assert_eq!(dst[r * d + c], 0.5 - 0.25 * sum, "row {r} col {c}");
             }
         }
-        for r in [1usize, 2] {
-            assert_eq!(momentum[r], m0[r]);
-            assert_eq!(weight[r * d..(r + 1) * d], w0[r * d..(r + 1) * d]);
+    }
+
+    #[test]
+    fn the_counted_tail_computes_the_first_count_rows_only() {
+        // count = 5 rows of D = 40 in buffers of 9 rows (N-sized), grids sized by the 9.
+        let (d, n, u) = (40usize, 9usize, 5usize);
+        let count = [u as i64];
+        let g: Vec<f32> = (0..n * d)
+            .map(|i| ((i * 7) % 19) as f32 / 8.0 - 1.0)
+            .collect();
+        let mut sq = vec![f32::NAN; n * d];
+        let mut mean = vec![f32::NAN; n];
+        let mut out = vec![f32::NAN; n * d];
+        unsafe {
+            let c = count.as_ptr() as u64;
+            let args = [sq.as_mut_ptr() as u64, g.as_ptr() as u64, c, d as u64];
+            launch_kernel(
+                &aten_square_f32_counted::EMU,
+                &cfg((n * d).div_ceil(512), [128, 1, 1]),
+                &args,
+            )
+            .unwrap();
+            let args = [mean.as_mut_ptr() as u64, sq.as_ptr() as u64, c, d as u64];
+            launch_kernel(
+                &aten_mean_rows_f32_counted::EMU,
+                &cfg(n.div_ceil(16), [32, 16, 1]),
+                &args,
+            )
+            .unwrap();
+            let args = [
+                out.as_mut_ptr() as u64,
+                g.as_ptr() as u64,
+                mean.as_ptr() as u64,
+                c,
+                d as u64,
+            ];
+            launch_kernel(
+                &aten_div_rows_f32_counted::EMU,
+                &cfg((n * d).div_ceil(256), [128, 1, 1]),
+                &args,
+            )
+            .unwrap();
+        }
+        for r in 0..n {
+            let row = &g[r * d..(r + 1) * d];
+            if r < u {
+                let want = row.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / d as f64;
+                assert!((mean[r] as f64 - want).abs() < 1e-6 * want, "row {r}");
+                for c in 0..d {
+                    assert_eq!(out[r * d + c], row[c] / mean[r]);
+                }
+            } else {
+                assert!(mean[r].is_nan() && out[r * d..(r + 1) * d].iter().all(|x| x.is_nan()));
+                assert!(sq[r * d..(r + 1) * d].iter().all(|x| x.is_nan()));
+            }
         }
     }
 }
