@@ -1,6 +1,6 @@
 //! Problem 11, `dot_interaction_backward`, tuned: the whole backward in one launch, one warp per
-//! sample, T = [x; emb] and the sample's pair gradients held in registers; no dZ, no T and no
-//! dT ever reach memory.
+//! sample, T = [x; emb] in registers and the sample's pair gradients in shared memory; no dZ,
+//! no T and no dT ever reach global memory.
 //!
 //! dT_i = Σ_{j≠i} G_ij·T_j with G symmetric, G_ij = grad_out[b, D + p(max(i,j), min(i,j))]
 //! (problem 10's pair order p(i, j) = i(i−1)/2 + j); dx = grad_out[b, :D] + dT_0 and
@@ -8,20 +8,28 @@
 //!
 //! # The fast path (F + 1 = 27 rows, D = 128: DLRM's shape at `small` and `full`)
 //! Lane l owns columns 4l .. 4l+4 of all 27 rows of T (27 coalesced 16-byte loads, 108
-//! registers) and pair gradients l, l+32, …, l+320 of the sample (11 coalesced loads). Each
-//! output row i is then one FMA chain over j in order: G_ij is broadcast from the lane that
-//! holds it with one shuffle (the row and column are compile-time constants, so every
-//! operand is a register), 4 FMAs per shuffle; the row goes out with one 16-byte store (dx's
-//! row adds grad_out[b, :D] first). Per sample and lane: 2,808 FMAs and 702 shuffles.
+//! registers). The warp writes the sample's symmetric G (27 × 27, zero diagonal) into its
+//! 3 KB slice of shared memory from grad_out's pair columns (coalesced loads, each pair
+//! stored at (i, j) and (j, i)). Each output row i is then one FMA chain over j in order: G's
+//! row i comes four entries at a time with seven broadcast 16-byte shared loads (every lane
+//! reads the same address), 4 FMAs per entry, every T operand a register (row and column are
+//! compile-time constants); the row goes out with one 16-byte store (dx's row adds
+//! grad_out[b, :D] first). Per sample and lane: 2,808 FMAs and 189 shared loads.
+//!
+//! ptxas (sm_90) keeps it at 143 registers with no spills, 12 warps per SM under the launch
+//! bounds. An earlier version broadcast G_ij with one shuffle each (702 per sample) from
+//! registers: ptxas scheduled the shuffles early and needed 254 registers (8 warps per SM) or
+//! spilled 992 bytes under these bounds.
 //!
 //! Memory: x, emb and grad_out read once, dx and d_emb written once: exactly the problem's
-//! compulsory bytes (1.94 GB at `full`, 0.458 ms at 4.23 TB/s). The ≈ 3,600 warp instructions
-//! per sample (≈ 0.23 ms over the H200's 528 schedulers) stay under the memory time.
+//! compulsory bytes (1.94 GB at `full`, 0.458 ms at 4.23 TB/s). The ≈ 3,100 warp instructions
+//! per sample (≈ 0.2 ms over the H200's 528 schedulers) stay under the memory time.
 //!
 //! # Every other shape
 //! Any F, D and alignment take a plain path in the same launch: for each row i, the lanes take
 //! columns l, l+32, … and sum G_ij·T_j[c] from global memory, j in order.
 use crate::dev::*;
+use crate::kernels::dot_interaction::tril_pair;
 use seq_macro::seq;
 
 /// Rows of T = [x; emb] on the fast path: DLRM's 26 sparse features and the dense one.
@@ -30,8 +38,13 @@ pub const FAST_ROWS: usize = 27;
 pub const FAST_DIM: usize = 128;
 /// Pairs of the strictly lower triangle on the fast path.
 const FAST_PAIRS: usize = FAST_ROWS * (FAST_ROWS - 1) / 2;
-/// Pair gradients per lane (pair 32q + lane in register q).
-const PAIRS_PER_LANE: usize = FAST_PAIRS.div_ceil(32);
+/// Row stride (floats) of the shared G matrix: 27 entries and a zero pad, so every row starts
+/// on 16 bytes and is read with seven 16-byte loads.
+const G_STRIDE: usize = FAST_ROWS + 1;
+/// Floats of one warp's G.
+const G_SLICE: usize = FAST_ROWS * G_STRIDE;
+/// Floats of a block's G slices (static shared memory: 12,096 bytes).
+pub const G_SHARED: usize = SAMPLES_PER_BLOCK as usize * G_SLICE;
 const _: () = assert!(FAST_ROWS == 27, "the seq! ranges below assume 27 rows");
 
 /// Samples (warps) per block.
@@ -45,7 +58,7 @@ const fn pair_of(i: usize, j: usize) -> usize {
 
 kernel! {
     /// Launch: block (128, 1, 1), grid ceil_div(B, 4); no shared memory, no scratch. Takes the
-    /// register fast path when F + 1 = 27, D = 128 and x, emb, dx and d_emb are 16-byte
+    /// register fast path (12,096 bytes of static shared memory) when F + 1 = 27, D = 128 and x, emb, dx and d_emb are 16-byte
     /// aligned, the plain path otherwise.
     pub unsafe fn dot_interaction_backward_tuned_warp_per_sample(
         x: *const f32,
@@ -101,29 +114,42 @@ unsafe fn fast_sample(
     for (r, row) in t.iter_mut().enumerate().skip(1) {
         *row = load_nc_f32x4(rows.add((r - 1) * FAST_DIM));
     }
-    // grad_out rows are D + P = 479 floats, not 16-byte aligned: scalar loads.
+    // The sample's symmetric G (zero diagonal, one zero pad column) in the warp's slice of
+    // shared memory, built from grad_out's pair columns (coalesced scalar loads: its rows are
+    // D + P = 479 floats, not 16-byte aligned).
     let go = grad_out.add(sample * (FAST_DIM + FAST_PAIRS));
-    let mut g = [0.0f32; PAIRS_PER_LANE];
-    for (q, value) in g.iter_mut().enumerate() {
-        let p = 32 * q + lane;
-        if p < FAST_PAIRS {
-            *value = load_nc_f32(go.add(FAST_DIM + p));
-        }
+    let slices = crate::static_shared!(DOT_BWD_TUNED_G: [f32; crate::kernels::dot_interaction_backward_tuned::G_SHARED]);
+    let gs = slices.add((thread_idx_x() / WARP_SIZE) as usize * G_SLICE);
+    let mut p = lane;
+    while p < FAST_PAIRS {
+        let g = load_nc_f32(go.add(FAST_DIM + p));
+        let (i, j) = tril_pair(p as u32, FAST_ROWS as u32);
+        let (i, j) = (i as usize, j as usize);
+        st_shared_f32(shared_addr(gs.add(i * G_STRIDE + j)), g);
+        st_shared_f32(shared_addr(gs.add(j * G_STRIDE + i)), g);
+        p += WARP_SIZE as usize;
+    }
+    if lane < FAST_ROWS {
+        st_shared_f32(shared_addr(gs.add(lane * G_STRIDE + lane)), 0.0);
+        st_shared_f32(shared_addr(gs.add(lane * G_STRIDE + FAST_ROWS)), 0.0);
     }
     let mut dx_row = [0.0f32; 4];
     for (c, value) in dx_row.iter_mut().enumerate() {
         *value = load_nc_f32(go.add(col + c));
     }
+    sync_warp();
     let emb_out = d_emb.add(sample * (FAST_ROWS - 1) * FAST_DIM + col);
     seq!(I in 0..27 {
         // dx's row starts from grad_out[b, :D]; the others from zero.
         let mut acc = if I == 0 { dx_row } else { [0.0f32; 4] };
-        seq!(J in 0..27 {
-            if I != J {
-                let p = pair_of(I, J);
-                let gij = shfl_idx_f32(g[p / 32], (p % 32) as u32);
-                acc = fma4(gij, t[J], acc);
-            }
+        // G's row I, four entries per broadcast load (every lane reads the same address).
+        seq!(Q in 0..7 {
+            let g4 = ld_shared_f32x4(shared_addr(gs.add(I * G_STRIDE + 4 * Q)));
+            seq!(C in 0..4 {
+                if 4 * Q + C < FAST_ROWS && 4 * Q + C != I {
+                    acc = fma4(g4[C], t[4 * Q + C], acc);
+                }
+            });
         });
         if I == 0 {
             store_f32x4(dx.add(sample * FAST_DIM + col), acc);
