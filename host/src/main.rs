@@ -62,7 +62,8 @@ enum Command {
     #[command(hide = true)]
     Worker,
     /// Tables and metrics of one or more result sets, pooled (each problem from the last set
-    /// that measured it), optionally with a projection.
+    /// that measured it; the shards of one `run --shard i/n` count as one set, their records
+    /// as --merge would make them), optionally with a projection.
     Report {
         /// Results directories of `run` (or their results.jsonl files).
         #[arg(required = true)]
