@@ -310,8 +310,6 @@ def _adagrad_error(out, inputs):
 
 def _mismatch(pairs):
     """Share of elements that differ over (output, reference) pairs; shape mismatch counts 1."""
-    import torch
-
     bad, total = 0, 0
     for out, ref in pairs:
         ref = ref.to(out.device)

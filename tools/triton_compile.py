@@ -116,13 +116,15 @@ def validate(args):
 
 
 def import_triton():
+    """Triton and its GPUTarget; NoTriton when either does not import (so a Triton older than
+    3.0, without triton.backends.compiler, counts as not installed, not as a compile error)."""
     try:
-        import triton  # noqa: F401
+        import triton
         import triton.compiler  # noqa: F401
-        from triton.backends.compiler import GPUTarget  # noqa: F401
+        from triton.backends.compiler import GPUTarget
     except Exception as e:  # ImportError, or a broken install
         raise NoTriton(f"{NO_TRITON} ({type(e).__name__}: {e})")
-    return triton
+    return triton, GPUTarget
 
 
 class NoTriton(Exception):
@@ -142,9 +144,7 @@ def load_function(path, name):
     return fn
 
 
-def compile_kernel(args, triton):
-    from triton.backends.compiler import GPUTarget
-
+def compile_kernel(args, triton, GPUTarget):
     fn = load_function(args.source, args.function)
     names = list(fn.arg_names)
     missing = [n for n in names if n not in args.signature and n not in args.constexprs]
@@ -227,8 +227,8 @@ def main(argv=None):
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     try:
         validate(args)
-        triton = import_triton()
-        result = compile_kernel(args, triton)
+        triton, GPUTarget = import_triton()
+        result = compile_kernel(args, triton, GPUTarget)
     except NoTriton as e:
         answer(args.out, {"ok": False, "error": str(e)})
         print(str(e), file=sys.stderr)

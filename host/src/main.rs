@@ -2,7 +2,7 @@
 //! `check`, `report`, `project`, `new-problem`, `prompt` and `selftest`; this file parses them
 //! and calls the library, where all work lives.
 use bench_problems::Preset;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use dlrm_bench::arg_bounds::{at_least_one, positive_seconds, win_threshold};
 use dlrm_bench::evaluate::EvalConfig;
 use dlrm_bench::input_files::{self, GenArgs};
@@ -13,7 +13,8 @@ use dlrm_bench::runner::{self, RunOptions};
 use dlrm_bench::{
     catalog, parse_preset, projection, prompt, report, scaffold, static_check, worker,
 };
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -61,7 +62,8 @@ enum Command {
     #[command(hide = true)]
     Worker,
     /// Tables and metrics of one or more result sets, pooled (each problem from the last set
-    /// that measured it), optionally with a projection.
+    /// that measured it; the shards of one `run --shard i/n` count as one set, their records
+    /// as --merge would make them), optionally with a projection.
     Report {
         /// Results directories of `run` (or their results.jsonl files).
         #[arg(required = true)]
@@ -224,8 +226,10 @@ struct RunArgs {
     /// Time PyTorch beside the references (`tools/torch_peer.py`, when python3 with torch and a
     /// GPU are there) on the run's own input files, before each problem's candidates: `--torch`
     /// (or `--torch eager`) times eager; `--torch compile` or `--torch eager,compile` also the
-    /// `torch.compile`d Model (eager is always timed: it is the references' yardstick).
-    #[arg(long, num_args = 0..=1, default_missing_value = "eager", value_parser = parse_torch)]
+    /// `torch.compile`d Model (eager is always timed: it is the references' yardstick). On
+    /// `kernelbench`, `--torch DIR` is eager and keeps DIR one of the directories (the word
+    /// after `--torch` is its value only when it is a list of yardsticks).
+    #[arg(long, num_args = 0..=1, default_missing_value = TORCH_BARE, value_parser = parse_torch)]
     torch: Option<TorchPeers>,
     /// Where the run's input cache goes (default: /dev/shm/dlrm-bench/<run-id>-<pid> when /dev/shm is
     /// writable, else <run dir>/inputs).
@@ -272,7 +276,7 @@ struct RunArgs {
 }
 
 fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(bare_torch_before_positionals(std::env::args_os()));
     match cli.command {
         Command::List { names } => println!("{}", catalog::render(names)),
         Command::Gen(args) => input_files::gen(&args)?,
@@ -449,6 +453,53 @@ struct TorchPeers {
     compile: bool,
 }
 
+/// What a bare `--torch` means.
+const TORCH_BARE: &str = "eager";
+
+/// `args` (the program's name first) with each bare `--torch` that is followed by a word that
+/// is not its value written `--torch=eager`, on a subcommand that also takes positionals
+/// (`kernelbench DIR...`). clap takes the word after `--torch` as its optional value whatever
+/// it is (it does not fall back to a positional when the value parser refuses it), so
+/// `kernelbench --torch answers/a` would parse `answers/a` as a yardstick and fail. The word is `--torch`'s value when [`parse_torch`]
+/// accepts it (`--torch eager,compile DIR` as documented), or when it reads as a list of
+/// yardsticks (letters and commas) and no such path exists, so that a typo (`--torch complie
+/// DIR`) is refused as an unknown yardstick rather than run as a directory; else it stays a
+/// positional. Subcommands without positionals (`run`) are left alone, and nothing after `--`
+/// is touched.
+fn bare_torch_before_positionals<I, T>(args: I) -> Vec<OsString>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = Cli::command();
+    let Some(sub) = args.get(1).and_then(|name| cli.find_subcommand(name)) else {
+        return args;
+    };
+    let has_torch = sub.get_arguments().any(|a| a.get_id() == "torch");
+    if !has_torch || sub.get_positionals().next().is_none() {
+        return args;
+    }
+    // Whether the word after a bare `--torch` is left to clap: an option, or `--torch`'s value.
+    let left_to_clap = |word: &OsString| {
+        word.to_str().is_none_or(|w| {
+            let yardsticks = w
+                .split(',')
+                .all(|p| p.chars().all(|c| c.is_ascii_alphabetic()));
+            w.starts_with('-') || parse_torch(w).is_ok() || (yardsticks && !Path::new(w).exists())
+        })
+    };
+    for i in 2..args.len().saturating_sub(1) {
+        if args[i] == "--" {
+            break;
+        }
+        if args[i] == "--torch" && !left_to_clap(&args[i + 1]) {
+            args[i] = format!("--torch={TORCH_BARE}").into();
+        }
+    }
+    args
+}
+
 /// The value parser of `--torch`: a comma-separated list of `eager` and `compile`.
 fn parse_torch(s: &str) -> Result<TorchPeers, String> {
     let mut peers = TorchPeers::default();
@@ -484,7 +535,8 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("dlrm-bench").chain(args.iter().copied()))
+        let args = std::iter::once("dlrm-bench").chain(args.iter().copied());
+        Cli::try_parse_from(bare_torch_before_positionals(args))
     }
 
     #[test]
@@ -522,6 +574,91 @@ mod tests {
             }
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn a_bare_torch_before_kernelbench_directories_is_eager_and_keeps_them() {
+        let kernelbench = |args: &[&str]| match parse(args).map(|c| c.command) {
+            Ok(Command::Kernelbench { dirs, run, .. }) => {
+                let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+                Ok((run.torch.map(|t| t.compile), dirs))
+            }
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        let dirs = |d: &[&str]| d.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let x = "candidates/kernelbench/x/";
+        assert_eq!(
+            kernelbench(&["kernelbench", "--torch", x]),
+            Ok((Some(false), dirs(&[x])))
+        );
+        assert_eq!(
+            kernelbench(&[
+                "kernelbench",
+                "--torch",
+                "answers/a",
+                "answers/b",
+                "--preset",
+                "ci"
+            ]),
+            Ok((Some(false), dirs(&["answers/a", "answers/b"])))
+        );
+        assert_eq!(
+            kernelbench(&["kernelbench", "answers/a", "--torch", "answers/b"]),
+            Ok((Some(false), dirs(&["answers/a", "answers/b"])))
+        );
+        // An existing directory whose name could be a yardstick's is a directory too.
+        let root = std::env::temp_dir().join(format!("dlrm-bench-torch-{}", std::process::id()));
+        let named = root.join("answers");
+        std::fs::create_dir_all(&named).unwrap();
+        let named = named.to_str().unwrap();
+        assert_eq!(
+            kernelbench(&["kernelbench", "--torch", named]),
+            Ok((Some(false), dirs(&[named])))
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+        // The documented forms keep their value.
+        for (args, compile) in [
+            (&["kernelbench", "--torch", "eager", "a/"][..], false),
+            (&["kernelbench", "--torch", "compile", "a/"], true),
+            (&["kernelbench", "--torch", "eager,compile", "a/"], true),
+            (&["kernelbench", "--torch=compile", "a/"], true),
+            (&["kernelbench", "a/", "--torch", "eager,compile"], true),
+            (&["kernelbench", "a/", "--torch"], false),
+            (&["kernelbench", "--torch", "--preset", "ci", "a/"], false),
+        ] {
+            assert_eq!(
+                kernelbench(args),
+                Ok((Some(compile), dirs(&["a/"]))),
+                "{args:?}"
+            );
+        }
+        // A word that reads as a yardstick and is no path is refused as one, not run as a
+        // directory; after `--` nothing is rewritten.
+        let bad = kernelbench(&["kernelbench", "--torch", "complie", "a/"]).unwrap_err();
+        assert!(bad.contains("unknown PyTorch yardstick `complie`"), "{bad}");
+        assert_eq!(
+            kernelbench(&["kernelbench", "--", "--torch", "a/"]),
+            Ok((None, dirs(&["--torch", "a/"])))
+        );
+        // `run` takes no positionals: the word after `--torch` is its value there.
+        let bad = parse(&["run", "--torch", "answers/a"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            bad.contains("unknown PyTorch yardstick `answers/a`"),
+            "{bad}"
+        );
+        // Every subcommand with `--torch` and positionals is covered by the rewrite; today
+        // that is `kernelbench` alone.
+        let with_both: Vec<String> = Cli::command()
+            .get_subcommands()
+            .filter(|c| c.get_arguments().any(|a| a.get_id() == "torch"))
+            .filter(|c| c.get_positionals().next().is_some())
+            .map(|c| c.get_name().to_string())
+            .collect();
+        assert_eq!(with_both, ["kernelbench"]);
     }
 
     #[test]

@@ -74,6 +74,27 @@ fn read_shard(dir: &Path) -> anyhow::Result<ShardSet> {
     })
 }
 
+/// The shard a result set's `run.json` says it is, with what identifies its run: the fields
+/// every shard of one run has alike ([`SAME`], the problems' names, the configuration) as one
+/// value, equal for the shards of one run and only for them (as [`check`] compares them).
+/// `None` when the set is not a shard of `run --shard i/n` (a whole run, or a merged one).
+pub(crate) fn shard_of_run(run: &Value) -> Option<(Value, Shard)> {
+    let shard: Shard = serde_json::from_value(run["shard"].clone()).ok()?;
+    let mut key = serde_json::Map::new();
+    for path in SAME {
+        key.insert(path.to_string(), field(run, path).clone());
+    }
+    let names: Vec<Value> = run["problems"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["name"].clone())
+        .collect();
+    key.insert("problems".into(), json!(names));
+    key.insert("config".into(), run["config"].clone());
+    Some((Value::Object(key), shard))
+}
+
 /// Refuses `sets` unless they are the shards of one run, each once, all there.
 fn check(sets: &[ShardSet]) -> anyhow::Result<()> {
     let first = &sets[0];
@@ -131,14 +152,18 @@ fn check(sets: &[ShardSet]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The merged records: candidates of every shard, one reference per problem (the lowest shard
-/// index's), in problem order. Two shards with a record of one candidate are refused.
-fn merge_records(sets: &[ShardSet]) -> anyhow::Result<Vec<Record>> {
+/// The merged records of shards (each its directory and records, in shard index order):
+/// candidates of every shard, one reference per problem (the lowest shard index's), in problem
+/// order. Two shards with a record of one candidate are refused. [`crate::report::pool_runs`]
+/// pools the shards of one run with it too.
+pub(crate) fn merge_records<'a>(
+    sets: impl IntoIterator<Item = (&'a Path, &'a [Record])>,
+) -> anyhow::Result<Vec<Record>> {
     let mut out: Vec<Record> = Vec::new();
     let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut referenced: BTreeSet<String> = BTreeSet::new();
-    for s in sets {
-        for r in &s.records {
+    for (dir, records) in sets {
+        for r in records {
             if r.is_reference() {
                 if referenced.insert(r.problem.clone()) {
                     out.push(r.clone());
@@ -150,7 +175,7 @@ fn merge_records(sets: &[ShardSet]) -> anyhow::Result<Vec<Record>> {
                 seen.insert(key),
                 "{}/results.jsonl: candidate `{}` ({}) of `{}` is in another shard too: the \
                  shards overlap",
-                s.dir.display(),
+                dir.display(),
                 r.candidate,
                 r.group,
                 r.problem
@@ -199,7 +224,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Resul
              DLRM_BENCH_SECRET_SEED)"
         ),
     };
-    let records = merge_records(&sets)?;
+    let records = merge_records(sets.iter().map(|s| (s.dir.as_path(), s.records.as_slice())))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
 
     let mut run = sets[0].run.clone();

@@ -14,24 +14,58 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The records of several result sets (directories or `results.jsonl` files), pooled by
-/// problem: each problem's native records (reference, candidates) all come from the last path
+/// problem: each problem's native records (reference, candidates) all come from the last run
 /// given that measured candidates of it (or, when none did, from the last that measured it), so
 /// a candidate's time and the reference's and PyTorch's it is compared with are from one run.
 /// KernelBench answers (origin `kernelbench:…`) carry their own comparisons: each (problem,
-/// group) of them comes from the last path that has it, beside the native records. Ordered by
+/// group) of them comes from the last run that has it, beside the native records. Ordered by
 /// problem number, then as recorded.
+///
+/// The shards of one run (`run --shard i/n`, told apart by their `run.json`) are one run here,
+/// in the place of the last of them given: their records are those their merge
+/// (`report --merge`) holds, every shard's candidates and each problem's reference from the
+/// lowest shard index that has one (each candidate keeps the pairing with its own shard's
+/// reference it was measured with). A shard given twice counts once (the later path); missing
+/// shards are simply not there (only `--merge` insists on the whole run).
 pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
     let answer = |r: &Record| r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX);
-    let mut pooled: Vec<Record> = Vec::new();
+    // The result sets as runs: a plain set alone, the shards of one run together (by index).
+    type Shards = Vec<(usize, PathBuf, Vec<Record>)>;
+    let mut runs: Vec<(Option<serde_json::Value>, Shards)> = Vec::new();
     for path in paths {
-        let file = if path.is_dir() {
-            path.join("results.jsonl")
+        let (file, dir) = if path.is_dir() {
+            (path.join("results.jsonl"), path.as_path())
         } else {
-            path.clone()
+            (path.clone(), path.parent().unwrap_or(Path::new(".")))
         };
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
         let found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
+        let shard = std::fs::read_to_string(dir.join("run.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|run| crate::merge::shard_of_run(&run));
+        let Some((run, shard)) = shard else {
+            runs.push((None, vec![(0, dir.to_path_buf(), found)]));
+            continue;
+        };
+        let mut shards = match runs.iter().position(|(r, _)| r.as_ref() == Some(&run)) {
+            Some(i) => runs.remove(i).1,
+            None => Vec::new(),
+        };
+        shards.retain(|(index, _, _)| *index != shard.index);
+        shards.push((shard.index, dir.to_path_buf(), found));
+        shards.sort_by_key(|(index, _, _)| *index);
+        runs.push((Some(run), shards));
+    }
+    let mut pooled: Vec<Record> = Vec::new();
+    for (_, mut shards) in runs {
+        let found = match shards.len() {
+            1 => shards.pop().expect("one").2,
+            _ => crate::merge::merge_records(
+                shards.iter().map(|(_, d, r)| (d.as_path(), r.as_slice())),
+            )?,
+        };
         let (answers, native): (Vec<Record>, Vec<Record>) = found.into_iter().partition(answer);
         let replaces = |problem: &str, pooled: &[Record]| {
             native
@@ -1645,6 +1679,125 @@ mod tests {
         );
         let missing = pool_runs(&[dir.join("nope")]).unwrap_err().to_string();
         assert!(missing.contains("nope") && missing.contains("no such results file"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_shards_of_one_run_pool_as_their_merge() {
+        let dir = std::env::temp_dir().join(format!("dlrm-pool-shards-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let reference = |problem, ms| {
+            let mut r = rec(problem, "reference", ms);
+            r.group = "reference".into();
+            r
+        };
+        // Shard `index` of 2 of the run `secret` names: its run.json as `run --shard` writes it.
+        let shard = |name: &str, secret: u64, index: usize, recs: Vec<Record>| {
+            let d = dir.join(name);
+            write_set(&d, &recs);
+            let run = serde_json::json!({
+                "run_id": name, "started": "2026-01-01T00:00:00Z",
+                "finished": "2026-01-01T00:01:00Z", "options": {"basis": "reference"},
+                "git_commit": "abc", "public_seeds": [1, 2],
+                "secret_seed_sha256": crate::shard::secret_digest(secret),
+                "timings_are_gpu_timings": false,
+                "device": {"kind": "cpu-emulator", "name": "emu"},
+                "shard": {"index": index, "count": 2, "items": 7},
+                "config": {"preset": "ci", "seed": 2026},
+                "problems": [{"name": "embedding_bag_sum"}, {"name": "kjt_permute"}],
+            });
+            crate::run_dir::write_json(&d.join("run.json"), &run).unwrap();
+            d
+        };
+        // The split runs through embedding_bag_sum: both shards measured its reference.
+        let s0 = shard(
+            "s0",
+            7,
+            0,
+            vec![
+                reference("embedding_bag_sum", 1.0),
+                rec("embedding_bag_sum", "a", 0.5),
+                rec("embedding_bag_sum", "b", 0.6),
+            ],
+        );
+        let s1 = shard(
+            "s1",
+            7,
+            1,
+            vec![
+                reference("embedding_bag_sum", 1.1),
+                rec("embedding_bag_sum", "c", 0.7),
+                reference("kjt_permute", 2.0),
+                rec("kjt_permute", "d", 1.5),
+            ],
+        );
+        let got = |paths: &[PathBuf]| -> Vec<(String, String, f64)> {
+            pool_runs(paths)
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let ms = r.timing.as_ref().unwrap().median_ms;
+                    (r.problem.clone(), r.candidate.clone(), ms)
+                })
+                .collect()
+        };
+        let whole = |v: &[(&str, &str, f64)]| -> Vec<(String, String, f64)> {
+            v.iter()
+                .map(|(p, c, ms)| (p.to_string(), c.to_string(), *ms))
+                .collect()
+        };
+        let merged = whole(&[
+            ("embedding_bag_sum", "reference", 1.0),
+            ("embedding_bag_sum", "a", 0.5),
+            ("embedding_bag_sum", "b", 0.6),
+            ("embedding_bag_sum", "c", 0.7),
+            ("kjt_permute", "reference", 2.0),
+            ("kjt_permute", "d", 1.5),
+        ]);
+        // In either order, and with a shard given twice (or as its results.jsonl).
+        assert_eq!(got(&[s0.clone(), s1.clone()]), merged);
+        assert_eq!(got(&[s1.clone(), s0.clone()]), merged);
+        assert_eq!(
+            got(&[s0.clone(), s1.join("results.jsonl"), s0.clone()]),
+            merged
+        );
+        // The merge's records are the same.
+        let out = dir.join("merged");
+        let records = crate::merge::merge(&[s0.clone(), s1.clone()], &out, None).unwrap();
+        let from_merge: Vec<(String, String, f64)> = records
+            .iter()
+            .map(|r| {
+                let ms = r.timing.as_ref().unwrap().median_ms;
+                (r.problem.clone(), r.candidate.clone(), ms)
+            })
+            .collect();
+        assert_eq!(from_merge, merged);
+        // One shard alone is what it holds.
+        assert_eq!(
+            got(std::slice::from_ref(&s1)),
+            whole(&[
+                ("embedding_bag_sum", "reference", 1.1),
+                ("embedding_bag_sum", "c", 0.7),
+                ("kjt_permute", "reference", 2.0),
+                ("kjt_permute", "d", 1.5),
+            ])
+        );
+        // The shards together are one run of the pool: a later run replaces the problems it
+        // measured candidates of, a shard of another run (another secret seed) is another run.
+        let later = dir.join("later");
+        write_set(
+            &later,
+            &[reference("kjt_permute", 2.2), rec("kjt_permute", "e", 1.0)],
+        );
+        let other = shard("other", 8, 1, vec![rec("embedding_bag_sum", "f", 0.9)]);
+        assert_eq!(
+            got(&[s0.clone(), s1.clone(), later, other]),
+            whole(&[
+                ("embedding_bag_sum", "f", 0.9),
+                ("kjt_permute", "reference", 2.2),
+                ("kjt_permute", "e", 1.0),
+            ])
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 

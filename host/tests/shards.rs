@@ -263,3 +263,62 @@ fn two_emulated_devices_give_the_records_of_one() {
     assert_eq!(run["devices"], serde_json::json!([0, 1]));
     std::fs::remove_dir_all(&root).ok();
 }
+
+#[test]
+fn report_pools_the_shards_of_one_run_as_their_merge() {
+    let root = tmp("shards-report");
+    let env = [(dlrm_bench::shard::SECRET_ENV, "4343")];
+    let shards = root.join("shards");
+    ok(run(&shards, &["--shard", "0/2"], &env));
+    ok(run(&shards, &["--shard", "1/2"], &env));
+    let dirs = run_dirs(&shards);
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    // The split runs through a problem: both shards hold candidates of it and a record of its
+    // reference (each measured it for its own candidates' pairing).
+    let problems = |d: &Path, reference: bool| -> std::collections::BTreeSet<String> {
+        records(d)
+            .iter()
+            .filter(|r| (r["group"] == "reference") == reference && r["group"] != "invalid")
+            .map(|r| r["problem"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let shared: Vec<String> = problems(&dirs[0], false)
+        .intersection(&problems(&dirs[1], false))
+        .cloned()
+        .collect();
+    assert!(!shared.is_empty(), "no problem in both shards: {dirs:?}");
+    assert!(shared.iter().all(|p| problems(&dirs[1], true).contains(p)));
+    let merged = root.join("merged");
+    let mut args = vec!["report", "--merge"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    args.extend(["--out", merged.to_str().unwrap()]);
+    ok(dlrm_bench(&args, &[]));
+    let want = records(&merged);
+    // In either order, `report` over the shards holds the records their merge holds: every
+    // candidate of every shard, and one reference per problem (the lowest shard's).
+    for order in [[0, 1], [1, 0]] {
+        let mut args = vec!["report", "--json"];
+        args.extend(order.map(|i| dirs[i].to_str().unwrap()));
+        let out = ok(dlrm_bench(&args, &[]));
+        let pooled: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let got = pooled["records"].as_array().unwrap();
+        assert_eq!(content(got), content(&want), "order {order:?}");
+        let reference = |rs: &[Value], p: &str| -> Vec<Value> {
+            rs.iter()
+                .filter(|r| r["group"] == "reference" && r["problem"] == p)
+                .map(|r| r["timing"].clone())
+                .collect()
+        };
+        for p in &shared {
+            assert_eq!(reference(got, p), reference(&want, p), "{p}");
+        }
+        let run: Value =
+            serde_json::from_str(&std::fs::read_to_string(merged.join("run.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            pooled["summary"]["reference"], run["metrics"]["reference"],
+            "order {order:?}"
+        );
+    }
+    std::fs::remove_dir_all(&root).ok();
+}
