@@ -189,15 +189,19 @@ kernel! {
                         *ru = shfl_idx_i64(mine, (k + u.min(group - 1)) as u32);
                     }
                     if active {
-                        for u in 0..group {
-                            let src = rows.add((r[u] * dim + col) as usize);
-                            if vec4 {
-                                let h = load_nc_u16x4(src);
-                                for c in 0..4 {
-                                    acc[u][c] += f16_to_f32(h[c]);
+                        // Every slot in turn, taken when it holds a lookup: a loop bound of
+                        // `group` would index `acc` at run time and put it in local memory.
+                        for u in 0..TBE_UNROLL {
+                            if u < group {
+                                let src = rows.add((r[u] * dim + col) as usize);
+                                if vec4 {
+                                    let h = load_nc_u16x4(src);
+                                    for c in 0..4 {
+                                        acc[u][c] += f16_to_f32(h[c]);
+                                    }
+                                } else {
+                                    acc[u][0] += f16_to_f32(*src);
                                 }
-                            } else {
-                                acc[u][0] += f16_to_f32(*src);
                             }
                         }
                     }
