@@ -22,6 +22,7 @@ pub mod fm_interaction;
 pub mod fm_interaction_tuned;
 pub mod gather_rows;
 pub mod kjt_permute;
+pub mod kjt_permute_tuned;
 pub mod radix_sort;
 pub mod scan;
 pub mod selftest;
