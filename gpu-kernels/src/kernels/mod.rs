@@ -5,6 +5,7 @@
 //! [`EMU_KERNELS`] for the emulator.
 
 pub mod block_bucketize_sparse_features;
+pub mod block_bucketize_tuned;
 pub mod ceilings;
 pub mod compare;
 pub mod dot_interaction;
