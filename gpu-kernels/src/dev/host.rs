@@ -96,6 +96,11 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     AtomicU32::from_ptr(p).fetch_add(v, Ordering::AcqRel)
 }
 
+/// Atomic `*p |= v` on u32, no result (`red.or.b32` on the GPU).
+pub unsafe fn red_or_u32(p: *mut u32, v: u32) {
+    AtomicU32::from_ptr(p).fetch_or(v, Ordering::AcqRel);
+}
+
 /// Atomic `*p += v` on u64; returns the old value.
 pub unsafe fn atomic_add_u64(p: *mut u64, v: u64) -> u64 {
     AtomicU64::from_ptr(p).fetch_add(v, Ordering::AcqRel)
@@ -301,6 +306,11 @@ pub unsafe fn store_f32x4(p: *mut f32, v: [f32; 4]) {
 
 /// Read-only-path scalar load.
 pub unsafe fn load_nc_f32(p: *const f32) -> f32 {
+    *p
+}
+
+/// Read-only-path 4-byte load of a u32.
+pub unsafe fn load_nc_u32(p: *const u32) -> u32 {
     *p
 }
 

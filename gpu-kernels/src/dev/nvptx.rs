@@ -121,6 +121,12 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     r
 }
 
+/// Atomic `*p |= v` on u32, no result (`red.or.b32`).
+#[inline(always)]
+pub unsafe fn red_or_u32(p: *mut u32, v: u32) {
+    asm!("red.or.b32 [{0}], {1};", in(reg64) p, in(reg32) v, options(nostack));
+}
+
 /// Atomic `*p += v` on u64; returns the old value.
 #[inline(always)]
 pub unsafe fn atomic_add_u64(p: *mut u64, v: u64) -> u64 {
@@ -319,6 +325,15 @@ pub unsafe fn store_f32x4(p: *mut f32, v: [f32; 4]) {
 pub unsafe fn load_nc_f32(p: *const f32) -> f32 {
     let r: f32;
     asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.global.nc.f32 {0}, [g]; }}",
+         out(reg32) r, in(reg64) p, options(readonly, nostack));
+    r
+}
+
+/// A 4-byte load of a u32 through the read-only path (`__ldg`).
+#[inline(always)]
+pub unsafe fn load_nc_u32(p: *const u32) -> u32 {
+    let r: u32;
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.global.nc.u32 {0}, [g]; }}",
          out(reg32) r, in(reg64) p, options(readonly, nostack));
     r
 }

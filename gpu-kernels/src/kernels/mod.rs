@@ -31,6 +31,7 @@ pub mod sequence_gather_padded_bf16;
 pub mod tbe_forward_fp16;
 pub mod torch_ops;
 pub mod unique_indices;
+pub mod unique_indices_tuned;
 
 /// Emulator handles of every kernel, by PTX entry name: each [`kernel!`] adds its own.
 #[cfg(not(target_arch = "nvptx64"))]

@@ -112,9 +112,10 @@ kernel! {
     }
 }
 
-/// One tile of an inclusive sum; `load(i)` reads element `i` (< n).
+/// One tile of an inclusive sum; `load(i)` reads element `i` (< n). Other modules' scan
+/// kernels call it with their own loads.
 #[inline(always)]
-unsafe fn inclusive_sum_tile(
+pub(crate) unsafe fn inclusive_sum_tile(
     load: impl Fn(usize) -> i64,
     output: *mut i64,
     n: i64,
