@@ -206,8 +206,10 @@ unsafe fn segment_sum(
 /// Σ g² over this lane's four columns (zeros past D contribute nothing).
 #[inline(always)]
 fn sum_sq4(g: [f32; 4], mut acc: f32) -> f32 {
-    for v in g {
-        acc = fma_f32(v, v, acc);
+    // By reference: a by-value `for v in g` (array::IntoIter) stayed a loop over a local-memory
+    // copy of g in the PTX (32-byte stack frames in the row and hot-combine kernels).
+    for v in &g {
+        acc = fma_f32(*v, *v, acc);
     }
     acc
 }
