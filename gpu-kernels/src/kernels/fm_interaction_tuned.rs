@@ -43,7 +43,7 @@ kernel! {
         // Every lane of the warp takes part in the shuffles below; past B it adds nothing.
         let share = if (sample as i64) < batch {
             let xs = x.add(sample * f * k);
-            if k == FAST_K && (x as usize) % 16 == 0 {
+            if k == FAST_K && (x as usize).is_multiple_of(16) {
                 fast_share(xs.add(4 * part), f)
             } else {
                 plain_share(xs, f, k, part)

@@ -261,11 +261,11 @@ mod tests {
                 .map(|i| f32_to_f16_rn(((i * 7919) % 2003) as f32 / 1001.0 - 1.0))
                 .collect();
             let (mut indices, mut offsets) = (Vec::new(), vec![0i64]);
-            for table in 0..t {
+            for (table, &rows) in rows_per_table.iter().enumerate() {
                 for sample in 0..b {
                     let len = (sample * 13 + table * 5) % 71;
                     for j in 0..len {
-                        indices.push(((j * 31 + sample) % rows_per_table[table]) as i64);
+                        indices.push(((j * 31 + sample) % rows) as i64);
                     }
                     offsets.push(indices.len() as i64);
                 }
