@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Per-kernel times of a problem's Rust reference and of its PyTorch eager `Model`, on the same
 # inputs, with Nsight Compute (each kernel once, caches flushed, clocks left alone):
-#   tools/profile_kernels.sh OUT_DIR PROBLEM [PRESET]
+#   [CANDIDATE=DIR] tools/profile_kernels.sh OUT_DIR PROBLEM [PRESET]
 # Writes OUT_DIR/PROBLEM.{torch,reference}.csv (ncu's raw output) and prints both kernel lists in
 # launch order, one call each, with totals (tools/ncu_summary.py). Needs a prebuilt dlrm-bench
-# (DLRM_BENCH_BIN).
+# (DLRM_BENCH_BIN). With CANDIDATE (a candidate's directory, e.g. candidates/tuned/PROBLEM) it
+# also profiles that candidate's kernels (the names its candidate.toml launches) into
+# OUT_DIR/PROBLEM.candidate.csv; a kernel the reference launches too (the look-back scan) then
+# shows the reference's launches of it as well.
 set -euo pipefail
 out=${1:?usage: tools/profile_kernels.sh OUT_DIR PROBLEM [PRESET]}
 problem=${2:?problem name}
@@ -40,5 +43,13 @@ ncu "${ncu_args[@]}" -k 'regex:^(aten_|radix_|inclusive_|scan_|unique_|kjt_|seq|
     --secret-sets 0 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
     > "$out/$problem.reference.csv" || echo "ncu on dlrm-bench exited $?"
 summaries=("$out/$problem.reference.csv")
+if [[ -n "${CANDIDATE:-}" ]]; then
+  names=$(sed -n 's/^kernel *= *"\(.*\)"/\1/p' "$CANDIDATE/candidate.toml" | sort -u | paste -sd'|' -)
+  ncu "${ncu_args[@]}" -k "regex:^($names)\$" --launch-count "$LAUNCHES" \
+      "$bin" run --problem "$problem" --preset "$preset" --candidates "$CANDIDATE" --public-sets 1 \
+      --secret-sets 0 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
+      > "$out/$problem.candidate.csv" || echo "ncu on the candidate exited $?"
+  summaries+=("$out/$problem.candidate.csv")
+fi
 [[ -n "${SKIP_TORCH:-}" ]] || summaries=("$out/$problem.torch.csv" "${summaries[@]}")
 python3 tools/ncu_summary.py "${summaries[@]}"
