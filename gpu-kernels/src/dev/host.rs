@@ -221,6 +221,29 @@ pub unsafe fn load_nc_u16x4(p: *const u16) -> [u16; 4] {
     [*p, *p.add(1), *p.add(2), *p.add(3)]
 }
 
+/// 16-byte load of four u32 (raw bits) through the read-only path.
+pub unsafe fn load_nc_u32x4(p: *const u32) -> [u32; 4] {
+    check_aligned_16(p as *const f32);
+    [*p, *p.add(1), *p.add(2), *p.add(3)]
+}
+
+/// 8-byte load of an i64 through the read-only path.
+pub unsafe fn load_nc_i64(p: *const i64) -> i64 {
+    assert!(
+        (p as usize).is_multiple_of(8),
+        "misaligned 8-byte access at {p:p}"
+    );
+    *p
+}
+
+/// 16-byte streaming (evict-first) store of four u32.
+pub unsafe fn store_cs_u32x4(p: *mut u32, v: [u32; 4]) {
+    check_aligned_16(p as *const f32);
+    for (i, x) in v.into_iter().enumerate() {
+        *p.add(i) = x;
+    }
+}
+
 /// 16-byte load of four f32.
 pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {
     check_aligned_16(p);

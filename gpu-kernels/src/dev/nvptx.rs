@@ -214,6 +214,38 @@ pub unsafe fn load_nc_u16x4(p: *const u16) -> [u16; 4] {
     [a, b, c, d]
 }
 
+/// One 16-byte load of four u32 (raw bits, e.g. eight bf16) through the read-only
+/// (non-coherent) path. `p` must be a 16-byte-aligned global address of data no thread writes
+/// during the kernel.
+#[inline(always)]
+pub unsafe fn load_nc_u32x4(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {4}; ld.global.nc.v4.u32 {{{0}, {1}, {2}, {3}}}, [g]; }}",
+         out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
+         options(readonly, nostack));
+    [a, b, c, d]
+}
+
+/// An 8-byte load of an i64 through the read-only (non-coherent) path (`__ldg`). `p` must be
+/// an 8-byte-aligned global address of data no thread writes during the kernel.
+#[inline(always)]
+pub unsafe fn load_nc_i64(p: *const i64) -> i64 {
+    let r: i64;
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.global.nc.s64 {0}, [g]; }}",
+         out(reg64) r, in(reg64) p, options(readonly, nostack));
+    r
+}
+
+/// One 16-byte streaming store of four u32 to global memory (`__stcs`, `st.global.cs`: the
+/// line is marked evict-first in L2, for output written once and not read back by the
+/// kernel). `p` must be a 16-byte-aligned global address.
+#[inline(always)]
+pub unsafe fn store_cs_u32x4(p: *mut u32, v: [u32; 4]) {
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {0}; st.global.cs.v4.u32 [g], {{{1}, {2}, {3}, {4}}}; }}",
+         in(reg64) p, in(reg32) v[0], in(reg32) v[1], in(reg32) v[2], in(reg32) v[3],
+         options(nostack));
+}
+
 /// One 16-byte load of four f32 (coherent). `p` must be 16-byte aligned.
 #[inline(always)]
 pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {

@@ -28,6 +28,7 @@ pub mod radix_sort;
 pub mod scan;
 pub mod selftest;
 pub mod sequence_gather_padded_bf16;
+pub mod sequence_gather_padded_bf16_tuned;
 pub mod tbe_forward_fp16;
 pub mod torch_ops;
 pub mod unique_indices;
