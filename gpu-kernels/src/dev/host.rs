@@ -337,11 +337,6 @@ pub unsafe fn load_nc_u32(p: *const u32) -> u32 {
     *p
 }
 
-/// Read-only-path 8-byte load of an i64.
-pub unsafe fn load_nc_i64(p: *const i64) -> i64 {
-    *p
-}
-
 /// `a * b + c` with one rounding.
 pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     a.mul_add(b, c)

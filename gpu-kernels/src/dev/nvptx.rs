@@ -370,15 +370,6 @@ pub unsafe fn load_nc_u32(p: *const u32) -> u32 {
     r
 }
 
-/// An 8-byte load of an i64 through the read-only path (`__ldg`).
-#[inline(always)]
-pub unsafe fn load_nc_i64(p: *const i64) -> i64 {
-    let r: i64;
-    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.global.nc.s64 {0}, [g]; }}",
-         out(reg64) r, in(reg64) p, options(readonly, nostack));
-    r
-}
-
 /// `a * b + c` with one rounding.
 #[inline(always)]
 pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
