@@ -236,6 +236,15 @@ pub unsafe fn load_nc_i64(p: *const i64) -> i64 {
     *p
 }
 
+/// 8-byte load of two u32 through the read-only path.
+pub unsafe fn load_nc_u32x2(p: *const u32) -> [u32; 2] {
+    assert!(
+        (p as usize).is_multiple_of(8),
+        "misaligned 8-byte access at {p:p}"
+    );
+    [*p, *p.add(1)]
+}
+
 /// 16-byte streaming (evict-first) store of four u32.
 pub unsafe fn store_cs_u32x4(p: *mut u32, v: [u32; 4]) {
     check_aligned_16(p as *const f32);
@@ -327,6 +336,17 @@ pub unsafe fn store_f32x4(p: *mut f32, v: [f32; 4]) {
     }
 }
 
+/// 16-byte store of four u32.
+pub unsafe fn store_u32x4(p: *mut u32, v: [u32; 4]) {
+    assert!(
+        (p as usize).is_multiple_of(16),
+        "misaligned 16-byte access at {p:p}"
+    );
+    for (i, x) in v.into_iter().enumerate() {
+        *p.add(i) = x;
+    }
+}
+
 /// Read-only-path scalar load.
 pub unsafe fn load_nc_f32(p: *const f32) -> f32 {
     *p
@@ -340,4 +360,24 @@ pub unsafe fn load_nc_u32(p: *const u32) -> u32 {
 /// `a * b + c` with one rounding.
 pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     a.mul_add(b, c)
+}
+
+/// `prmt.b32` (default mode): byte `i` of the result is byte `selector` nibble `i` of the eight
+/// bytes `b:a` (0–3 from `a`, 4–7 from `b`); nibble bit 3 set replicates that byte's sign bit.
+pub fn prmt_b32(a: u32, b: u32, selector: u32) -> u32 {
+    let bytes = (b as u64) << 32 | a as u64;
+    (0..4).fold(0u32, |r, i| {
+        let nibble = (selector >> (4 * i)) & 0xf;
+        let byte = (bytes >> (8 * (nibble & 7))) as u8;
+        let byte = if nibble & 8 != 0 {
+            if byte & 0x80 != 0 {
+                0xff
+            } else {
+                0
+            }
+        } else {
+            byte
+        };
+        r | (byte as u32) << (8 * i)
+    })
 }

@@ -1,5 +1,5 @@
 //! The device layer every kernel uses: thread and block indices, the block barrier, shared
-//! memory, warp shuffles, atomics and 16-byte loads.
+//! memory, warp shuffles, atomics, vector loads and stores (16 and 8 bytes) and byte permutes.
 //!
 //! Two implementations with one interface: [`nvptx`](self) lowers each call to PTX (inline
 //! assembly); on the host the same names call into the CPU emulator ([`crate::emu`]). Kernels

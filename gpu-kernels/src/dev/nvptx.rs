@@ -246,6 +246,17 @@ pub unsafe fn store_cs_u32x4(p: *mut u32, v: [u32; 4]) {
          options(nostack));
 }
 
+/// One 8-byte load of two u32 through the read-only (non-coherent) path (e.g. eight bytes, or
+/// two f32 bit patterns). `p` must be an 8-byte-aligned global address of data no thread
+/// writes during the kernel.
+#[inline(always)]
+pub unsafe fn load_nc_u32x2(p: *const u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {2}; ld.global.nc.v2.u32 {{{0}, {1}}}, [g]; }}",
+         out(reg32) a, out(reg32) b, in(reg64) p, options(readonly, nostack));
+    [a, b]
+}
+
 /// One 16-byte load of four f32 (coherent). `p` must be 16-byte aligned.
 #[inline(always)]
 pub unsafe fn load_f32x4(p: *const f32) -> [f32; 4] {
@@ -352,6 +363,14 @@ pub unsafe fn store_f32x4(p: *mut f32, v: [f32; 4]) {
          options(nostack));
 }
 
+/// One 16-byte store of four u32. `p` must be 16-byte aligned.
+#[inline(always)]
+pub unsafe fn store_u32x4(p: *mut u32, v: [u32; 4]) {
+    asm!("st.v4.u32 [{0}], {{{1}, {2}, {3}, {4}}};",
+         in(reg64) p, in(reg32) v[0], in(reg32) v[1], in(reg32) v[2], in(reg32) v[3],
+         options(nostack));
+}
+
 /// A load through the read-only path (`__ldg`).
 #[inline(always)]
 pub unsafe fn load_nc_f32(p: *const f32) -> f32 {
@@ -377,6 +396,19 @@ pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     unsafe {
         asm!("fma.rn.f32 {0}, {1}, {2}, {3};", out(reg32) r, in(reg32) a, in(reg32) b, in(reg32) c,
              options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// `__byte_perm(a, b, selector)` (`prmt.b32`, default mode): byte `i` of the result is byte
+/// `selector` nibble `i` of the eight bytes `b:a` (0–3 from `a`, 4–7 from `b`; nibble bit 3 set
+/// replicates that byte's sign bit instead). One PRMT.
+#[inline(always)]
+pub fn prmt_b32(a: u32, b: u32, selector: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("prmt.b32 {0}, {1}, {2}, {3};", out(reg32) r, in(reg32) a, in(reg32) b,
+             in(reg32) selector, options(pure, nomem, nostack))
     };
     r
 }
