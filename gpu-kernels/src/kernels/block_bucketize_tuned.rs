@@ -54,11 +54,32 @@ fn bucketize(id: i64, s: i64, w: i64) -> (u32, i64) {
     }
 }
 
-/// The segment of this warp and its ids' range, or `None` past the last segment (whole warps).
+/// What a warp needs of its segment.
+struct Segment {
+    /// Its number, t·B + b.
+    seg: usize,
+    /// Its ids' range in `indices`.
+    begin: i64,
+    end: i64,
+    /// Its feature's block size.
+    block_size: i64,
+    /// T·B.
+    segments: usize,
+}
+
+/// This warp's segment, or `None` past the last one (whole warps leave together) and when
+/// there are more ranks than lanes.
 #[inline(always)]
-unsafe fn warp_segment(seg_end: *const i64, segments: i64) -> Option<(usize, i64, i64)> {
+unsafe fn warp_segment(
+    seg_end: *const i64,
+    block_sizes: *const i64,
+    features: i64,
+    batch: i64,
+    ranks: i64,
+) -> Option<Segment> {
+    let segments = features * batch;
     let seg = ((block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE) as i64;
-    if seg >= segments {
+    if seg >= segments || ranks > WARP_SIZE as i64 {
         return None;
     }
     let begin = if seg == 0 {
@@ -66,7 +87,13 @@ unsafe fn warp_segment(seg_end: *const i64, segments: i64) -> Option<(usize, i64
     } else {
         *seg_end.add(seg as usize - 1)
     };
-    Some((seg as usize, begin, *seg_end.add(seg as usize)))
+    Some(Segment {
+        seg: seg as usize,
+        begin,
+        end: *seg_end.add(seg as usize),
+        block_size: *block_sizes.add((seg / batch) as usize),
+        segments: segments as usize,
+    })
 }
 
 /// Rank `u32::MAX` for lanes past the segment: it matches no rank.
@@ -83,15 +110,12 @@ kernel! {
         batch: i64,
         ranks: i64,
     ) {
-        let segments = features * batch;
-        let Some((seg, begin, end)) = warp_segment(seg_end, segments) else {
+        let Some(Segment { seg, begin, end, block_size: s, segments }) =
+            warp_segment(seg_end, block_sizes, features, batch, ranks)
+        else {
             return;
         };
-        if ranks > WARP_SIZE as i64 {
-            return;
-        }
         let lane = lane_id();
-        let s = *block_sizes.add(seg / batch as usize);
         let mut count = 0u32; // of rank `lane`
         let mut base = begin;
         while base < end {
@@ -110,7 +134,7 @@ kernel! {
             base += WARP_SIZE as i64;
         }
         if (lane as i64) < ranks {
-            *new_lengths.add(lane as usize * segments as usize + seg) = count as i32;
+            *new_lengths.add(lane as usize * segments + seg) = count as i32;
         }
     }
 }
@@ -132,18 +156,15 @@ kernel! {
         batch: i64,
         ranks: i64,
     ) {
-        let segments = features * batch;
-        let Some((seg, begin, end)) = warp_segment(seg_end, segments) else {
+        let Some(Segment { seg, begin, end, block_size: s, segments }) =
+            warp_segment(seg_end, block_sizes, features, batch, ranks)
+        else {
             return;
         };
-        if ranks > WARP_SIZE as i64 {
-            return;
-        }
         let lane = lane_id();
-        let s = *block_sizes.add(seg / batch as usize);
         // Lane r: the next output position of rank r's group of this segment.
         let mut next = if (lane as i64) < ranks {
-            let group = lane as usize * segments as usize + seg;
+            let group = lane as usize * segments + seg;
             if group == 0 { 0 } else { *group_end.add(group - 1) }
         } else {
             0
