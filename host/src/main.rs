@@ -460,8 +460,9 @@ const TORCH_BARE: &str = "eager";
 /// is not its value written `--torch=eager`, on a subcommand that also takes positionals
 /// (`kernelbench DIR...`). clap takes the word after `--torch` as its optional value whatever
 /// it is (it does not fall back to a positional when the value parser refuses it), so
-/// `kernelbench --torch answers/a` would parse `answers/a` as a yardstick and fail. The word is `--torch`'s value when [`parse_torch`]
-/// accepts it (`--torch eager,compile DIR` as documented), or when it reads as a list of
+/// `kernelbench --torch answers/a` would parse `answers/a` as a yardstick and fail. The word
+/// is `--torch`'s value when [`parse_torch`] accepts it (`--torch eager,compile DIR` as
+/// documented), or when it reads as a list of
 /// yardsticks (letters and commas) and no such path exists, so that a typo (`--torch complie
 /// DIR`) is refused as an unknown yardstick rather than run as a directory; else it stays a
 /// positional. Subcommands without positionals (`run`) are left alone, and nothing after `--`

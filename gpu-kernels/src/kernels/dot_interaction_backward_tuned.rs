@@ -57,9 +57,9 @@ const fn pair_of(i: usize, j: usize) -> usize {
 }
 
 kernel! {
-    /// Launch: block (128, 1, 1), grid ceil_div(B, 4); no shared memory, no scratch. Takes the
-    /// register fast path (12,096 bytes of static shared memory) when F + 1 = 27, D = 128 and x, emb, dx and d_emb are 16-byte
-    /// aligned, the plain path otherwise.
+    /// Launch: block (128, 1, 1), grid ceil_div(B, 4); no dynamic shared memory, no scratch.
+    /// Takes the register fast path (12,096 bytes of static shared memory) when F + 1 = 27,
+    /// D = 128 and x, emb, dx and d_emb are 16-byte aligned, the plain path otherwise.
     pub unsafe fn dot_interaction_backward_tuned_warp_per_sample(
         x: *const f32,
         emb: *const f32,

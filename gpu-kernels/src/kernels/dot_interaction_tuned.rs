@@ -121,8 +121,9 @@ fn dot4(a: [f32; 4], b: [f32; 4]) -> f32 {
     fma_f32(a[3], b[3], sum)
 }
 
-/// The fast path for one sample (see the module doc). `seq!` spells out literal row, column
-/// and group numbers, so clippy sees `0 * 4`, `I == 0` and the like in the expansion. Needs 16-byte aligned x and emb.
+/// The fast path for one sample (see the module doc). Needs 16-byte aligned x and emb. `seq!`
+/// spells out literal group and slot numbers, so clippy sees `0 * 32` and the like in the
+/// expansion.
 #[inline(always)]
 #[allow(clippy::identity_op, clippy::erasing_op, clippy::eq_op)]
 unsafe fn fast_sample(x: *const f32, emb: *const f32, out: *mut f32, sample: usize) {
