@@ -27,6 +27,7 @@ pub mod plan;
 pub mod projection;
 pub mod prompt;
 pub mod ptx;
+pub mod ptxas;
 pub mod record;
 pub mod report;
 pub mod report_html;

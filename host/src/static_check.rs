@@ -3,15 +3,19 @@
 //! under every rule `run` applies ([`plan::resolve`], [`plan::scratch_bytes`]): evaluated on the
 //! sizes of every preset and edge set ([`check_sizes`]), against the GPU's limits when there is
 //! one and H100/H200-class limits otherwise, with each argument matched against the kernel's
-//! parameter list in the PTX. Each directory is checked once ([`crate::candidate_set`]).
+//! parameter list in the PTX. When a ptxas is found ([`crate::ptxas`]) the module is assembled
+//! for sm_90 too and each launch's line gives its kernel's registers, stack and spills. Each
+//! directory is checked once ([`crate::candidate_set`]).
 use crate::backend::{cuda::compile_cuda, ptx_params::entry_params, Backend};
 use crate::candidate::{load_candidate, Candidate, ModuleSource};
 use crate::candidate_set::load_unique;
 use crate::launch_limits::LaunchLimits;
 use crate::plan;
+use crate::ptxas;
 use bench_problems::{find_problem, Preset, Problem, Sizes};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// One set of sizes a plan is checked at: a label (`ci`, `full edge-0`, ...), the size symbols
 /// and the float scalars.
@@ -161,19 +165,66 @@ pub fn check_loaded(
         }
         lines.push(line);
     }
+    let resources = match &ptx {
+        Some(ptx) => ptxas_resources(&cand.source, ptx)?,
+        None => None,
+    };
     lines.extend(full.iter().enumerate().map(|(i, l)| {
         let params = widths(&l.kernel).unwrap_or_default();
-        format!(
+        let mut line = format!(
             "launch[{i}] {}: {} parameters {:?}, grid at full size {:?}, block {:?}",
             l.kernel,
             params.len(),
             params,
             l.grid,
             l.block
-        )
+        );
+        if let Some((arch, r)) = resources
+            .as_ref()
+            .and_then(|(arch, all)| all.get(&l.kernel).map(|r| (arch, r)))
+        {
+            line.push_str(&format!(
+                "; ptxas {arch}: {} registers, {} bytes stack, {} bytes spilled{}",
+                r.registers,
+                r.stack_bytes,
+                r.spill_stores,
+                if r.uses_local_memory() {
+                    " (local memory)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        line
     }));
+    if resources.is_none() && ptx.is_some() {
+        lines.push(
+            "note: no ptxas found (DLRM_BENCH_PTXAS, beside libnvrtc, a CUDA toolkit or PATH): \
+             registers and spills not reported"
+                .into(),
+        );
+    }
     lines.extend(note);
     Ok(lines)
+}
+
+/// The module's per-kernel resources from ptxas, with the architecture it assembled for, or
+/// `None` without a ptxas; an error when ptxas rejects the module (the driver would too). The
+/// suite's own PTX is assembled once per process.
+fn ptxas_resources(
+    source: &ModuleSource,
+    ptx: &str,
+) -> Result<Option<(&'static str, BTreeMap<String, ptxas::Resources>)>, String> {
+    static PTXAS: OnceLock<Option<PathBuf>> = OnceLock::new();
+    static BUILTIN: OnceLock<Result<BTreeMap<String, ptxas::Resources>, String>> = OnceLock::new();
+    let Some(tool) = PTXAS.get_or_init(|| ptxas::find(&[])) else {
+        return Ok(None);
+    };
+    let all = match source {
+        ModuleSource::Builtin => BUILTIN.get_or_init(|| ptxas::assemble(tool, ptx)).clone()?,
+        _ => ptxas::assemble(tool, ptx)?,
+    };
+    Ok(Some((ptxas::arch_for(ptx), all)))
 }
 
 /// The limits `check` holds plans to: those of CUDA device 0 when there is one, else the
@@ -255,6 +306,30 @@ mod tests {
     fn no_cuda_headers(e: &str) -> bool {
         crate::cuda_include::is_missing_header(e)
             && crate::cuda_include::current().found_in.is_none()
+    }
+
+    /// With a ptxas, each launch line of a Rust candidate carries its kernel's registers; the
+    /// numbers are the ones the assembler gives for the suite's PTX.
+    #[test]
+    fn launch_lines_carry_ptxas_resources_when_a_ptxas_is_found() {
+        let Some(tool) = ptxas::find(&[]) else {
+            eprintln!("skipped: no ptxas found (see crate::ptxas)");
+            return;
+        };
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../candidates/tuned/dot_interaction");
+        let lines = check_candidate(&dir, "compute_90").unwrap();
+        let all = ptxas::assemble(&tool, crate::ptx::GPU_KERNELS_PTX).unwrap();
+        let r = &all["dot_interaction_tuned_warp_per_sample"];
+        let want = format!(
+            "ptxas sm_90: {} registers, 0 bytes stack, 0 bytes spilled",
+            r.registers
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("dot_interaction_tuned_warp_per_sample") && l.ends_with(&want)),
+            "{lines:?}"
+        );
     }
 
     #[test]
