@@ -20,6 +20,9 @@ pub struct Resources {
     pub spill_loads: u32,
 }
 
+/// Each entry's resources, by name.
+pub type ModuleResources = BTreeMap<String, Resources>;
+
 impl Resources {
     /// Spills, or a stack frame (an array indexed at run time): local memory, slow.
     pub fn uses_local_memory(&self) -> bool {
@@ -85,7 +88,7 @@ pub fn arch_for(ptx: &str) -> &'static str {
 
 /// Assembles `ptx` with `ptxas -v` for [`arch_for`]: each entry's resources, or ptxas's log
 /// when it rejects the module.
-pub fn assemble(ptxas: &Path, ptx: &str) -> Result<BTreeMap<String, Resources>, String> {
+pub fn assemble(ptxas: &Path, ptx: &str) -> Result<ModuleResources, String> {
     let dir = std::env::temp_dir().join(format!(
         "dlrm-bench-ptxas-{}-{:?}",
         std::process::id(),
@@ -123,7 +126,7 @@ fn count_before(line: &str, unit: &str) -> Option<u32> {
 /// Per entry, from `ptxas -v`'s log: "Compiling entry function 'NAME'" opens an entry; its
 /// "N bytes stack frame, N bytes spill stores, N bytes spill loads" and "Used N registers"
 /// lines follow.
-pub fn parse_log(log: &str) -> BTreeMap<String, Resources> {
+pub fn parse_log(log: &str) -> ModuleResources {
     let mut out = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in log.lines() {

@@ -214,7 +214,7 @@ pub fn check_loaded(
 fn ptxas_resources(
     source: &ModuleSource,
     ptx: &str,
-) -> Result<Option<(&'static str, BTreeMap<String, ptxas::Resources>)>, String> {
+) -> Result<Option<(&'static str, ptxas::ModuleResources)>, String> {
     static PTXAS: OnceLock<Option<PathBuf>> = OnceLock::new();
     static BUILTIN: OnceLock<Result<BTreeMap<String, ptxas::Resources>, String>> = OnceLock::new();
     let Some(tool) = PTXAS.get_or_init(|| ptxas::find(&[])) else {
