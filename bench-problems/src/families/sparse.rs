@@ -281,6 +281,40 @@ pub fn sort_with_positions(
     plan
 }
 
+/// The run-length part of eager's `torch.unique(sorted=True, return_inverse=True)` once its
+/// sort has run (problems 5 and 9): flags where the sorted keys change
+/// (`unique_adjacent_difference` into `inv_loc`), their inclusive scan (`run`), the inverse
+/// scattered back through the sort's `sorted_indices`, and each run's key and end (`unique`,
+/// `run_ends`, `num_unique`). Reads `sorted`; scratch `inv_loc`, `run`, `scan_status`,
+/// `run_ends` of the caller's.
+pub fn unique_from_sorted(unique: &str, inverse: &str) -> Vec<LaunchSpec> {
+    let mut plan = vec![apply_grid(
+        "unique_adjacent_difference",
+        "N",
+        &["inv_loc", "sorted", "N"],
+    )];
+    plan.extend(inclusive_scan(
+        "inclusive_sum_i32_to_i64",
+        "inv_loc",
+        "run",
+        "N",
+        "scan_status",
+    ));
+    plan.extend([
+        apply_grid(
+            "aten_scatter_i64",
+            "N",
+            &[inverse, "sorted_indices", "run", "N"],
+        ),
+        apply_grid(
+            "unique_run_ends",
+            "N",
+            &["sorted", "run", unique, "run_ends", "num_unique", "N"],
+        ),
+    ]);
+    plan
+}
+
 /// The inputs of a keyed jagged tensor (problems 7 and 8): `T` features × `B` samples.
 pub struct Kjt {
     /// Lookups per (feature, sample), feature-major (`lengths[t·B + b]`).

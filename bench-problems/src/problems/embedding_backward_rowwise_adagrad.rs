@@ -67,8 +67,8 @@
 use crate::check::Tolerance;
 use crate::families::bags::{self, BagRecipe, BagSizes, Bags, Counts};
 use crate::families::sparse::{
-    apply_grid, elementwise, gather_rows16, inclusive_scan, radix_sort_pairs, scan_status_bytes,
-    scratch_of, SortScratch,
+    elementwise, gather_rows16, inclusive_scan, radix_sort_pairs, scan_status_bytes, scratch_of,
+    unique_from_sorted, SortScratch,
 };
 use crate::problem::problem_identity;
 use crate::launch::{LaunchSpec, ScratchSpec};
@@ -343,30 +343,7 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             "N",
             &SortScratch::new("sort"),
         ));
-        plan.push(apply_grid(
-            "unique_adjacent_difference",
-            "N",
-            &["inv_loc", "sorted", "N"],
-        ));
-        plan.extend(inclusive_scan(
-            "inclusive_sum_i32_to_i64",
-            "inv_loc",
-            "run",
-            "N",
-            "scan_status",
-        ));
-        plan.extend([
-            apply_grid(
-                "aten_scatter_i64",
-                "N",
-                &["inverse", "sorted_indices", "run", "N"],
-            ),
-            apply_grid(
-                "unique_run_ends",
-                "N",
-                &["sorted", "run", "rows", "run_ends", "num_unique", "N"],
-            ),
-        ]);
+        plan.extend(unique_from_sorted("rows", "inverse"));
         // grad = zeros(U, D); grad.index_add_(0, inverse, grad_output.index_select(0, bag)).
         plan.extend([
             ew(

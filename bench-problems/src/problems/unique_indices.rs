@@ -16,7 +16,7 @@
 //! scatter, and a run-length encoding.
 use crate::problem::problem_identity;
 use crate::families::sparse::{
-    apply_grid, inclusive_scan, scan_status_bytes, scratch_of, sizes_in, sort_with_positions,
+    apply_grid, scan_status_bytes, scratch_of, sizes_in, sort_with_positions, unique_from_sorted,
     with_sizes, SortScratch,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
@@ -188,35 +188,12 @@ impl Problem for UniqueIndices {
             "N",
             &SortScratch::new("sort"),
         );
+        plan.extend(unique_from_sorted("unique", "inverse"));
         plan.push(apply_grid(
-            "unique_adjacent_difference",
+            "unique_counts_from_ends",
             "N",
-            &["inv_loc", "sorted", "N"],
+            &["counts", "run_ends", "num_unique"],
         ));
-        plan.extend(inclusive_scan(
-            "inclusive_sum_i32_to_i64",
-            "inv_loc",
-            "run",
-            "N",
-            "scan_status",
-        ));
-        plan.extend([
-            apply_grid(
-                "aten_scatter_i64",
-                "N",
-                &["inverse", "sorted_indices", "run", "N"],
-            ),
-            apply_grid(
-                "unique_run_ends",
-                "N",
-                &["sorted", "run", "unique", "run_ends", "num_unique", "N"],
-            ),
-            apply_grid(
-                "unique_counts_from_ends",
-                "N",
-                &["counts", "run_ends", "num_unique"],
-            ),
-        ]);
         plan
     }
 
