@@ -649,6 +649,19 @@ mod tests {
         assert!(seen > 0, "no profile in {}", dir.display());
     }
 
+    /// Each (file, body, message): loading `body` written to `file` fails with an error naming
+    /// the file and containing the message.
+    fn assert_load_errors(
+        write: &dyn Fn(&str, &str) -> std::path::PathBuf,
+        cases: &[(&str, String, &str)],
+    ) {
+        for (file, body, want) in cases {
+            let err = Workload::load(&write(file, body)).unwrap_err().to_string();
+            assert!(err.contains(file), "{err}");
+            assert!(err.contains(want), "{file}: {err}");
+        }
+    }
+
     #[test]
     fn profiles_are_validated_with_the_file_and_field_named() {
         let dir = std::env::temp_dir().join(format!("dlrm-workload-{}", std::process::id()));
@@ -698,11 +711,7 @@ mod tests {
                 "unknown field `steps`",
             ),
         ];
-        for (file, body, want) in cases {
-            let err = Workload::load(&write(file, &body)).unwrap_err().to_string();
-            assert!(err.contains(file), "{err}");
-            assert!(err.contains(want), "{file}: {err}");
-        }
+        assert_load_errors(&write, &cases);
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -783,11 +792,7 @@ mod tests {
                 "`fractions` lists no problem",
             ),
         ];
-        for (file, body, want) in cases {
-            let err = Workload::load(&write(file, &body)).unwrap_err().to_string();
-            assert!(err.contains(file), "{err}");
-            assert!(err.contains(want), "{file}: {err}");
-        }
+        assert_load_errors(&write, &cases);
         std::fs::remove_dir_all(&dir).ok();
     }
 
