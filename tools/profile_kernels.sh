@@ -19,7 +19,10 @@ trap 'rm -rf "$inputs"' EXIT
 "$bin" gen "$problem" --preset "$preset" --sets 1 --out "$inputs" >/dev/null
 file=$(ls "$inputs"/*.safetensors | head -1)
 model=$(ls bench-problems/kernelbench/*_"$problem".py)
-ncu_args=(--clock-control none --metrics gpu__time_duration.sum --csv --print-units base)
+# NCU_METRICS (comma-separated) adds metrics to the raw CSVs beside the time (the summary prints
+# the time only), e.g. dram__bytes_read.sum,smsp__inst_executed.sum.
+ncu_args=(--clock-control none --metrics "gpu__time_duration.sum${NCU_METRICS:+,$NCU_METRICS}" --csv
+          --print-units base)
 
 # PyTorch: one warm-up call, then the profiled call (the summary shows one). SKIP_TORCH=1
 # profiles only the reference.
