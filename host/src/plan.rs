@@ -265,7 +265,7 @@ mod tests {
         bad.launches[0].args.pop();
         assert!(bind(&bad, &sizes, &BTreeMap::new(), &bufs, &mut be, m)
             .unwrap_err()
-            .contains("takes 10 parameters"));
+            .contains("takes 11 parameters"));
         let mut bad = cand.clone();
         bad.launches[0].kernel = "nope".into();
         assert!(bind(&bad, &sizes, &BTreeMap::new(), &bufs, &mut be, m)

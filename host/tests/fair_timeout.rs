@@ -27,7 +27,7 @@ const REFERENCE_LAUNCH: &str = r#"
 kernel = "embedding_bag_sum_reference"
 grid = ["min(1024, ceil_div(B * ceil_div(D, 32), 8))", 1, 1]
 block = [32, 8, 1]
-args = ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1"]
+args = ["indices", "offsets", "weight", "out", "offset2bag", "N", "B", "D", "bag_size", "-1", "E"]
 "#;
 
 #[test]

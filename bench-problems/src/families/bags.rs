@@ -527,7 +527,8 @@ pub fn embedding_bag_plan(kernel: &str, weighted: bool) -> Vec<LaunchSpec> {
     if weighted {
         args.push("per_sample_weights");
     }
-    args.push("-1");
+    // padding_idx (-1, as `F.embedding_bag` passes it) and numRows (weight.size(0)).
+    args.extend(["-1", "E"]);
     vec![embedding_bag_launch(kernel, &args)]
 }
 
@@ -756,9 +757,10 @@ mod tests {
             plain.grid[0],
             Dim::from("min(1024, ceil_div(B * ceil_div(D, 32), 8))")
         );
-        assert_eq!(plain.args.len(), 10);
+        assert_eq!(plain.args.len(), 11);
         assert_eq!(plain.args[..9], weighted.args[..9]);
-        assert_eq!(weighted.args[9..], ["per_sample_weights", "-1"]);
+        assert_eq!(plain.args[9..], ["-1", "E"]);
+        assert_eq!(weighted.args[9..], ["per_sample_weights", "-1", "E"]);
         let scratch = embedding_bag_scratch(BAG_SIZE_BYTES);
         assert_eq!(scratch[0], ScratchSpec::new("offset2bag", "max(N, 1) * 8"));
         assert_eq!(scratch[1].bytes, Dim::from("(B + 1) * 8"));

@@ -276,7 +276,14 @@ pub fn sort_with_positions(
     n: &str,
     s: &SortScratch,
 ) -> Vec<LaunchSpec> {
-    let mut plan = vec![elementwise("aten_arange_i64", n, &[positions, n])];
+    // `torch.arange(n)` as eager launches it for these sorts: RangeFactories'
+    // `elementwise_kernel_with_index` (one element per thread, blocks of 64).
+    let mut plan = vec![LaunchSpec::linear(
+        "aten_arange_with_index_i64",
+        format!("max(ceil_div({n}, 64), 1)").as_str(),
+        64,
+        &[positions, "0", "1", n],
+    )];
     plan.extend(radix_sort_pairs(keys, positions, sorted_keys, order, n, s));
     plan
 }
@@ -551,7 +558,8 @@ mod tests {
         assert_eq!(names, ["w", "c", "s"]);
         let sort = sort_with_positions("k", "p", "sk", "o", "N", &SortScratch::new("x"));
         assert_eq!(sort.len(), 1 + 3 + 8);
-        assert_eq!(sort[0].args, ["p", "N"]);
+        assert_eq!(sort[0].kernel, "aten_arange_with_index_i64");
+        assert_eq!(sort[0].args, ["p", "0", "1", "N"]);
         assert_eq!(sort.last().unwrap().args[1], "sk");
         assert_eq!(exclusive_sums(&[2, 0, 3]), vec![0, 2, 2]);
         assert_eq!(empty_share(&[2, 0, 3, 0]), 0.5);

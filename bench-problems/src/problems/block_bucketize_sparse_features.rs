@@ -452,7 +452,12 @@ fn eager_plan() -> Vec<LaunchSpec> {
     ));
     plan.extend([
         // unbucketize_permute = empty_like(order).scatter_(0, order, arange(N))
-        elementwise("aten_arange_i64", "N", &["positions", "N"]),
+        LaunchSpec::linear(
+            "aten_arange_with_index_i64",
+            "max(ceil_div(N, 64), 1)",
+            64,
+            &["positions", "0", "1", "N"],
+        ),
         elementwise(
             "aten_scatter_i64",
             "N",

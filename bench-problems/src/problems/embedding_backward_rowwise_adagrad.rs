@@ -30,25 +30,29 @@
 //! | 20–21 | `InclusiveSum` int32 → int64 10.9 µs | `scan_init`, `inclusive_sum_i32_to_i64` | 1, 647 (431) |
 //! | 22 | `scatter_kernel` (inverse) 27.0 µs | `aten_scatter_i64` | 2586 (same) |
 //! | 23 | `cub::unique`: `DeviceCompactInit` + `DeviceSelectSweep` 11.1 µs | `unique_run_ends` (problem 9's run encoding; also writes U to `num_unique`) | 2586 |
-//! | 24 | `zeros(U, D)`: `FillFunctor<float>` 20.8 µs | `aten_fill_f32_counted` | N·D/512 = 330946 (U·D/1024 = 21367) |
+//! | 24 | `zeros(U, D)`: `FillFunctor<float>` 20.8 µs | `aten_fill_f32_counted` | 2112 capped (U·D/1024 = 21367) |
 //! | 25 | `grad_output.index_select(0, bag)`: `vectorized_gather_kernel<16>` 799 µs | `aten_gather_rows16` | N = 1323783 (same) |
 //! | 26 | `grad.index_add_(0, inverse, ·)`: `indexFuncLargeIndex<…, ReduceAdd>` 1234 µs | `aten_index_add_large_index_f32` | 1056 (same) |
 //! | 27 | `momentum.index_select(0, rows)`: `_scatter_gather_elementwise_kernel<128, 8>` 11.6 µs | `aten_gather_elementwise_f32_counted` | 1293 (167) |
-//! | 28 | `grad.square()`: `pow_tensor_scalar_kernel_impl` 40.2 µs | `aten_square_f32_counted` | 330946 (21367) |
-//! | 29 | `.mean(1)`: `reduce_kernel<512, 1, MeanOps>` (32, 16) 44.1 µs | `aten_mean_rows_f32_counted` | 82737 (10684) |
-//! | 30 | `+`: `CUDAFunctor_add<float>` 2.8 µs | `aten_add_f32_counted` | 2586 (167) |
-//! | 31 | `momentum.index_copy_(0, rows, m)`: `index_elementwise_kernel<128, 4>` 8.4 µs | `aten_index_copy_f32_counted` | 2586 (334) |
-//! | 32 | `m.sqrt()` 2.9 µs | `aten_sqrt_f32_counted` | 2586 (167) |
-//! | 33 | `+ eps`: `CUDAFunctorOnSelf_add<float>` 2.5 µs | `aten_add_scalar_f32_counted` | 2586 (167) |
-//! | 34 | `grad / (…).unsqueeze(1)`: `elementwise_kernel<128, 2>` (broadcast) 66.6 µs | `aten_div_rows_f32_counted` | N·D/256 = 661892 (85465) |
+//! | 28 | `grad.square()`: `pow_tensor_scalar_kernel_impl` 40.2 µs | `aten_square_f32_counted` | 2112 capped (21367) |
+//! | 29 | `.mean(1)`: `reduce_kernel<512, 1, MeanOps>` (32, 16) 44.1 µs | `aten_mean_rows_f32_counted` | 2112 capped (10684) |
+//! | 30 | `+`: `CUDAFunctor_add<float>` 2.8 µs | `aten_add_f32_counted` | 2112 capped (167) |
+//! | 31 | `momentum.index_copy_(0, rows, m)`: `index_elementwise_kernel<128, 4>` 8.4 µs | `aten_index_copy_f32_counted` | 2112 capped (334) |
+//! | 32 | `m.sqrt()` 2.9 µs | `aten_sqrt_f32_counted` | 2112 capped (167) |
+//! | 33 | `+ eps`: `CUDAFunctorOnSelf_add<float>` 2.5 µs | `aten_add_scalar_f32_counted` | 2112 capped (167) |
+//! | 34 | `grad / (…).unsqueeze(1)`: `elementwise_kernel<128, 2>` (broadcast) 66.6 µs | `aten_div_rows_f32_counted` | 2112 capped (85465) |
 //! | 35 | `weight.index_add_(0, rows, ·, alpha=-lr)`: `indexFuncLargeIndex` 164 µs | `aten_index_add_large_index_f32_counted` | 1056 (same) |
 //!
 //! Differences: (a) the distinct count U is data-dependent; eager reads it back (the sync that
 //! ends `torch.unique`) and sizes launches 24 and 27–34 and their tensors by it. A plan cannot
 //! sync: U stays on the device (`num_unique`), every U-sized tensor is allocated at N (U ≤ N),
-//! and each `*_counted` kernel reads U and computes exactly eager's elements on a grid sized by
-//! N, where the blocks past U exit after one load (U/N ≈ 0.13 at `full`: about 7.7 times eager's
-//! blocks, the extra ones empty). The two grid-stride `index_add_` launches keep eager's grid.
+//! and each `*_counted` kernel reads U and computes exactly eager's elements, eager's blocks in
+//! turn on a grid capped at [`COUNTED_GRID`] (one wave). Until 2026-12-03 these grids were sized
+//! by N, the blocks past U leaving after one load: U/N ≈ 0.065 at `full`, and the H200 profile
+//! 20261203T074318Z-gpu-full-profiles measured 0.76 ms of such empty blocks over launches 24,
+//! 28, 29 and 34 (reference 1.32 of eager). The two grid-stride `index_add_` launches keep
+//! eager's grid, and add with RED as eager's SASS does (the port's ATOM cost 26% more, 1551
+//! against 1233 µs).
 //! (b) `unique` is problem 9's port (its sort, scan and run encoding; the run encoding reads the
 //! scan's run numbers instead of CUB's look-back select).
 //!
@@ -294,6 +298,12 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
 
     fn reference(&self) -> Vec<LaunchSpec> {
         let ew = |kernel: &str, n: &str, args: &[&str]| elementwise(kernel, n, args);
+        // A U-sized launch: eager's grid (for N in place of U, `per_block` elements a block of
+        // `threads`) capped at COUNTED_GRID; its kernel runs eager's blocks in turn.
+        let counted = |kernel: &str, n: &str, per_block: usize, threads: i64, args: &[&str]| {
+            let grid = format!("max(min(ceil_div({n}, {per_block}), {COUNTED_GRID}), 1)");
+            LaunchSpec::linear(kernel, grid.as_str(), threads, args)
+        };
         let legacy = |kernel: &str, grid: &str, args: &[&str]| {
             LaunchSpec::linear(kernel, grid, 128, args)
         };
@@ -346,9 +356,11 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         plan.extend(unique_from_sorted("rows", "inverse"));
         // grad = zeros(U, D); grad.index_add_(0, inverse, grad_output.index_select(0, bag)).
         plan.extend([
-            ew(
+            counted(
                 "aten_fill_f32_counted",
                 "N * D",
+                512,
+                128,
                 &["grad", "0.0", "num_unique", "D"],
             ),
             gather_rows16(
@@ -365,44 +377,66 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         ]);
         // m = momentum.index_select(0, rows) + grad.square().mean(1); momentum.index_copy_.
         plan.extend([
-            legacy(
+            counted(
                 "aten_gather_elementwise_f32_counted",
-                "max(ceil_div(N, 1024), 1)",
+                "N",
+                1024,
+                128,
                 &["momentum_rows", "momentum", "rows", "num_unique", "E"],
             ),
-            ew(
+            counted(
                 "aten_square_f32_counted",
                 "N * D",
+                512,
+                128,
                 &["grad_sq", "grad", "num_unique", "D"],
             ),
             LaunchSpec::new(
                 "aten_mean_rows_f32_counted",
-                ["max(ceil_div(N, 16), 1)".into(), 1.into(), 1.into()],
+                [
+                    format!("max(min(ceil_div(N, 16), {COUNTED_GRID}), 1)").as_str().into(),
+                    1.into(),
+                    1.into(),
+                ],
                 [32.into(), 16.into(), 1.into()],
                 &["grad_sq_mean", "grad_sq", "num_unique", "D"],
             ),
-            ew(
+            counted(
                 "aten_add_f32_counted",
                 "N",
+                512,
+                128,
                 &["m", "momentum_rows", "grad_sq_mean", "num_unique"],
             ),
-            legacy(
+            counted(
                 "aten_index_copy_f32_counted",
-                "max(ceil_div(N, 512), 1)",
+                "N",
+                512,
+                128,
                 &["momentum", "rows", "m", "num_unique", "E"],
             ),
         ]);
         // weight.index_add_(0, rows, grad / (m.sqrt() + eps).unsqueeze(1), alpha=-lr).
         plan.extend([
-            ew("aten_sqrt_f32_counted", "N", &["m_sqrt", "m", "num_unique"]),
-            ew(
+            counted(
+                "aten_sqrt_f32_counted",
+                "N",
+                512,
+                128,
+                &["m_sqrt", "m", "num_unique"],
+            ),
+            counted(
                 "aten_add_scalar_f32_counted",
                 "N",
+                512,
+                128,
                 &["denom", "m_sqrt", "eps", "num_unique"],
             ),
-            legacy(
+            counted(
                 "aten_div_rows_f32_counted",
-                "max(ceil_div(N * D, 256), 1)",
+                "N * D",
+                256,
+                128,
                 &["step", "grad", "denom", "num_unique", "D"],
             ),
             LaunchSpec::linear(
@@ -448,6 +482,11 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         s
     }
 }
+
+/// Most blocks of a U-sized (`*_counted`) launch: one wave of 128-thread blocks on the H200
+/// (16 per SM × 132). An N-sized grid spent ≈ 0.8 ms at `full` on blocks past U (U ≈ N/15:
+/// set 20261203T074318Z-gpu-full-profiles), eager's launches take U's grid.
+const COUNTED_GRID: usize = 2112;
 
 /// Grid of `indexFuncLargeIndex` over N·D elements: `min(ceil_div(N·D, 128), 8·SMs)`, 1056 on
 /// the H200's 132 SMs (the same bound serves the U·D launch: U·D ≥ 1056·128 at `small` and
@@ -689,6 +728,15 @@ mod tests {
         for (k, kernel, want) in eager {
             assert_eq!(plan[k].kernel, kernel, "launch {k}");
             assert_eq!(grid(k), want, "launch {k} ({kernel})");
+        }
+        // The U-sized launches: capped grids, however large N is.
+        let mut huge = sizes.clone();
+        huge.insert("N".into(), 1 << 30);
+        let counted: Vec<_> = plan.iter().filter(|l| l.kernel.ends_with("_counted")).collect();
+        assert_eq!(counted.len(), 10);
+        for l in counted.iter().filter(|l| !l.kernel.starts_with("aten_index_add")) {
+            let g = l.grid[0].eval(&huge).unwrap();
+            assert_eq!(g, COUNTED_GRID as i64, "{}", l.kernel);
         }
         let onesweeps = plan.iter().filter(|l| l.kernel == "radix_sort_onesweep").count();
         assert_eq!(onesweeps, 8);

@@ -149,7 +149,8 @@ impl Problem for EmbeddingBagInt8Rowwise {
         // `embedding_bag_byte_impl`: `embedding_bag_nbits_rowwise_offsets_kernel<index_t, 8>
         // <<<output_size, dim3(1, 1, 1)>>>` — one single-thread block per bag (not the
         // `_embedding_bag_cuda` launch of problems 1 and 2).
-        let args = ["weight", "indices", "offsets", "out", "B", "D", "D + 8"];
+        // Then the indices accessor's stride (1).
+        let args = ["weight", "indices", "offsets", "out", "B", "D", "D + 8", "1"];
         vec![LaunchSpec::linear(
             "embedding_bag_int8_rowwise_reference",
             "B",

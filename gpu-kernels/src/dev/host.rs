@@ -80,6 +80,14 @@ pub fn ballot(pred: bool) -> u32 {
     present & !agree
 }
 
+/// `CUDA_KERNEL_ASSERT(ok)`: a failed check stops the kernel (a panic, which the emulator
+/// reports as a kernel fault).
+pub fn device_assert(ok: bool) {
+    if !ok {
+        panic!("device-side assertion failed");
+    }
+}
+
 /// Atomic `*p += v` on f32; returns the old value.
 pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
     let a = AtomicU32::from_ptr(p as *mut u32);
@@ -89,6 +97,11 @@ pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
         })
         .unwrap_or_else(|bits| bits);
     f32::from_bits(old)
+}
+
+/// Atomic `*p += v` on f32, no result (`red.add.f32` on the GPU).
+pub unsafe fn red_add_f32(p: *mut f32, v: f32) {
+    atomic_add_f32(p, v);
 }
 
 /// Atomic `*p += v` on u32; returns the old value.
@@ -360,6 +373,20 @@ pub unsafe fn load_nc_u32(p: *const u32) -> u32 {
 /// `a * b + c` with one rounding.
 pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     a.mul_add(b, c)
+}
+
+/// `bfe.u32`: `len` bits of `val` from bit `pos` (`pos`, `len` < 32 here; PTX clamps larger).
+pub fn bfe_u32(val: u32, pos: u32, len: u32) -> u32 {
+    let (pos, len) = (pos.min(32), len.min(32));
+    if len == 0 || pos == 32 {
+        return 0;
+    }
+    let shifted = val >> pos;
+    if len >= 32 {
+        shifted
+    } else {
+        shifted & ((1u32 << len) - 1)
+    }
 }
 
 /// `prmt.b32` (default mode): byte `i` of the result is byte `selector` nibble `i` of the eight

@@ -113,6 +113,26 @@ pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
     r
 }
 
+/// Atomic `*p += v` on f32 in global memory, no result: `red.global.add.f32` (RED in SASS,
+/// what nvcc makes of an `atomicAdd` on a global pointer whose result is unused).
+#[inline(always)]
+pub unsafe fn red_add_f32(p: *mut f32, v: f32) {
+    // `.global` (the address converted first): a generic `red` makes ptxas test at run time
+    // whether the address is shared memory, an ATOM and a CAS loop instead of one RED.
+    asm!("{{ .reg .u64 %g; cvta.to.global.u64 %g, {0}; red.global.add.f32 [%g], {1}; }}",
+         in(reg64) p, in(reg32) v, options(nostack));
+}
+
+/// `CUDA_KERNEL_ASSERT(ok)`: a failed check traps. Like ATen's assert (a call of
+/// `__assertfail` that the compiler cannot see into), the check is opaque: memory read before it
+/// is read again after it.
+#[inline(always)]
+pub fn device_assert(ok: bool) {
+    unsafe {
+        asm!("{{ .reg .pred %bad; setp.eq.u32 %bad, {0}, 0; @%bad membar.sys; @%bad trap; }}", in(reg32) ok as u32, options(nostack));
+    }
+}
+
 /// Atomic `*p += v` on u32; returns the old value.
 #[inline(always)]
 pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
@@ -121,10 +141,11 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     r
 }
 
-/// Atomic `*p |= v` on u32, no result (`red.or.b32`).
+/// Atomic `*p |= v` on u32 in global memory, no result (`red.global.or.b32`).
 #[inline(always)]
 pub unsafe fn red_or_u32(p: *mut u32, v: u32) {
-    asm!("red.or.b32 [{0}], {1};", in(reg64) p, in(reg32) v, options(nostack));
+    asm!("{{ .reg .u64 %g; cvta.to.global.u64 %g, {0}; red.global.or.b32 [%g], {1}; }}",
+         in(reg64) p, in(reg32) v, options(nostack));
 }
 
 /// Atomic `*p += v` on u64; returns the old value.
@@ -396,6 +417,19 @@ pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     unsafe {
         asm!("fma.rn.f32 {0}, {1}, {2}, {3};", out(reg32) r, in(reg32) a, in(reg32) b, in(reg32) c,
              options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// `bfe.u32`: `len` bits of `val` from bit `pos`, as ATen's `bfe` helper (inline PTX with
+/// register operands; ptxas expands it to shifts and masks, and the value is not seen as a byte,
+/// so its float conversion is an I2F.U32, not an I2F.U8 with a byte select).
+#[inline(always)]
+pub fn bfe_u32(val: u32, pos: u32, len: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("bfe.u32 {0}, {1}, {2}, {3};", out(reg32) r, in(reg32) val, in(reg32) pos,
+             in(reg32) len, options(pure, nomem, nostack))
     };
     r
 }

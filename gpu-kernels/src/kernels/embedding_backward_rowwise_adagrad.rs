@@ -20,12 +20,17 @@
 //! sync) and sizes every later tensor and grid by it; a plan cannot sync, so U stays on the
 //! device (`num_unique`, written by `unique_run_ends`), the buffers are sized by N, and every
 //! `*_counted` kernel reads U from `count` and computes exactly the elements eager's kernel
-//! computes, on a grid the plan sizes by N: the blocks past U's elements exit after reading the
-//! count. The grid-stride kernels (`index_add_`'s 8·SMs blocks) have eager's grid unchanged.
+//! computes, each of eager's blocks in turn ([`for_each_block`]) on a grid the plan caps at
+//! one wave (an N-sized grid measured 0.8 ms of empty blocks at `full` on an H200: U ≈ N/15).
+//! The grid-stride kernels (`index_add_`'s 8·SMs blocks) have eager's grid unchanged, and add
+//! with `red.add.f32` as nvcc compiles ATen's `atomicAdd` whose result is unused.
 //!
 //! [`EMPTY`], [`home_slot`] and [`insert_key`] are the hash table of the earlier, hash-based
 //! reference; the tuned candidate (`embedding_backward_rowwise_adagrad_tuned`) uses them.
-use super::torch_ops::{block_dividers, ew4, legacy_loop, offsets_2d};
+use super::torch_ops::{
+    block_dividers, ew4, ew4_block, for_each_block, legacy_loop, legacy_loop_block, offsets_2d,
+    EW_BLOCK_ITEMS,
+};
 use crate::dev::*;
 
 /// An empty hash-table slot (no row id is 2^64 − 1).
@@ -129,7 +134,7 @@ kernel! {
 /// true, ReduceAdd>` over `num_indices` source rows of `slice` elements: grid-stride over the
 /// source's elements with an `unsigned` index, per element `src_row = i / slice`, `col = i %
 /// slice`, the destination row `idx[src_row]` (int64; one outside `0..dst_rows` is skipped where
-/// ATen asserts), then `fastAtomicAdd(dst[row·slice + col], src[i]·alpha)`.
+/// ATen asserts), then `fastAtomicAdd(dst[row·slice + col], src[i]·alpha)` (a RED: its result is unused).
 #[inline(always)]
 unsafe fn index_add_large_index(
     dst: *mut f32,
@@ -149,7 +154,7 @@ unsafe fn index_add_large_index(
         let row = *idx.add(src_row as usize);
         if row >= 0 && row < dst_rows {
             let val = *src.add(i as usize) * alpha;
-            atomic_add_f32(
+            red_add_f32(
                 dst.add((row as u64 * slice as u64 + col as u64) as usize),
                 val,
             );
@@ -196,10 +201,13 @@ kernel! {
 
 kernel! {
     /// `torch.zeros(U, width)` (f32): `vectorized_elementwise_kernel<4, FillFunctor<float>>`
-    /// over the `count·width` elements. Launch: grid `max(ceil_div(N·width, 512), 1)`, block 128
-    /// (eager's grid covers U·width).
+    /// over the `count·width` elements. Launch: grid `COUNTED_GRID` (capped), block 128 (eager's
+    /// grid covers U·width; each of its blocks runs here in turn).
     pub unsafe fn aten_fill_f32_counted(out: *mut f32, value: f32, count: *const i64, width: i64) {
-        ew4(*count * width, |_| (), |_, ()| value, |i, v| *out.add(i) = v);
+        let n = *count * width;
+        for_each_block(n, EW_BLOCK_ITEMS, |b| {
+            ew4_block(b, n, |_| (), |_, ()| value, |i, v| *out.add(i) = v)
+        });
     }
 }
 
@@ -207,23 +215,29 @@ kernel! {
     /// `src.index_select(0, idx)` on 1-D f32 data with an int64 index of `count` entries:
     /// `_scatter_gather_elementwise_kernel<128, 8>` of `_cuda_scatter_gather_internal_kernel<
     /// false, OpaqueType<4>, long>` (index read and checked, `0 <= idx < size`, then the copy).
-    /// Launch: grid `max(ceil_div(N, 1024), 1)`, block 128 (eager's covers U).
+    /// Launch: grid capped (`COUNTED_GRID`), block 128 (eager's covers U).
     pub unsafe fn aten_gather_elementwise_f32_counted(out: *mut f32, src: *const f32, idx: *const i64, count: *const i64, size: i64) {
-        legacy_loop::<128, 8>(*count, |i| {
-            let j = *idx.add(i);
-            if j >= 0 && j < size {
-                *out.add(i) = *((src as *const u8).offset((j * 4) as isize) as *const f32);
-            }
+        let n = *count;
+        for_each_block(n, 1024, |b| {
+            legacy_loop_block::<128, 8>(b, n, |i| {
+                let j = *idx.add(i);
+                if j >= 0 && j < size {
+                    *out.add(i) = *((src as *const u8).offset((j * 4) as isize) as *const f32);
+                }
+            })
         });
     }
 }
 
 kernel! {
     /// `a.square()` (f32): `pow_tensor_scalar_kernel_impl` with exponent 2 (`x * x`) through
-    /// `vectorized_elementwise_kernel<4>`, over `count·width` elements. Launch: grid
-    /// `max(ceil_div(N·width, 512), 1)`, block 128.
+    /// `vectorized_elementwise_kernel<4>`, over `count·width` elements. Launch: grid capped
+    /// (`COUNTED_GRID`), block 128.
     pub unsafe fn aten_square_f32_counted(out: *mut f32, a: *const f32, count: *const i64, width: i64) {
-        ew4(*count * width, |i| *a.add(i), |_, x: f32| x * x, |i, v| *out.add(i) = v);
+        let n = *count * width;
+        for_each_block(n, EW_BLOCK_ITEMS, |b| {
+            ew4_block(b, n, |i| *a.add(i), |_, x: f32| x * x, |i, v| *out.add(i) = v)
+        });
     }
 }
 
@@ -234,47 +248,57 @@ kernel! {
     /// vector lanes accumulating elements 4x + k + 128j (`input_vectorized_thread_reduce_impl`),
     /// combined lane 0 to 3, then the warp's `shfl_down` tree (offsets 1, 2, 4, 8, 16), and lane
     /// 0 writes `sum · factor` (`MeanOps::project`, factor = U / (U·width) in float).
-    /// Launch: grid `max(ceil_div(N, 16), 1)`, block (32, 16) (eager's grid covers U).
+    /// Launch: grid capped (`COUNTED_GRID`), block (32, 16) (eager's grid covers U: each of
+    /// its blocks runs here in turn).
     pub unsafe fn aten_mean_rows_f32_counted(out: *mut f32, a: *const f32, count: *const i64, width: i64) {
         let rows = *count;
-        let row = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
-        if row >= rows {
-            return; // warp-uniform: a warp is one row
-        }
-        let x = thread_idx_x() as i64;
-        let base = a.add((row * width) as usize);
-        let mut acc = [0.0f32; 4];
-        let mut j = x * 4;
-        while j + 3 < width {
-            acc[0] += *base.add(j as usize);
-            acc[1] += *base.add(j as usize + 1);
-            acc[2] += *base.add(j as usize + 2);
-            acc[3] += *base.add(j as usize + 3);
-            j += 4 * WARP_SIZE as i64;
-        }
-        // The tail past the last whole vector goes to lane 0's accumulator 0.
-        let tail = (width / 4) * 4 + x;
-        if tail < width {
-            acc[0] += *base.add(tail as usize);
-        }
-        let mut v = ((acc[0] + acc[1]) + acc[2]) + acc[3];
-        let mut offset = 1;
-        while offset < WARP_SIZE {
-            v += shfl_down_f32(v, offset);
-            offset <<= 1;
-        }
-        if x == 0 {
-            let factor = rows as f32 / (rows * width) as f32;
-            *out.add(row as usize) = v * factor;
-        }
+        for_each_block(rows, block_dim_y() as usize, |b| mean_row(out, a, rows, width, b));
+    }
+}
+
+/// Row `b·blockDim.y + threadIdx.y` of [`aten_mean_rows_f32_counted`], by one warp.
+#[inline(always)]
+unsafe fn mean_row(out: *mut f32, a: *const f32, rows: i64, width: i64, block: usize) {
+    let row = (block as u32 * block_dim_y() + thread_idx_y()) as i64;
+    if row >= rows {
+        return; // warp-uniform: a warp is one row
+    }
+    let x = thread_idx_x() as i64;
+    let base = a.add((row * width) as usize);
+    let mut acc = [0.0f32; 4];
+    let mut j = x * 4;
+    while j + 3 < width {
+        acc[0] += *base.add(j as usize);
+        acc[1] += *base.add(j as usize + 1);
+        acc[2] += *base.add(j as usize + 2);
+        acc[3] += *base.add(j as usize + 3);
+        j += 4 * WARP_SIZE as i64;
+    }
+    // The tail past the last whole vector goes to lane 0's accumulator 0.
+    let tail = (width / 4) * 4 + x;
+    if tail < width {
+        acc[0] += *base.add(tail as usize);
+    }
+    let mut v = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+    let mut offset = 1;
+    while offset < WARP_SIZE {
+        v += shfl_down_f32(v, offset);
+        offset <<= 1;
+    }
+    if x == 0 {
+        let factor = rows as f32 / (rows * width) as f32;
+        *out.add(row as usize) = v * factor;
     }
 }
 
 kernel! {
     /// `a + b` (f32, same shape, `count` elements): `vectorized_elementwise_kernel<4,
-    /// CUDAFunctor_add<float>>`. Launch: grid `max(ceil_div(N, 512), 1)`, block 128.
+    /// CUDAFunctor_add<float>>`. Launch: grid capped (`COUNTED_GRID`), block 128.
     pub unsafe fn aten_add_f32_counted(out: *mut f32, a: *const f32, b: *const f32, count: *const i64) {
-        ew4(*count, |i| (*a.add(i), *b.add(i)), |_, (x, y): (f32, f32)| x + y, |i, v| *out.add(i) = v);
+        let n = *count;
+        for_each_block(n, EW_BLOCK_ITEMS, |k| {
+            ew4_block(k, n, |i| (*a.add(i), *b.add(i)), |_, (x, y): (f32, f32)| x + y, |i, v| *out.add(i) = v)
+        });
     }
 }
 
@@ -282,31 +306,40 @@ kernel! {
     /// `self.index_copy_(0, idx, src)` on 1-D f32 with an int64 index of `count` entries:
     /// `index_elementwise_kernel<128, 4>` of `index_copy_kernel_impl<OpaqueType<4>>`, per
     /// element the index read and checked (`0 <= idx < size`; one outside is skipped where ATen
-    /// asserts), then `self[idx[i]] = src[i]`. Launch: grid `max(ceil_div(N, 512), 1)`, block
-    /// 128 (eager's covers U).
+    /// asserts), then `self[idx[i]] = src[i]`. Launch: grid capped (`COUNTED_GRID`), block 128
+    /// (eager's covers U).
     pub unsafe fn aten_index_copy_f32_counted(self_: *mut f32, idx: *const i64, src: *const f32, count: *const i64, size: i64) {
-        legacy_loop::<128, 4>(*count, |i| {
-            let j = *idx.add(i);
-            if j >= 0 && j < size {
-                *self_.add(j as usize) = *src.add(i);
-            }
+        let n = *count;
+        for_each_block(n, 512, |b| {
+            legacy_loop_block::<128, 4>(b, n, |i| {
+                let j = *idx.add(i);
+                if j >= 0 && j < size {
+                    *self_.add(j as usize) = *src.add(i);
+                }
+            })
         });
     }
 }
 
 kernel! {
     /// `a.sqrt()` (f32, `count` elements, correctly rounded): `vectorized_elementwise_kernel<4,
-    /// sqrt_kernel_cuda>`. Launch: grid `max(ceil_div(N, 512), 1)`, block 128.
+    /// sqrt_kernel_cuda>`. Launch: grid capped (`COUNTED_GRID`), block 128.
     pub unsafe fn aten_sqrt_f32_counted(out: *mut f32, a: *const f32, count: *const i64) {
-        ew4(*count, |i| *a.add(i), |_, x: f32| sqrt_f32(x), |i, v| *out.add(i) = v);
+        let n = *count;
+        for_each_block(n, EW_BLOCK_ITEMS, |b| {
+            ew4_block(b, n, |i| *a.add(i), |_, x: f32| sqrt_f32(x), |i, v| *out.add(i) = v)
+        });
     }
 }
 
 kernel! {
     /// `a + s` (f32 tensor, Python float, `count` elements): `vectorized_elementwise_kernel<4,
-    /// CUDAFunctorOnSelf_add<float>>`. Launch: grid `max(ceil_div(N, 512), 1)`, block 128.
+    /// CUDAFunctorOnSelf_add<float>>`. Launch: grid capped (`COUNTED_GRID`), block 128.
     pub unsafe fn aten_add_scalar_f32_counted(out: *mut f32, a: *const f32, s: f32, count: *const i64) {
-        ew4(*count, |i| *a.add(i), |_, x: f32| x + s, |i, v| *out.add(i) = v);
+        let n = *count;
+        for_each_block(n, EW_BLOCK_ITEMS, |b| {
+            ew4_block(b, n, |i| *a.add(i), |_, x: f32| x + s, |i, v| *out.add(i) = v)
+        });
     }
 }
 
@@ -315,9 +348,10 @@ kernel! {
     /// vectorizable, so ATen runs `elementwise_kernel<128, 2>` of `gpu_kernel_impl_nocast<
     /// BinaryFunctor<DivFunctor<float>>>`, per element one after the other the 2-D
     /// `OffsetCalculator`'s divmods (`(col, row)` of element i), the loads of `a[i]` and
-    /// `b[row]`, the IEEE division and the store. Launch: grid `max(ceil_div(N·width, 256), 1)`,
-    /// block 128 (eager's covers U·width; the blocks past it leave before building the
-    /// dividers). Block 128 only: a block covers 256 elements.
+    /// `b[row]`, the IEEE division and the store. Launch: grid capped (`COUNTED_GRID`), block
+    /// 128 (eager's covers U·width; each of its blocks runs here in turn, the dividers built
+    /// once per block, and a block with none of them leaves before that). Block 128 only: a
+    /// block covers 256 elements.
     pub unsafe fn aten_div_rows_f32_counted(out: *mut f32, a: *const f32, b: *const f32, count: *const i64, width: i64) {
         let rows = *count;
         let n = rows * width;
@@ -326,9 +360,11 @@ kernel! {
         }
         // The dividers end with a barrier, which every thread of the block reaches.
         let div = block_dividers(width as u32, rows as u32);
-        legacy_loop::<128, 2>(n, |i| {
-            let (_, row) = offsets_2d(div, i as u32);
-            *out.add(i) = *a.add(i) / *b.add(row as usize);
+        for_each_block(n, 256, |k| {
+            legacy_loop_block::<128, 2>(k, n, |i| {
+                let (_, row) = offsets_2d(div, i as u32);
+                *out.add(i) = *a.add(i) / *b.add(row as usize);
+            })
         });
     }
 }
@@ -438,8 +474,16 @@ mod tests {
 
     #[test]
     fn the_counted_tail_computes_the_first_count_rows_only() {
-        // count = 5 rows of D = 40 in buffers of 9 rows (N-sized), grids sized by the 9.
-        let (d, n, u) = (40usize, 9usize, 5usize);
+        // count = 23 rows of D = 40 in buffers of 40 rows (N-sized), grids sized by the 40, and
+        // capped grids of one and two blocks (each block then runs several of eager's).
+        for cap in [usize::MAX, 1, 2] {
+            counted_tail_with_grid_cap(cap);
+        }
+    }
+
+    fn counted_tail_with_grid_cap(cap: usize) {
+        let grid = |blocks: usize| blocks.min(cap);
+        let (d, n, u) = (40usize, 40usize, 23usize);
         let count = [u as i64];
         let g: Vec<f32> = (0..n * d)
             .map(|i| ((i * 7) % 19) as f32 / 8.0 - 1.0)
@@ -452,14 +496,14 @@ mod tests {
             let args = [sq.as_mut_ptr() as u64, g.as_ptr() as u64, c, d as u64];
             launch_kernel(
                 &aten_square_f32_counted::EMU,
-                &cfg((n * d).div_ceil(512), [128, 1, 1]),
+                &cfg(grid((n * d).div_ceil(512)), [128, 1, 1]),
                 &args,
             )
             .unwrap();
             let args = [mean.as_mut_ptr() as u64, sq.as_ptr() as u64, c, d as u64];
             launch_kernel(
                 &aten_mean_rows_f32_counted::EMU,
-                &cfg(n.div_ceil(16), [32, 16, 1]),
+                &cfg(grid(n.div_ceil(16)), [32, 16, 1]),
                 &args,
             )
             .unwrap();
@@ -472,7 +516,7 @@ mod tests {
             ];
             launch_kernel(
                 &aten_div_rows_f32_counted::EMU,
-                &cfg((n * d).div_ceil(256), [128, 1, 1]),
+                &cfg(grid((n * d).div_ceil(256)), [128, 1, 1]),
                 &args,
             )
             .unwrap();
@@ -481,7 +525,10 @@ mod tests {
             let row = &g[r * d..(r + 1) * d];
             if r < u {
                 let want = row.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / d as f64;
-                assert!((mean[r] as f64 - want).abs() < 1e-6 * want, "row {r}");
+                assert!(
+                    (mean[r] as f64 - want).abs() < 1e-6 * want,
+                    "row {r}, cap {cap}"
+                );
                 for c in 0..d {
                     assert_eq!(out[r * d + c], row[c] / mean[r]);
                 }

@@ -46,6 +46,7 @@ kernel! {
         num_bags: i64,
         dim: i64,
         row_bytes: i64,
+        indices_stride: i64,
     ) {
         let b_t = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
         if b_t >= num_bags * dim {
@@ -68,15 +69,20 @@ kernel! {
         let mut byte_offset = 0i64;
         while d < dim {
             let mut acc = [0.0f32; 4];
-            let mut l = start;
-            while l < end {
-                let idx = *indices.add(l as usize);
+            // As nvcc compiles eager's loop: an int32 counter (`int32_t l`) against the int64
+            // end, the indices read through an accessor's stride, and the loop unswitched on
+            // `use_per_sample` (false: no per-sample weights, each weight 1, so `acc += res`).
+            let mut l = start as i32;
+            while (l as i64) < end {
+                let idx = *indices.add((l as i64 * indices_stride) as usize);
                 let row = weight.add((idx * row_bytes) as usize);
                 let scale = *(row.add((row_bytes - 8) as usize) as *const f32);
                 let bias = *(row.add((row_bytes - 4) as usize) as *const f32);
                 let packed = *(row.add(byte_offset as usize) as *const u32);
                 for (k, a) in acc.iter_mut().enumerate() {
-                    let q = ((packed >> (8 * k)) & 0xff) as f32;
+                    // `dequantize_intx`: ATen's `bfe` (inline `bfe.u32`), converted to float,
+                    // then `fmaf(q, scale, bias)`.
+                    let q = bfe_u32(packed, 8 * k as u32, 8) as f32;
                     *a += fma_f32(q, scale, bias);
                 }
                 l += 1;

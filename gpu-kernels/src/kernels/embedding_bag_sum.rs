@@ -30,6 +30,7 @@ kernel! {
         feature_size: i64,
         bag_size: *mut i64,
         padding_idx: i64,
+        num_rows: i64,
     ) {
         let chunks_per_bag = (feature_size + block_dim_x() as i64 - 1) / block_dim_x() as i64;
         let num_chunks = num_bags * chunks_per_bag;
@@ -47,6 +48,8 @@ kernel! {
                 let mut emb = begin;
                 while emb < end {
                     let pad = *indices.add(emb as usize) == padding_idx;
+                    // CUDA_KERNEL_ASSERT(input[emb] < numRows): the index is read again after it.
+                    device_assert(*indices.add(emb as usize) < num_rows);
                     let row = *indices.add(emb as usize) * feature_size;
                     let value = *column.add(row as usize);
                     sum += if pad { 0.0 } else { value };

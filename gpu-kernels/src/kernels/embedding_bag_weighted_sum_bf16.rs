@@ -52,6 +52,7 @@ kernel! {
         bag_size: *mut i64,
         per_sample_weights: *const u16,
         padding_idx: i64,
+        num_rows: i64,
     ) {
         let chunks_per_bag = (feature_size + block_dim_x() as i64 - 1) / block_dim_x() as i64;
         let num_chunks = num_bags * chunks_per_bag;
@@ -69,6 +70,8 @@ kernel! {
                 let mut emb = begin;
                 while emb < end {
                     let pad = *indices.add(emb as usize) == padding_idx;
+                    // CUDA_KERNEL_ASSERT(input[emb] < numRows): the index is read again after it.
+                    device_assert(*indices.add(emb as usize) < num_rows);
                     let row = *indices.add(emb as usize) * feature_size;
                     let loaded = bf16_to_f32(*column.add(row as usize));
                     let value = if pad { 0.0 } else { loaded };

@@ -10,11 +10,12 @@
 //!    over tiles (at most [`HIST_MAX_BLOCKS`] of them).
 //! 3. [`radix_sort_bin_offsets`] turns each pass's 256 counts into exclusive offsets.
 //! 4. One [`radix_sort_onesweep`] per pass: each block takes the next tile from an atomic
-//!    counter, ranks its keys by digit stably (per-warp counters, eight ballots to find the lanes
-//!    holding the same digit), publishes its digit counts, looks back over the tiles before it
-//!    for their counts (decoupled look-back, one thread per digit), reorders the tile in shared
-//!    memory and writes keys, then values, to their global positions. Equal digits keep their
-//!    order, so the sort is stable.
+//!    counter, counts its digits and publishes the counts at once (CUB's "early counts"),
+//!    ranks its keys by digit stably (per-warp counters, eight ballots to find the lanes
+//!    holding the same digit), looks back over the tiles before it for their counts
+//!    (decoupled look-back, one thread per digit), reorders the tile in shared memory and
+//!    writes keys, then values, to their global positions. Equal digits keep their order, so
+//!    the sort is stable.
 //!
 //! Keys are u64 words; `signed_keys = 1` sorts them as i64 (the sign bit flipped for the digit,
 //! as CUB's key twiddling does). Values are any 64-bit words (positions here). Passes ping-pong
@@ -274,6 +275,9 @@ kernel! {
         // Global position of slot j of digit d's run: `j + digit_shift[d]` (wrapping).
         let digit_shift = shared_addr(crate::static_shared!(RS_DIGIT_SHIFT: [u32; crate::kernels::radix_sort::RADIX]));
         let misc = shared_addr(crate::static_shared!(RS_MISC: [u32; 16]));
+        // The tile's digit counts, counted before ranking ([`HIST_PARTS`] copies, as the
+        // histogram's), so that the tile publishes them to the look-back early.
+        let early = shared_addr(crate::static_shared!(RS_EARLY_COUNTS: [u32; crate::kernels::radix_sort::HIST_PARTS * crate::kernels::radix_sort::RADIX]));
         let t = thread_idx_x() as usize;
         let lane = lane_id();
         let warp = warp_id() as usize;
@@ -283,6 +287,9 @@ kernel! {
         }
         for w in 0..WARPS {
             st_shared_u32(sh::<u32>(warp_counts, w * RADIX + t), 0);
+        }
+        for q in 0..HIST_PARTS {
+            st_shared_u32(sh::<u32>(early, q * RADIX + t), 0);
         }
         sync_threads();
         let tile = ld_shared_u32(misc) as usize;
@@ -301,6 +308,27 @@ kernel! {
                 keys[i] = *keys_in.add(base + j);
             }
         });
+        // Early counts (CUB's "early counts" onesweep): the tile's count of each digit, published
+        // to the look-back before the ranking below, so that the tiles after this one find it
+        // sooner. Thread t then owns digit t.
+        let part = lane as usize % HIST_PARTS;
+        for_each_item!(i {
+            let j = seg + i * WARP_SIZE as usize + lane as usize;
+            if j < valid {
+                let d = digit(keys[i], flip, shift) as usize;
+                red_add_shared_u32(sh::<u32>(early, part * RADIX + d), 1);
+            }
+        });
+        sync_threads();
+        let d = t;
+        let mut total = 0u32;
+        for q in 0..HIST_PARTS {
+            total += ld_shared_u32(sh::<u32>(early, q * RADIX + d));
+        }
+        let states = lookback.add(pass as usize * tiles * RADIX);
+        let mine = states.add(tile * RADIX + d);
+        write_volatile(mine, if tile > 0 { LB_AGGREGATE | total } else { LB_PREFIX | total });
+
         // Rank inside the warp: items in order, and inside one item lanes in order, so equal
         // digits keep their tile order.
         let counts = sh::<u32>(warp_counts, warp * RADIX);
@@ -319,24 +347,22 @@ kernel! {
         });
         sync_threads();
 
-        // Thread t owns digit t: its count in the tile, and each warp's offset inside it.
-        let d = t;
-        let mut total = 0u32;
+        // Each warp's offset inside digit t's run of the tile (the warps' counts add up to the
+        // early `total`).
+        let mut in_tile = 0u32;
         for w in 0..WARPS {
             let a = sh::<u32>(warp_counts, w * RADIX + d);
             let c = ld_shared_u32(a);
-            st_shared_u32(a, total);
-            total += c;
+            st_shared_u32(a, in_tile);
+            in_tile += c;
         }
-        // Decoupled look-back: publish this tile's count, add the counts of the tiles before it.
-        let states = lookback.add(pass as usize * tiles * RADIX);
-        let mine = states.add(tile * RADIX + d);
+        // Decoupled look-back: add the counts of the tiles before this one (its own count is
+        // published already), then publish the inclusive count.
         let mut before_tile = 0u32;
         if tile > 0 {
-            write_volatile(mine, LB_AGGREGATE | total);
             before_tile = look_back_digit(states, tile, d);
+            write_volatile(mine, LB_PREFIX | (before_tile + total));
         }
-        write_volatile(mine, LB_PREFIX | (before_tile + total));
         let start = block_inclusive_sum_u32(total, sh::<u32>(misc, 8)) - total;
         st_shared_u32(sh::<u32>(digit_start, d), start);
         let global = *bins.add(pass as usize * RADIX + d) + before_tile;

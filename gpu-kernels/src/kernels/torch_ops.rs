@@ -53,7 +53,19 @@ pub(crate) unsafe fn ew4<T: Copy + Default, U>(
     op: impl Fn(usize, T) -> U,
     store: impl Fn(usize, U),
 ) {
-    let base = block_idx_x() as usize * EW_BLOCK_ITEMS + thread_idx_x() as usize;
+    ew4_block(block_idx_x() as usize, n, load, op, store);
+}
+
+/// [`ew4`] as block `block` of its launch runs it (for [`for_each_block`]).
+#[inline(always)]
+pub(crate) unsafe fn ew4_block<T: Copy + Default, U>(
+    block: usize,
+    n: i64,
+    load: impl Fn(usize) -> T,
+    op: impl Fn(usize, T) -> U,
+    store: impl Fn(usize, U),
+) {
+    let base = block * EW_BLOCK_ITEMS + thread_idx_x() as usize;
     let mut v = [T::default(); EW_ITEMS];
     unrolled4!(k {
         let i = base + k * EW_THREADS;
@@ -67,6 +79,25 @@ pub(crate) unsafe fn ew4<T: Copy + Default, U>(
             store(i, op(i, v[k]));
         }
     });
+}
+
+/// Runs `body(b)` for every block `b` of a launch of `ceil_div(n, per_block)` blocks on
+/// whatever grid this launch has: this block's index, then every `gridDim.x` after it. The
+/// kernels whose size is known only on the device (problem 5's U-sized tail) run on a grid the
+/// plan caps, so that no block starts only to find nothing to do; with a grid of at least
+/// `ceil_div(n, per_block)` blocks it is the launch itself. `n ≤ 0` runs nothing.
+#[inline(always)]
+pub(crate) fn for_each_block(n: i64, per_block: usize, mut body: impl FnMut(usize)) {
+    let blocks = if n > 0 {
+        (n as usize).div_ceil(per_block)
+    } else {
+        0
+    };
+    let mut b = block_idx_x() as usize;
+    while b < blocks {
+        body(b);
+        b += grid_dim_x() as usize;
+    }
 }
 
 /// Python's floor division of integers (`c10::div_floor_integer`).
@@ -99,7 +130,17 @@ pub fn remainder_i64(a: i64, b: i64) -> i64 {
 /// grid `ceil_div(n, NT·VT)`.
 #[inline(always)]
 pub(crate) unsafe fn legacy_loop<const NT: usize, const VT: usize>(n: i64, f: impl Fn(usize)) {
-    let mut idx = block_idx_x() as usize * NT * VT + thread_idx_x() as usize;
+    legacy_loop_block::<NT, VT>(block_idx_x() as usize, n, f);
+}
+
+/// [`legacy_loop`] as block `block` of its launch runs it (for [`for_each_block`]).
+#[inline(always)]
+pub(crate) unsafe fn legacy_loop_block<const NT: usize, const VT: usize>(
+    block: usize,
+    n: i64,
+    f: impl Fn(usize),
+) {
+    let mut idx = block * NT * VT + thread_idx_x() as usize;
     let mut k = 0;
     while k < VT {
         if (idx as i64) < n {
