@@ -40,12 +40,14 @@ PY
 # `embedding_`, `tbe_` and `adagrad_` kernels were missing before 2026-12-02), and the summary
 # cuts the list where the next execution starts.
 LAUNCHES=${LAUNCHES:-80}
-ncu "${ncu_args[@]}" -k 'regex:^(aten_|radix_|inclusive_|scan_|unique_|kjt_|seq|bucket|block_bucketize|adagrad_|embedding_|tbe_|dot_|fm_)' \
+summaries=()
+# SKIP_REFERENCE=1 (with CANDIDATE) profiles only the candidate's kernels.
+[[ -n "${SKIP_REFERENCE:-}" ]] || ncu "${ncu_args[@]}" -k 'regex:^(aten_|radix_|inclusive_|scan_|unique_|kjt_|seq|bucket|block_bucketize|adagrad_|embedding_|tbe_|dot_|fm_)' \
     --launch-count "$LAUNCHES" \
     "$bin" run --problem "$problem" --preset "$preset" --no-candidates --public-sets 1 \
     --secret-sets 0 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
     > "$out/$problem.reference.csv" || echo "ncu on dlrm-bench exited $?"
-summaries=("$out/$problem.reference.csv")
+[[ -n "${SKIP_REFERENCE:-}" ]] || summaries=("$out/$problem.reference.csv")
 if [[ -n "${CANDIDATE:-}" ]]; then
   names=$(sed -n 's/^kernel *= *"\(.*\)"/\1/p' "$CANDIDATE/candidate.toml" | sort -u | paste -sd'|' -)
   ncu "${ncu_args[@]}" -k "regex:^($names)\$" --launch-count "$LAUNCHES" \

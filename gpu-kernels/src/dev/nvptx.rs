@@ -123,13 +123,12 @@ pub unsafe fn red_add_f32(p: *mut f32, v: f32) {
          in(reg64) p, in(reg32) v, options(nostack));
 }
 
-/// `CUDA_KERNEL_ASSERT(ok)`: a failed check traps. Like ATen's assert (a call of
-/// `__assertfail` that the compiler cannot see into), the check is opaque: memory read before it
-/// is read again after it.
+/// `CUDA_KERNEL_ASSERT(ok)`: a failed check traps (the compare and a predicated trap; values
+/// read before it may be reused after it, as ptxas does with a plain trap).
 #[inline(always)]
 pub fn device_assert(ok: bool) {
     unsafe {
-        asm!("{{ .reg .pred %bad; setp.eq.u32 %bad, {0}, 0; @%bad membar.sys; @%bad trap; }}", in(reg32) ok as u32, options(nostack));
+        asm!("{{ .reg .pred %bad; setp.eq.u32 %bad, {0}, 0; @%bad trap; }}", in(reg32) ok as u32, options(nostack));
     }
 }
 

@@ -276,8 +276,11 @@ kernel! {
         let digit_shift = shared_addr(crate::static_shared!(RS_DIGIT_SHIFT: [u32; crate::kernels::radix_sort::RADIX]));
         let misc = shared_addr(crate::static_shared!(RS_MISC: [u32; 16]));
         // The tile's digit counts, counted before ranking ([`HIST_PARTS`] copies, as the
-        // histogram's), so that the tile publishes them to the look-back early.
-        let early = shared_addr(crate::static_shared!(RS_EARLY_COUNTS: [u32; crate::kernels::radix_sort::HIST_PARTS * crate::kernels::radix_sort::RADIX]));
+        // histogram's), so that the tile publishes them to the look-back early. They live in
+        // the first words of `slot_dest`, which is written only after the reorder's barriers
+        // (a buffer of their own took the block past the 48 KB of static shared memory).
+        const _: () = assert!(HIST_PARTS * RADIX <= SORT_TILE);
+        let early = slot_dest;
         let t = thread_idx_x() as usize;
         let lane = lane_id();
         let warp = warp_id() as usize;
