@@ -1,7 +1,7 @@
 """CPU tests of tools/tuned_table.py on hand-made records."""
 import unittest
 
-from tuned_table import markdown, rows
+from tuned_table import best_markdown, best_rows, markdown, rows
 
 
 def record(problem, candidate, group, ms=None, floor=None, speedup=None, eager=None, status="correct"):
@@ -34,6 +34,25 @@ class TunedTable(unittest.TestCase):
     def test_markdown_prints_dashes_for_missing_figures(self):
         text = markdown(rows([record("q", "rust_q", "tuned", status="timeout")]))
         self.assertIn("| q | rust_q | timeout | - | - | - | - |", text)
+
+    def test_best_rows_take_the_fastest_correct_candidate_and_bold_parity_outside_ten_percent(self):
+        ref = record("p", "reference", "reference", ms=2.0, eager=1.5)
+        ref["pytorch_compile"] = {"median_ms": 1.0}
+        records = [
+            ref,
+            record("p", "fast_but_wrong", "examples", ms=0.1, status="incorrect"),
+            record("p", "slow", "examples", ms=1.0, floor=0.1),
+            record("p", "fast", "tuned", ms=0.5, floor=0.4,
+                   speedup={"median": 4.0, "ci_low": 3.9, "ci_high": 4.1}),
+            record("q", "reference", "reference", ms=1.0, eager=1.05),
+        ]
+        table = best_rows(records)
+        self.assertEqual(table[0][:5], ("p", 2.0, 1.5, 1.0, "tuned/fast"))
+        self.assertEqual(table[1][4:], (None,) * 6)
+        text = best_markdown(table).splitlines()
+        self.assertIn("| 1 | p | 2.000 | 1.500 | **1.33** | 1.000 | tuned/fast | 0.500 | "
+                      "4.00 [3.90, 4.10] | 3.00 | 2.00 | 40.0 |", text)
+        self.assertIn("| 2 | q | 1.000 | 1.050 | 0.95 | - | - | - | - | - | - | - |", text)
 
 
 if __name__ == "__main__":

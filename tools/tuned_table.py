@@ -1,10 +1,12 @@
-"""Prints a markdown table of one candidate group's records in a result set, generated from its
-results.jsonl (so that figures quoted in notes and predictions files come from the committed
-set, never by hand): per problem the candidate, status, median ms, % of the physical floor,
-the paired speedup over the reference with its 95% interval, and the speedup over eager
-(eager's median over the candidate's, as the summary's unpaired figure).
+"""Prints markdown tables generated from a result set's results.jsonl, so that figures quoted in
+notes, the README and predictions files come from the committed set, never by hand.
 
-    python3 tools/tuned_table.py RESULT_DIR [GROUP]     (GROUP: tuned by default)
+    python3 tools/tuned_table.py RESULT_DIR [GROUP]   one group's records (tuned by default): per
+        problem the candidate, status, median ms, % of the physical floor, the paired speedup
+        over the reference with its 95% interval, and the speedup over eager (eager's median
+        over the candidate's, as the summary's unpaired figure)
+    python3 tools/tuned_table.py RESULT_DIR --best    per problem the reference against eager
+        and torch.compile, and the fastest correct candidate with its speedups
 """
 import json
 import sys
@@ -36,6 +38,60 @@ def rows(records, group="tuned"):
     return out
 
 
+def _ms(record, key):
+    value = record.get(key)
+    return value.get("median_ms") if isinstance(value, dict) else None
+
+
+def best_rows(records):
+    """Per problem, in the set's order: (problem, reference ms, eager ms, compile ms, best
+    candidate "group/name" or None, its ms, speedup, ci_low, ci_high, % floor)."""
+    problems = []
+    for r in records:
+        if r["problem"] not in problems:
+            problems.append(r["problem"])
+    out = []
+    for p in problems:
+        mine = [r for r in records if r["problem"] == p]
+        ref = next((r for r in mine if r["candidate"] == "reference"), {})
+        correct = [r for r in mine if r["candidate"] != "reference" and r["status"] == "correct"
+                   and (r.get("timing") or {}).get("median_ms")]
+        best = min(correct, key=lambda r: r["timing"]["median_ms"], default=None)
+        row = [p, (ref.get("timing") or {}).get("median_ms"), _ms(ref, "pytorch"),
+               _ms(ref, "pytorch_compile")]
+        if best is None:
+            row += [None] * 6
+        else:
+            sp = best.get("speedup") or {}
+            floor = best["timing"].get("floor_fraction")
+            row += [f'{best["group"]}/{best["candidate"]}', best["timing"]["median_ms"],
+                    sp.get("median"), sp.get("ci_low"), sp.get("ci_high"),
+                    None if floor is None else 100 * floor]
+        out.append(tuple(row))
+    return out
+
+
+def best_markdown(table):
+    def f(x, digits):
+        return "-" if x is None else f"{x:.{digits}f}"
+
+    def ratio(a, b):
+        return None if (a is None or not b) else a / b
+    lines = ["| # | problem | reference ms | eager ms | ref / eager | compile ms | best candidate | ms "
+             "| over reference [95% CI] | over eager | over compile | % of floor |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for i, (p, ref, eager, comp, best, ms, sp, lo, hi, floor) in enumerate(table, 1):
+        parity = ratio(ref, eager)
+        shown = f(parity, 2)
+        if parity is not None and abs(parity - 1) > 0.10:
+            shown = f"**{shown}**"
+        ci = "" if lo is None else f" [{f(lo, 2)}, {f(hi, 2)}]"
+        lines.append(f"| {i} | {p} | {f(ref, 3)} | {f(eager, 3)} | {shown} | {f(comp, 3)} | "
+                     f"{best or '-'} | {f(ms, 3)} | {f(sp, 2)}{ci} | {f(ratio(eager, ms), 2)} | "
+                     f"{f(ratio(comp, ms), 2)} | {f(floor, 1)} |")
+    return "\n".join(lines)
+
+
 def markdown(table):
     def f(x, digits):
         return "-" if x is None else f"{x:.{digits}f}"
@@ -52,7 +108,10 @@ def main():
         sys.exit(__doc__)
     path = Path(sys.argv[1]) / "results.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    print(markdown(rows(records, sys.argv[2] if len(sys.argv) > 2 else "tuned")))
+    if sys.argv[2:3] == ["--best"]:
+        print(best_markdown(best_rows(records)))
+    else:
+        print(markdown(rows(records, sys.argv[2] if len(sys.argv) > 2 else "tuned")))
 
 
 if __name__ == "__main__":
