@@ -117,8 +117,9 @@ pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
 /// what nvcc makes of an `atomicAdd` on a global pointer whose result is unused).
 #[inline(always)]
 pub unsafe fn red_add_f32(p: *mut f32, v: f32) {
-    // `.global` (the address converted first): a generic `red` makes ptxas test at run time
-    // whether the address is shared memory, an ATOM and a CAS loop instead of one RED.
+    // `.global` (the address converted first): for a generic `red.add.f32` ptxas emits an ATOM
+    // that waits for the old value and a run-time test for shared memory with a CAS loop;
+    // `red.global` is one REDG.
     asm!("{{ .reg .u64 %g; cvta.to.global.u64 %g, {0}; red.global.add.f32 [%g], {1}; }}",
          in(reg64) p, in(reg32) v, options(nostack));
 }
@@ -140,7 +141,8 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     r
 }
 
-/// Atomic `*p |= v` on u32 in global memory, no result (`red.global.or.b32`).
+/// Atomic `*p |= v` on u32 in global memory, no result (`red.global.or.b32`: one REDG, where
+/// ptxas made the generic `red.or.b32` an ATOM.E.OR that waits for the old value).
 #[inline(always)]
 pub unsafe fn red_or_u32(p: *mut u32, v: u32) {
     asm!("{{ .reg .u64 %g; cvta.to.global.u64 %g, {0}; red.global.or.b32 [%g], {1}; }}",
