@@ -16,8 +16,8 @@
 //! key = rank * (T * B) + seg                                      # aten_mul_scalar_i64, aten_add_i64_i32
 //! new_lengths = torch.bincount(key, minlength=W*T*B).to(int32)    # min and max reductions (two stages each),
 //!                                                                 # aten_fill_i64, aten_histogram_i64, aten_cast_i64_to_i32
-//! order = torch.argsort(rank, stable=True)                        # aten_arange_i64 + radix sort (8 passes)
-//! unbucketize = empty_like(order).scatter_(0, order, arange(N))   # aten_arange_i64, aten_scatter_i64
+//! order = torch.argsort(rank, stable=True)                        # aten_arange_with_index_i64 + radix sort (8 passes)
+//! unbucketize = empty_like(order).scatter_(0, order, arange(N))   # aten_arange_with_index_i64, aten_scatter_i64
 //! new_id[order], weights[order]                                   # aten_index_i64, aten_index_f32
 //! ```
 //! The test below runs the rank / new-id part on ids around the block boundaries and checks it

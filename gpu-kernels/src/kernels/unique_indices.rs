@@ -3,7 +3,7 @@
 //!
 //! The reference is the launch sequence of PyTorch's CUDA `unique`
 //! (aten/src/ATen/native/cuda/UniqueCub.cu, `UniqueCub<int64_t>` then `compute_unique`):
-//! 1. `range = arange(N)` ([`aten_arange_i64`](super::torch_ops::aten_arange_i64));
+//! 1. `range = arange(N)` ([`aten_arange_with_index_i64`](super::torch_ops::aten_arange_with_index_i64), eager's RangeFactories kernel);
 //! 2. `cub::DeviceRadixSort::SortPairs(indices → sorted, range → sorted_indices)` over the full
 //!    64-bit keys ([`radix_sort`](super::radix_sort): init, histogram, bin offsets, 8 onesweep
 //!    passes);
