@@ -18,7 +18,8 @@ kernel! {
     /// it writes `offset2bag` [N] and `bag_size` [B] (scratch here, as in eager they are extra
     /// outputs nobody asked for). Those stores inside the lookup loop matter for speed: they
     /// may alias the index and weight loads, so the loop cannot run loads ahead of them —
-    /// exactly the code PyTorch's users get.
+    /// exactly the code PyTorch's users get. `num_rows` is the table's row count: an index at or
+    /// past it traps, as eager's `CUDA_KERNEL_ASSERT(input[emb] < numRows)`.
     pub unsafe fn embedding_bag_sum_reference(
         indices: *const i64,
         offsets: *const i64,
@@ -157,8 +158,67 @@ pub unsafe fn warp_per_bag(
 
 #[cfg(test)]
 mod tests {
-    use super::embedding_bag_sum_warp_per_bag;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use super::{embedding_bag_sum_reference, embedding_bag_sum_warp_per_bag};
+    use crate::emu::{launch_kernel, EmuError, LaunchConfig};
+
+    /// The reference as eager launches it (block (32, 8), the plan's grid), with `num_rows` of
+    /// the table: `Ok(out)` or the emulator's error.
+    fn reference(
+        weight: &[f32],
+        d: usize,
+        indices: &[i64],
+        offsets: &[i64],
+        num_rows: i64,
+    ) -> Result<Vec<f32>, EmuError> {
+        let b = offsets.len() - 1;
+        let mut out = vec![f32::NAN; b * d];
+        let mut offset2bag = vec![0i64; indices.len().max(1)];
+        let mut bag_size = vec![0i64; b + 1];
+        let cfg = LaunchConfig {
+            grid: [(b * d.div_ceil(32)).div_ceil(8).min(1024) as u32, 1, 1],
+            block: [32, 8, 1],
+            shared_bytes: 0,
+        };
+        let args = [
+            indices.as_ptr() as u64,
+            offsets.as_ptr() as u64,
+            weight.as_ptr() as u64,
+            out.as_mut_ptr() as u64,
+            offset2bag.as_mut_ptr() as u64,
+            indices.len() as u64,
+            b as u64,
+            d as u64,
+            bag_size.as_mut_ptr() as u64,
+            (-1i64) as u64,
+            num_rows as u64,
+        ];
+        unsafe { launch_kernel(&embedding_bag_sum_reference::EMU, &cfg, &args) }?;
+        Ok(out)
+    }
+
+    /// The reference sums each bag and, as eager's `CUDA_KERNEL_ASSERT(input[emb] < numRows)`,
+    /// stops at an index past the table (the emulator reports the trap as a kernel fault).
+    #[test]
+    fn the_reference_sums_bags_and_traps_on_an_index_past_the_table() {
+        let (rows, d) = (5usize, 40usize);
+        let weight: Vec<f32> = (0..rows * d).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let indices = [4i64, 0, 4, 2];
+        let offsets = [0i64, 0, 3, 4];
+        let out = reference(&weight, d, &indices, &offsets, rows as i64).unwrap();
+        for c in 0..d {
+            assert_eq!(out[c], 0.0);
+            assert_eq!(out[d + c], 2.0 * weight[4 * d + c] + weight[c]);
+            assert_eq!(out[2 * d + c], weight[2 * d + c]);
+        }
+        // Index 5 of a 5-row table: the row is allocated (the table is read as 6 rows here), so
+        // only the check stops it.
+        let padded: Vec<f32> = (0..(rows + 1) * d).map(|i| i as f32).collect();
+        let r = reference(&padded, d, &[1, 5], &[0, 2], rows as i64);
+        assert!(
+            matches!(r, Err(EmuError::KernelFault(ref m)) if m.contains("assertion")),
+            "{r:?}"
+        );
+    }
 
     /// The tuned kernel on the emulator against an f64 sum: bags of 0..100 lookups (several
     /// 32-chunks, every remainder of the 4-wide unroll), D = 132 (a second, partial column

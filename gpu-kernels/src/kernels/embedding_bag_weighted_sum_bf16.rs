@@ -38,7 +38,8 @@ kernel! {
     /// Launch: block (32, 8, 1), grid min(1024, ceil_div(B·ceil_div(D, 32), 8)).
     ///
     /// `weight`, `per_sample_weights` and `out` hold bf16 bit patterns. `padding_idx` = -1 as
-    /// `F.embedding_bag` passes it.
+    /// `F.embedding_bag` passes it; `num_rows` is the table's row count (an index at or past it
+    /// traps, as eager's `CUDA_KERNEL_ASSERT`).
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn embedding_bag_weighted_sum_bf16_reference(
         indices: *const i64,
