@@ -31,7 +31,8 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
     let answer = |r: &Record| r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX);
     // The result sets as runs: a plain set alone, the shards of one run together (by index).
     type Shards = Vec<(usize, PathBuf, Vec<Record>)>;
-    let mut runs: Vec<(Option<serde_json::Value>, Shards)> = Vec::new();
+    // (the run's identity, its shard count, the shards read of it)
+    let mut runs: Vec<(Option<serde_json::Value>, usize, Shards)> = Vec::new();
     for path in paths {
         let (file, dir) = if path.is_dir() {
             (path.join("results.jsonl"), path.as_path())
@@ -46,20 +47,28 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|run| crate::merge::shard_of_run(&run));
         let Some((run, shard)) = shard else {
-            runs.push((None, vec![(0, dir.to_path_buf(), found)]));
+            runs.push((None, 1, vec![(0, dir.to_path_buf(), found)]));
             continue;
         };
-        let mut shards = match runs.iter().position(|(r, _)| r.as_ref() == Some(&run)) {
-            Some(i) => runs.remove(i).1,
+        let mut shards = match runs.iter().position(|(r, _, _)| r.as_ref() == Some(&run)) {
+            Some(i) => runs.remove(i).2,
             None => Vec::new(),
         };
         shards.retain(|(index, _, _)| *index != shard.index);
         shards.push((shard.index, dir.to_path_buf(), found));
         shards.sort_by_key(|(index, _, _)| *index);
-        runs.push((Some(run), shards));
+        runs.push((Some(run), shard.count, shards));
     }
     let mut pooled: Vec<Record> = Vec::new();
-    for (_, mut shards) in runs {
+    for (_, count, mut shards) in runs {
+        let present: Vec<usize> = shards.iter().map(|(index, _, _)| *index).collect();
+        if let Some(warning) = incomplete_run_warning(&present, count) {
+            let dirs: Vec<String> = shards
+                .iter()
+                .map(|(_, d, _)| d.display().to_string())
+                .collect();
+            eprintln!("warning: {} — {warning}", dirs.join(", "));
+        }
         let found = match shards.len() {
             1 => shards.pop().expect("one").2,
             _ => crate::merge::merge_records(
@@ -113,6 +122,22 @@ pub fn emulator_sets(paths: &[PathBuf]) -> Vec<PathBuf> {
         })
         .cloned()
         .collect()
+}
+
+/// The warning for a run of `count` shards of which only `present` (indices) were given: what
+/// the report then leaves out. `None` when every shard is there.
+fn incomplete_run_warning(present: &[usize], count: usize) -> Option<String> {
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !present.contains(i))
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{} of the run's {count} shards; shard(s) {} missing, so their problems are not in              this report",
+            present.len(),
+            missing.join(", ")
+        )
+    })
 }
 
 /// Warns on stderr about each of [`emulator_sets`]: its timings say nothing about a GPU, so
@@ -1072,6 +1097,15 @@ fn write_pooled(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_incomplete_set_of_shards_is_named_with_the_missing_ones() {
+        assert_eq!(incomplete_run_warning(&[0, 1], 2), None);
+        assert_eq!(incomplete_run_warning(&[0], 1), None);
+        let w = incomplete_run_warning(&[1], 3).unwrap();
+        assert!(w.starts_with("1 of the run's 3 shards"), "{w}");
+        assert!(w.contains("shard(s) 0/3, 2/3 missing"), "{w}");
+    }
 
     fn rec(problem: &str, candidate: &str, ms: f64) -> Record {
         let mut r = Record::new(problem, candidate, "g", "test");

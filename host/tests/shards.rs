@@ -319,6 +319,21 @@ fn report_pools_the_shards_of_one_run_as_their_merge() {
             pooled["summary"]["reference"], run["metrics"]["reference"],
             "order {order:?}"
         );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("shards;"),
+            "no warning for a whole run: {stderr}"
+        );
     }
+    // One shard alone still reports, and says which shard is missing.
+    let out = ok(dlrm_bench(
+        &["report", "--json", dirs[1].to_str().unwrap()],
+        &[],
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 of the run's 2 shards; shard(s) 0/2 missing"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&root).ok();
 }
