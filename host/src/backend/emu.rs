@@ -135,8 +135,9 @@ impl Backend for EmuBackend {
 
     fn fill(&mut self, buffer: &Buffer, pattern: &[u8]) -> BackendResult<()> {
         let s = self.storage(buffer)?;
-        for (i, b) in s.iter_mut().enumerate() {
-            *b = pattern[i % pattern.len()];
+        // The pattern repeated from the buffer's first byte, the last copy cut short.
+        for chunk in s.chunks_mut(pattern.len()) {
+            chunk.copy_from_slice(&pattern[..chunk.len()]);
         }
         Ok(())
     }

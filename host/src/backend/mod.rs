@@ -424,6 +424,18 @@ mod tests {
     }
 
     #[test]
+    fn the_emulator_fills_a_buffer_with_the_pattern_from_its_first_byte() {
+        let mut be = emu::EmuBackend::new();
+        let pattern = [1u8, 2, 3];
+        for bytes in [1usize, 3, 10, 4097] {
+            let b = be.alloc(bytes).unwrap();
+            be.fill(&b, &pattern).unwrap();
+            let want: Vec<u8> = pattern.iter().copied().cycle().take(bytes).collect();
+            assert_eq!(be.download(&b).unwrap(), want, "{bytes} bytes");
+        }
+    }
+
+    #[test]
     fn the_host_fingerprint_equals_the_emulated_kernel_and_the_backend() {
         // Longer than one parallel chunk, so chunk offsets are exercised.
         let words: Vec<u32> = (0..200_000u32)
