@@ -20,24 +20,30 @@ pub enum Basis {
     /// The Rust reference kernel, timed interleaved with the candidate on the same inputs:
     /// [`Record::speedup`], a median of paired ratios with a bootstrap 95% interval.
     #[default]
-    #[value(help = "The Rust reference kernel, timed interleaved with the candidate on the \
-                    same inputs: a median of paired ratios with a bootstrap 95% interval")]
+    #[value(
+        help = "The Rust reference kernel, timed interleaved with the candidate on the \
+                    same inputs: a median of paired ratios with a bootstrap 95% interval"
+    )]
     Reference,
     /// PyTorch eager on the same inputs (KernelBench's basis): paired
     /// ([`Record::speedup_eager`]) when eager was timed interleaved with the candidate in one
     /// process, else the unpaired ratio of eager's median ([`Record::pytorch`], timed in another
     /// process) to the candidate's.
-    #[value(help = "PyTorch eager on the same inputs (KernelBench's basis): paired when eager \
+    #[value(
+        help = "PyTorch eager on the same inputs (KernelBench's basis): paired when eager \
                     was timed interleaved with the candidate in one process, else the unpaired \
-                    ratio of eager's median (timed in another process) to the candidate's")]
+                    ratio of eager's median (timed in another process) to the candidate's"
+    )]
     Eager,
     /// The KernelBench `Model` under `torch.compile` on the same inputs (what a user gets
     /// without writing a kernel): always unpaired — the compiled Model's median
     /// ([`Record::pytorch_compile`], timed in another process) / the candidate's — so with no
     /// interval.
-    #[value(help = "The KernelBench Model under torch.compile on the same inputs: always \
+    #[value(
+        help = "The KernelBench Model under torch.compile on the same inputs: always \
                     unpaired (the compiled Model's median, timed in another process, over the \
-                    candidate's), so with no interval")]
+                    candidate's), so with no interval"
+    )]
     Compile,
 }
 
