@@ -66,6 +66,7 @@ kernel! {
 
 /// Σ over one lane's four columns of (s_k² − q_k), reading `col` (16-byte aligned) of each of
 /// the `fields` rows of 16 floats.
+#[allow(clippy::identity_op)] // `field + 0` from the `seq!` expansion
 #[inline(always)]
 unsafe fn fast_share(col: *const f32, fields: usize) -> f32 {
     let mut sum = [0.0f32; 4];
