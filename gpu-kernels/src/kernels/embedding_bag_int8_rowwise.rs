@@ -13,7 +13,7 @@
 //! [`embedding_bag_int8_rowwise_lane_groups`] is the project's tuned kernel, on the
 //! [`bag_pool`] engine (see the section comment below).
 //!
-//! # Prediction at `full` (H200; not measured yet)
+//! # Prediction at `full` (H200; written before the measurement below)
 //! B = 65536, D = 128, N ≈ 1.97M lookups of 136-byte rows, 317.7 MB of logical bytes: the
 //! physical floor is 317.7 MB over the measured 11.05 TB/s of L2 = 0.0288 ms; eager takes 6.927
 //! ms, the reference 5.405, the CUDA example `warp_per_bag_u8x4` 0.2481 ms (11.6%).
@@ -33,6 +33,12 @@
 //!   ptxas then spills 96 bytes at 80 registers (U = 6: 32 bytes; U = 4: none, 182 latencies).
 //!   U = 6 at 2 blocks per SM (119 registers, no spill) is what runs; which U and occupancy win
 //!   wants a GPU A/B.
+//!
+//! # Measured (H200, `full`)
+//! U = 6 at 2 blocks per SM: 0.248 ms, 11.6% of the floor, 18% of the warps active, no unit
+//! above 24% busy (20261203T083330Z-gpu-full and its Nsight metrics). The A/B: U = 8 at 2
+//! blocks 0.228 ms; **U = 4 at 3 blocks (80 registers) 0.172 ms, 16.7%**, which runs now. The
+//! model still misses by 2.5x (0.07 predicted), in its latency per round, not its rows in flight.
 use crate::dev::*;
 
 kernel! {
@@ -99,7 +105,7 @@ kernel! {
 // [`embedding_bag_int8_rowwise_lane_groups`]: the [`bag_pool`] engine over the byte-rowwise
 // table. Each lane owns 8 columns read with one 8-byte non-coherent load (the row stride D + 8 is
 // a multiple of 8, not of 16, so 16-byte loads would be misaligned on odd rows), 16 lanes per
-// row at D = 128 so one warp-wide load reads two rows; 6 loads in flight per lane (12 rows per
+// row at D = 128 so one warp-wide load reads two rows; 4 loads in flight per lane (8 rows per
 // warp per round). The lane that reads an index also reads that row's scale and bias (one
 // 8-byte load of the row tail) — a chunk ahead, with the index prefetch, so this dependent load
 // is off the critical path — and broadcasts the scale with the row's offset. Dequantization is
@@ -113,15 +119,17 @@ kernel! {
 // (b + 128·s is the row's small jitter: exact by Sterbenz for this data), so the error stays at
 // the reference's level (at `ci`: relative L2 6e-8, the reference's outputs 1.3e-7 away). Bags
 // of more than 192 lookups (D = 128) are pooled by all 8 warps of their block. Out: two 16-byte
-// stores per lane. ptxas (sm_90): at 3 blocks per SM (80 registers) it spilled 32 bytes (and
-// kept a 24-byte stack frame), so the launch bounds ask for 2: 119 registers, no local memory
-// (CUDA 13.5's ptxas; `host/tests/ptxas_resources.rs` rejects a tuned kernel that spills).
+// stores per lane. ptxas (sm_90): 4 loads in flight at 3 blocks per SM, 80 registers, no local
+// memory (CUDA 13.5's ptxas; `host/tests/ptxas_resources.rs` rejects a tuned kernel that
+// spills). Measured on an H200 at `full` (the A/B the module doc asked for): 6 loads at 2 blocks
+// per SM (119 registers, 18% of the warps active) 0.248 ms (20261203T083330Z-gpu-full), 8 at 2
+// blocks 0.228 (20261203T092242Z), **4 at 3 blocks 0.172** (20261203T092225Z): occupancy, not
+// rows in flight, was what the kernel lacked.
 use super::bag_pool::{self, Acc, BagTable, VEC};
 
-/// Loads in flight per lane: rows per warp per round are 6 × the rows one load reads (8 would
-/// hold more in flight; at 2 blocks per SM there are 128 registers to try it with: a GPU A/B
-/// decides, see the module doc).
-const INT8_UNROLL: usize = 6;
+/// Loads in flight per lane: rows per warp per round are 4 × the rows one load reads (measured
+/// against 6 and 8 at 2 blocks per SM; see the section comment above).
+const INT8_UNROLL: usize = 4;
 
 /// 2^23 + 128: `from_bits(0x4B00_0000 | q) − this` is q − 128, exactly.
 const CENTRED_MAGIC: f32 = 8_388_736.0;
@@ -239,7 +247,7 @@ kernel! {
     }
 }
 
-launch_bounds!(embedding_bag_int8_rowwise_lane_groups, 256, 2);
+launch_bounds!(embedding_bag_int8_rowwise_lane_groups, 256, 3);
 
 #[cfg(test)]
 mod tests {
