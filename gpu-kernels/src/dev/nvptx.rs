@@ -423,8 +423,8 @@ pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
 }
 
 /// `bfe.u32`: `len` bits of `val` from bit `pos`, as ATen's `bfe` helper (inline PTX with
-/// register operands; ptxas expands it to shifts and masks, and the value is not seen as a byte,
-/// so its float conversion is an I2F.U32, not an I2F.U8 with a byte select).
+/// register operands). With constant byte fields ptxas folds it and the float conversion into
+/// one I2F.U8 with a byte select, as it does for nvcc's build of the helper.
 #[inline(always)]
 pub fn bfe_u32(val: u32, pos: u32, len: u32) -> u32 {
     let r: u32;
