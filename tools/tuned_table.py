@@ -13,13 +13,28 @@ import sys
 from pathlib import Path
 
 
+def _ms(record, key):
+    """The median ms of a record's `key` ("pytorch", "pytorch_compile"), or None."""
+    value = record.get(key)
+    return value.get("median_ms") if isinstance(value, dict) else None
+
+
+def _ratio(a, b):
+    return None if (a is None or not b) else a / b
+
+
+def _fmt(x, digits):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _interval(lo, hi):
+    return "" if lo is None else f" [{_fmt(lo, 2)}, {_fmt(hi, 2)}]"
+
+
 def rows(records, group="tuned"):
     """(problem, candidate, status, ms, % floor, speedup, ci_low, ci_high, over eager) per record
     of `group`, in the set's order; missing figures are None."""
-    eager = {}
-    for r in records:
-        if r["candidate"] == "reference" and isinstance(r.get("pytorch"), dict):
-            eager[r["problem"]] = r["pytorch"].get("median_ms")
+    eager = {r["problem"]: _ms(r, "pytorch") for r in records if r["candidate"] == "reference"}
     out = []
     for r in records:
         if r.get("group") != group:
@@ -28,19 +43,13 @@ def rows(records, group="tuned"):
         ms = timing.get("median_ms")
         floor = timing.get("floor_fraction")
         speedup = r.get("speedup") or {}
-        e = eager.get(r["problem"])
         out.append((
             r["problem"], r["candidate"], r["status"], ms,
             None if floor is None else 100 * floor,
             speedup.get("median"), speedup.get("ci_low"), speedup.get("ci_high"),
-            None if (e is None or not ms) else e / ms,
+            _ratio(eager.get(r["problem"]), ms),
         ))
     return out
-
-
-def _ms(record, key):
-    value = record.get(key)
-    return value.get("median_ms") if isinstance(value, dict) else None
 
 
 def best_rows(records):
@@ -72,33 +81,28 @@ def best_rows(records):
 
 
 def best_markdown(table):
-    def f(x, digits):
-        return "-" if x is None else f"{x:.{digits}f}"
-
-    def ratio(a, b):
-        return None if (a is None or not b) else a / b
+    f = _fmt
     lines = ["| # | problem | reference ms | eager ms | ref / eager | compile ms | best candidate | ms "
              "| over reference [95% CI] | over eager | over compile | % of floor |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for i, (p, ref, eager, comp, best, ms, sp, lo, hi, floor) in enumerate(table, 1):
-        parity = ratio(ref, eager)
+        parity = _ratio(ref, eager)
         shown = f(parity, 2)
         if parity is not None and abs(parity - 1) > 0.10:
             shown = f"**{shown}**"
-        ci = "" if lo is None else f" [{f(lo, 2)}, {f(hi, 2)}]"
+        ci = _interval(lo, hi)
         lines.append(f"| {i} | {p} | {f(ref, 3)} | {f(eager, 3)} | {shown} | {f(comp, 3)} | "
-                     f"{best or '-'} | {f(ms, 3)} | {f(sp, 2)}{ci} | {f(ratio(eager, ms), 2)} | "
-                     f"{f(ratio(comp, ms), 2)} | {f(floor, 1)} |")
+                     f"{best or '-'} | {f(ms, 3)} | {f(sp, 2)}{ci} | {f(_ratio(eager, ms), 2)} | "
+                     f"{f(_ratio(comp, ms), 2)} | {f(floor, 1)} |")
     return "\n".join(lines)
 
 
 def markdown(table):
-    def f(x, digits):
-        return "-" if x is None else f"{x:.{digits}f}"
+    f = _fmt
     lines = ["| problem | candidate | status | ms | % of floor | over reference [95% CI] | over eager |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for p, c, s, ms, floor, sp, lo, hi, eager in table:
-        ci = "" if lo is None else f" [{f(lo, 2)}, {f(hi, 2)}]"
+        ci = _interval(lo, hi)
         lines.append(f"| {p} | {c} | {s} | {f(ms, 4)} | {f(floor, 1)} | {f(sp, 2)}{ci} | {f(eager, 2)} |")
     return "\n".join(lines)
 

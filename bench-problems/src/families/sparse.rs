@@ -265,8 +265,20 @@ pub fn radix_sort_pairs(
     plan
 }
 
+/// `torch.arange(n)` (int64) into `out` as eager launches it: RangeFactories'
+/// `elementwise_kernel_with_index` (`aten_arange_with_index_i64`), one element per thread,
+/// blocks of 64.
+pub fn arange_with_index(out: &str, n: &str) -> LaunchSpec {
+    LaunchSpec::linear(
+        "aten_arange_with_index_i64",
+        format!("max(ceil_div({n}, 64), 1)").as_str(),
+        64,
+        &[out, "0", "1", n],
+    )
+}
+
 /// `keys.sort(stable=True)` with the positions it came from, as eager's `sort` and `argsort`
-/// run it: `positions = arange(n)`, then [`radix_sort_pairs`] of (key, position) into
+/// run it: `positions = arange(n)` ([`arange_with_index`]), then [`radix_sort_pairs`] of (key, position) into
 /// `sorted_keys` and `order`.
 pub fn sort_with_positions(
     keys: &str,
@@ -276,14 +288,7 @@ pub fn sort_with_positions(
     n: &str,
     s: &SortScratch,
 ) -> Vec<LaunchSpec> {
-    // `torch.arange(n)` as eager launches it for these sorts: RangeFactories'
-    // `elementwise_kernel_with_index` (one element per thread, blocks of 64).
-    let mut plan = vec![LaunchSpec::linear(
-        "aten_arange_with_index_i64",
-        format!("max(ceil_div({n}, 64), 1)").as_str(),
-        64,
-        &[positions, "0", "1", n],
-    )];
+    let mut plan = vec![arange_with_index(positions, n)];
     plan.extend(radix_sort_pairs(keys, positions, sorted_keys, order, n, s));
     plan
 }

@@ -19,6 +19,7 @@
 use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
+    arange_with_index,
     apply_grid, elementwise, empty_share, exclusive_sums, kjt_inputs, kjt_max_rows,
     kjt_weights_recipe, repeat_interleave, scratch_of, sizes_in, sort_with_positions, split_by,
     with_sizes,
@@ -452,12 +453,7 @@ fn eager_plan() -> Vec<LaunchSpec> {
     ));
     plan.extend([
         // unbucketize_permute = empty_like(order).scatter_(0, order, arange(N))
-        LaunchSpec::linear(
-            "aten_arange_with_index_i64",
-            "max(ceil_div(N, 64), 1)",
-            64,
-            &["positions", "0", "1", "N"],
-        ),
+        arange_with_index("positions", "N"),
         elementwise(
             "aten_scatter_i64",
             "N",

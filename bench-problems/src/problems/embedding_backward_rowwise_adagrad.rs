@@ -72,8 +72,9 @@
 use crate::check::Tolerance;
 use crate::families::bags::{self, BagRecipe, BagSizes, Bags, Counts};
 use crate::families::sparse::{
-    elementwise, gather_rows16, inclusive_scan, radix_sort_pairs, scan_status_bytes, scratch_of,
-    unique_from_sorted, SortScratch,
+    arange_with_index,
+    elementwise, gather_rows16, inclusive_scan, scan_status_bytes, scratch_of,
+    sort_with_positions, unique_from_sorted, SortScratch,
 };
 use crate::problem::problem_identity;
 use crate::launch::{LaunchSpec, ScratchSpec};
@@ -302,20 +303,14 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         // A U-sized launch: eager's grid (for N in place of U, `per_block` elements a block of
         // `threads`) capped at COUNTED_GRID; its kernel runs eager's blocks in turn.
         let counted = |kernel: &str, n: &str, per_block: usize, threads: i64, args: &[&str]| {
-            let grid = format!("max(min(ceil_div({n}, {per_block}), {COUNTED_GRID}), 1)");
-            LaunchSpec::linear(kernel, grid.as_str(), threads, args)
+            LaunchSpec::linear(kernel, counted_grid(n, per_block).as_str(), threads, args)
         };
         let legacy = |kernel: &str, grid: &str, args: &[&str]| {
             LaunchSpec::linear(kernel, grid, 128, args)
         };
         // bag = repeat_interleave(arange(B), offsets[1:] - offsets[:-1], output_size=N).
         let mut plan = vec![
-            LaunchSpec::linear(
-                "aten_arange_with_index_i64",
-                "max(ceil_div(B, 64), 1)",
-                64,
-                &["bag_range", "0", "1", "B"],
-            ),
+            arange_with_index("bag_range", "B"),
             ew("aten_offsets_diff_i64", "B", &["repeats", "offsets", "B"]),
         ];
         plan.extend(inclusive_scan(
@@ -338,15 +333,8 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
                 &["bag", "bag_range", "repeat_index", "N", "B"],
             ),
         ]);
-        // rows, inverse = unique(indices, sorted=True, return_inverse=True) (problem 9's port,
-        // with its arange as eager's RangeFactories kernel).
-        plan.push(LaunchSpec::linear(
-            "aten_arange_with_index_i64",
-            "max(ceil_div(N, 64), 1)",
-            64,
-            &["range", "0", "1", "N"],
-        ));
-        plan.extend(radix_sort_pairs(
+        // rows, inverse = unique(indices, sorted=True, return_inverse=True) (problem 9's port).
+        plan.extend(sort_with_positions(
             "indices",
             "range",
             "sorted",
@@ -395,7 +383,7 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             LaunchSpec::new(
                 "aten_mean_rows_f32_counted",
                 [
-                    format!("max(min(ceil_div(N, 16), {COUNTED_GRID}), 1)").as_str().into(),
+                    counted_grid("N", 16).as_str().into(),
                     1.into(),
                     1.into(),
                 ],
@@ -488,6 +476,12 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
 /// (16 per SM × 132). An N-sized grid spent ≈ 0.8 ms at `full` on blocks past U (U ≈ N/15:
 /// set 20261203T074318Z-gpu-full-profiles), eager's launches take U's grid.
 const COUNTED_GRID: usize = 2112;
+
+/// The grid of a U-sized launch of `per_block` elements a block over up to `n` elements:
+/// eager's grid for `n`, capped at [`COUNTED_GRID`].
+fn counted_grid(n: &str, per_block: usize) -> String {
+    format!("max(min(ceil_div({n}, {per_block}), {COUNTED_GRID}), 1)")
+}
 
 /// Grid of `indexFuncLargeIndex` over N·D elements: `min(ceil_div(N·D, 128), 8·SMs)`, 1056 on
 /// the H200's 132 SMs (the same bound serves the U·D launch: U·D ≥ 1056·128 at `small` and

@@ -31,6 +31,7 @@
 use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
+    arange_with_index,
     elementwise, empty_share, gather_rows16, kjt_inputs, kjt_max_rows, kjt_weights_recipe,
     repeat_interleave, scratch_of, sizes_in, split_by, with_sizes, CumsumI32, KjtInputs, KJT_ALPHA,
 };
@@ -321,12 +322,7 @@ impl Problem for KjtPermute {
                 &["src", "shift", "segment", "NP", "P * B"],
             ),
             // src += arange(NP): RangeFactories' 64-thread, one-per-thread kernel, then the add.
-            LaunchSpec::linear(
-                "aten_arange_with_index_i64",
-                "max(ceil_div(NP, 64), 1)",
-                64,
-                &["positions", "0", "1", "NP"],
-            ),
+            arange_with_index("positions", "NP"),
             elementwise("aten_add_i64", "NP", &["src", "src", "positions", "NP"]),
             // values[src], weights[src]: gpu_index_kernel's index_elementwise_kernel<128, 4>.
             elementwise(

@@ -22,6 +22,7 @@
 use crate::problem::problem_identity;
 use crate::check::Tolerance;
 use crate::families::sparse::{
+    arange_with_index,
     elementwise, exclusive_sums, gather_rows16, inclusive_scan, scan_status_bytes, scratch_of,
     sizes_in, with_sizes,
 };
@@ -204,12 +205,7 @@ impl Problem for SequenceGatherPaddedBf16 {
         let mut plan = inclusive_scan("inclusive_sum_i64", "lengths", "cum", "B", "scan_status");
         plan.extend([
             elementwise("aten_sub_i64", "B", &["starts", "cum", "lengths", "B"]),
-            LaunchSpec::linear(
-                "aten_arange_with_index_i64",
-                "max(ceil_div(L, 64), 1)",
-                64,
-                &["pos", "0", "1", "L"],
-            ),
+            arange_with_index("pos", "L"),
             elementwise(
                 "aten_ge_outer_i64",
                 "B * L",
