@@ -45,14 +45,14 @@ summaries=()
 [[ -n "${SKIP_REFERENCE:-}" ]] || ncu "${ncu_args[@]}" -k 'regex:^(aten_|radix_|inclusive_|scan_|unique_|kjt_|seq|bucket|block_bucketize|adagrad_|embedding_|tbe_|dot_|fm_)' \
     --launch-count "$LAUNCHES" \
     "$bin" run --problem "$problem" --preset "$preset" --no-candidates --public-sets 1 \
-    --secret-sets 0 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
+    --secret-sets 1 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
     > "$out/$problem.reference.csv" || echo "ncu on dlrm-bench exited $?"
 [[ -n "${SKIP_REFERENCE:-}" ]] || summaries=("$out/$problem.reference.csv")
 if [[ -n "${CANDIDATE:-}" ]]; then
   names=$(sed -n 's/^kernel *= *"\(.*\)"/\1/p' "$CANDIDATE/candidate.toml" | sort -u | paste -sd'|' -)
   ncu "${ncu_args[@]}" -k "regex:^($names)\$" --launch-count "$LAUNCHES" \
       "$bin" run --problem "$problem" --preset "$preset" --candidates "$CANDIDATE" --public-sets 1 \
-      --secret-sets 0 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
+      --secret-sets 1 --rotation 1 --min-pairs 1 --max-pairs 2 --budget-s 0.1 --out "$inputs/results" \
       > "$out/$problem.candidate.csv" || echo "ncu on the candidate exited $?"
   summaries+=("$out/$problem.candidate.csv")
 fi

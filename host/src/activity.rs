@@ -44,6 +44,9 @@ pub enum Phase {
     Check,
     /// Timed runs.
     Time,
+    /// The check after every timed run of a candidate (outside the timed regions, counted
+    /// apart from [`Phase::Time`]).
+    TimedCheck,
     /// Checks of what the timed runs left.
     Recheck,
     /// PyTorch eager timed on the run's input files (`run --torch`).
@@ -62,6 +65,7 @@ impl Phase {
             Phase::Load => "loading",
             Phase::Check => "checking",
             Phase::Time => "timing",
+            Phase::TimedCheck => "checking timed runs",
             Phase::Recheck => "rechecking timed outputs",
             Phase::Peer => "timing PyTorch eager",
         }
@@ -118,6 +122,14 @@ impl PhaseTimes {
         let out = f();
         *self.0.entry(phase).or_default() += started.elapsed().as_secs_f64();
         out
+    }
+
+    /// Moves `seconds` of phase `from` to phase `to` (a part of `from` that is counted apart).
+    pub fn move_seconds(&mut self, from: Phase, to: Phase, seconds: f64) {
+        if seconds > 0.0 {
+            *self.0.entry(from).or_default() -= seconds;
+            *self.0.entry(to).or_default() += seconds;
+        }
     }
 
     /// Whether no phase took any time yet.

@@ -186,12 +186,14 @@ struct RunArgs {
     require_gpu: bool,
     #[arg(long, default_value_t = 2026)]
     seed: u64,
-    /// Public input sets (at least 1: the timing rotates among them).
+    /// Public input sets (at least 1), checked before the timing.
     #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     public_sets: usize,
-    #[arg(long, default_value_t = 2)]
+    /// Secret input sets (at least 1), drawn from a seed made at run start: the timing rotates
+    /// among them, so a candidate first meets them in a timed (and checked) run.
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     secret_sets: usize,
-    /// Input sets the timing rotates among (at least 1).
+    /// Input sets the timing rotates among (at least 1; at most --secret-sets are used).
     #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     rotation: usize,
     /// Time without flushing L2 first.

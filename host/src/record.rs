@@ -164,6 +164,11 @@ pub struct Record {
     /// What KernelBench's own protocol said of this answer (KernelBench answers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench: Option<KernelBenchVerdict>,
+    /// Timed runs of the candidate whose outputs were checked (every one of them, warm-up
+    /// included: its outputs against the reference's on the same inputs, its module's globals
+    /// as loaded); absent from reference records and records written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_runs_checked: Option<usize>,
     /// The ordinal of the GPU (or emulated device) that measured the record (`run --devices`);
     /// absent from records written before the field existed and from invalid manifests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -216,6 +221,7 @@ impl Record {
             expected_status: None,
             phases: None,
             kernelbench: None,
+            timed_runs_checked: None,
             device: None,
         }
     }

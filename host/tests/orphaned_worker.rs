@@ -58,7 +58,7 @@ fn a_worker_stops_when_its_orchestrator_is_killed() {
     write_candidate(&root, "hang", HANG);
     let mut runner = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .args(["run", "--cpu", "--problem", "embedding_bag_sum"])
-        .args(["--public-sets", "1", "--secret-sets", "0"])
+        .args(["--public-sets", "1", "--secret-sets", "1"])
         .arg("--candidates")
         .arg(root.join("corpus"))
         .arg("--out")

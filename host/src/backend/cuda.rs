@@ -5,8 +5,8 @@
 //! All work goes to one non-blocking stream; timing uses CUDA events on it; the L2 flush is a
 //! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
 use super::{
-    binary, ptx_params, triton, Backend, BackendError, BackendResult, Buffer, CompiledLaunch,
-    CudaFlags, DeviceInfo, Launch, ModuleId, ModuleSource,
+    binary, globals, ptx_params, triton, Backend, BackendError, BackendResult, Buffer,
+    CompiledLaunch, CudaFlags, DeviceInfo, Launch, ModuleId, ModuleSource,
 };
 use cudarc::driver::{result, sys, CudaContext};
 use std::ffi::CString;
@@ -31,6 +31,15 @@ struct Module {
     driver_first: bool,
     /// A Triton kernel: the manifest's function name and what its compilation fixed.
     triton: Option<(String, triton::Compiled)>,
+    /// A candidate's writable globals with their contents at load ([`globals`]).
+    globals: Vec<TrackedGlobal>,
+}
+
+/// One module global of a candidate: where it is and what it held when the module loaded.
+struct TrackedGlobal {
+    name: String,
+    ptr: sys::CUdeviceptr,
+    at_load: Vec<u8>,
 }
 
 impl Module {
@@ -87,6 +96,13 @@ impl CudaBackend {
                 A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             ) as usize,
         };
+        // No device-side malloc: its heap outlives every launch, a place for state that no
+        // check could see (memory a plan needs is `[[scratch]]`). A driver that refuses a
+        // heap of 0 bytes keeps its default, said on stderr.
+        let heap = unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, 0) };
+        if heap != sys::CUresult::CUDA_SUCCESS {
+            eprintln!("warning: the device malloc heap could not be set to 0 bytes: {heap:?}");
+        }
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| e.to_string())?;
         let ev = || {
@@ -158,6 +174,79 @@ impl CudaBackend {
         }
         Ok(c)
     }
+}
+
+/// The writable globals a candidate's module defines ([`globals`]): from its PTX, and from the
+/// cubin(s) of a binary image (a fatbin's embedded ones). A binary with no readable cubin is
+/// refused: its state could not be reset between runs.
+fn candidate_globals(
+    source: &ModuleSource,
+    ptx: Option<&str>,
+    binary: Option<&[u8]>,
+) -> BackendResult<Vec<String>> {
+    let mut names: Vec<String> = ptx.map(globals::ptx_globals).unwrap_or_default();
+    let Some(image) = binary else {
+        return Ok(names);
+    };
+    let elfs = match globals::elf_globals(image) {
+        Ok(found) => vec![found],
+        Err(_) => globals::embedded_elfs(image)
+            .into_iter()
+            .filter_map(|elf| globals::elf_globals(elf).ok())
+            .collect(),
+    };
+    if elfs.is_empty() {
+        // The driver runs the image's code, whose globals its PTX (if any) need not show.
+        let file = match source {
+            ModuleSource::Binary { file, .. } | ModuleSource::Triton { file, .. } => {
+                file.display().to_string()
+            }
+            _ => "the image".into(),
+        };
+        return Err(BackendError::Refused(format!(
+            "{file}: no cubin inside it could be read (a compressed fatbin?), so its module globals could not be reset between runs: ship a .cubin, or build the fatbin uncompressed (nvcc -Xfatbin=-compress-all)"
+        )));
+    }
+    for found in elfs {
+        for n in found {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Finds every global of `names` in the loaded module and keeps its contents at load; refuses
+/// one the driver cannot find, and more than [`globals::LIMIT_BYTES`] in all.
+fn track_globals(handle: sys::CUmodule, names: &[String]) -> BackendResult<Vec<TrackedGlobal>> {
+    let mut tracked = Vec::new();
+    let mut total = 0usize;
+    for name in names {
+        let cname = CString::new(name.as_str())
+            .map_err(|_| BackendError::Refused(format!("module global `{name}` holds NUL")))?;
+        let (ptr, bytes) = unsafe { result::module::get_global(handle, cname) }.map_err(|e| {
+            BackendError::Refused(format!(
+                "the module defines the global `{name}`, which the driver cannot find ({e}), so it could not be reset between runs: make it `.visible` or use [[scratch]]"
+            ))
+        })?;
+        total = total.saturating_add(bytes);
+        if total > globals::LIMIT_BYTES {
+            return Err(BackendError::Refused(format!(
+                "the module's globals take more than {} MiB (`{name}` brings them to {total} bytes): device memory a plan needs across its launches is declared as [[scratch]] in candidate.toml (poisoned before every run), not as module globals",
+                globals::LIMIT_BYTES >> 20
+            )));
+        }
+        let mut at_load = vec![0u8; bytes];
+        unsafe { result::memcpy_dtoh_sync(&mut at_load, ptr) }
+            .map_err(|e| device_err(&format!("reading module global `{name}`"), e))?;
+        tracked.push(TrackedGlobal {
+            name: name.clone(),
+            ptr,
+            at_load,
+        });
+    }
+    Ok(tracked)
 }
 
 /// PTX text as the driver loads it: NUL-terminated, with no NUL inside.
@@ -462,9 +551,10 @@ impl Backend for CudaBackend {
                 }
                 (Some(crate::ptx::GPU_KERNELS_PTX.to_string()), None)
             }
-            ModuleSource::Ptx { code, .. } => (Some(code.clone()), None),
+            ModuleSource::Ptx { code, .. } => (Some(globals::make_visible(code)), None),
             ModuleSource::Cuda { file, code, flags } => {
-                (Some(self.compile_cuda(file, code, flags)?), None)
+                let ptx = self.compile_cuda(file, code, flags)?;
+                (Some(globals::make_visible(&ptx)), None)
             }
             ModuleSource::Binary { file, image } => {
                 let kind = binary::check_image(image)
@@ -476,7 +566,7 @@ impl Backend for CudaBackend {
             }
             ModuleSource::Triton { file, spec } => {
                 let c = self.compile_triton(file, spec)?;
-                let ptx = c.ptx.clone();
+                let ptx = c.ptx.as_deref().map(globals::make_visible);
                 let image = match &c.cubin {
                     Some(cubin) => cubin.clone(),
                     None => nul_terminated(ptx.as_deref().unwrap_or_default())?,
@@ -487,6 +577,10 @@ impl Backend for CudaBackend {
             ModuleSource::Unavailable { reason, .. } => {
                 return Err(BackendError::Unsupported(reason.clone()))
             }
+        };
+        let global_names = match source {
+            ModuleSource::Builtin => Vec::new(),
+            _ => candidate_globals(source, ptx.as_deref(), binary.as_deref())?,
         };
         let image = match binary {
             Some(image) => image,
@@ -501,14 +595,46 @@ impl Backend for CudaBackend {
                 };
                 BackendError::Compile(format!("the driver could not load {what}: {e}"))
             })?;
+        let globals = match track_globals(handle, &global_names) {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = unsafe { result::module::unload(handle) };
+                return Err(e);
+            }
+        };
         self.modules.push(Module {
             handle,
             builtin: matches!(source, ModuleSource::Builtin),
             ptx,
             driver_first,
             triton: triton_kernel,
+            globals,
         });
         Ok(ModuleId(self.modules.len() - 1))
+    }
+
+    fn restore_module_globals(&mut self, module: ModuleId) -> BackendResult<Vec<String>> {
+        if self
+            .modules
+            .get(module.0)
+            .is_none_or(|m| m.globals.is_empty())
+        {
+            return Ok(Vec::new());
+        }
+        self.synchronize()?;
+        let m = &self.modules[module.0];
+        let mut changed = Vec::new();
+        for g in &m.globals {
+            let mut now = vec![0u8; g.at_load.len()];
+            unsafe { result::memcpy_dtoh_sync(&mut now, g.ptr) }
+                .map_err(|e| device_err(&format!("reading module global `{}`", g.name), e))?;
+            if now != g.at_load {
+                unsafe { result::memcpy_htod_sync(g.ptr, &g.at_load) }
+                    .map_err(|e| device_err(&format!("restoring module global `{}`", g.name), e))?;
+                changed.push(g.name.clone());
+            }
+        }
+        Ok(changed)
     }
 
     fn kernel_params(&mut self, module: ModuleId, kernel: &str) -> BackendResult<Vec<usize>> {

@@ -4,6 +4,7 @@
 pub mod binary;
 pub mod cuda;
 pub mod emu;
+pub mod globals;
 mod guarded;
 pub mod ptx_params;
 mod source;
@@ -89,6 +90,10 @@ pub enum BackendError {
     BadLaunch(String),
     #[error("device error: {0}")]
     Device(String),
+    /// The module is refused as it stands (more module global memory than the limit): the
+    /// candidate's manifest must change (`invalid_manifest`).
+    #[error("{0}")]
+    Refused(String),
 }
 
 pub type BackendResult<T> = Result<T, BackendError>;
@@ -287,6 +292,14 @@ pub trait Backend {
         None
     }
     fn launch(&mut self, module: ModuleId, launch: &Launch) -> BackendResult<()>;
+    /// Puts the writable globals of `module` (every `.global` variable a candidate's code
+    /// declares) back to their contents at load, and names those that had changed: state the
+    /// module's kernels left for a later execution. Called after every execution of a
+    /// candidate, so each one starts from the module as loaded. Modules without tracked
+    /// globals (the project's own kernels, anything on the emulator) name none.
+    fn restore_module_globals(&mut self, _module: ModuleId) -> BackendResult<Vec<String>> {
+        Ok(Vec::new())
+    }
     /// Waits for all queued work; reports any asynchronous fault.
     fn synchronize(&mut self) -> BackendResult<()>;
     /// Evicts the L2 (writes a buffer twice its size) and resets persisting lines.

@@ -14,7 +14,8 @@ pub struct EvalConfig {
     pub secret_seed: u64,
     pub public_sets: usize,
     pub secret_sets: usize,
-    /// Input sets the timing rotates among (taken from the public ones).
+    /// Input sets the timing rotates among: the first secret ones, which no check showed the
+    /// candidate before its timed runs (every timed run is checked).
     pub rotation: usize,
     pub warm_l2: bool,
     pub min_pairs: usize,
@@ -103,7 +104,7 @@ impl EvalConfig {
     }
 
     /// A quick check on the emulator (the tests' configuration): `ci` sizes, two public and one
-    /// secret input set, both public sets rotated, two timed pairs, at most 5 s of timing.
+    /// secret input set, the secret set timed, two timed pairs, at most 5 s of timing.
     pub fn quick_ci(seed: u64, secret_seed: u64) -> Self {
         EvalConfig {
             preset: Preset::Ci,
@@ -121,14 +122,18 @@ impl EvalConfig {
         }
     }
 
-    /// Input sets the timing rotates among: the first public ones.
-    pub(super) fn rotation_sets(&self) -> usize {
-        self.rotation.clamp(1, self.public_sets)
+    /// The indices (in [`Self::input_sets`]' order) of the sets the timing rotates among: the
+    /// first `rotation` secret sets. The candidate's checks skip them, so its first run on each
+    /// is a timed one (checked like every timed run): a memo of what the checks showed it
+    /// misses there. Empty when the run has no secret set (which `run` refuses).
+    pub(super) fn rotation_range(&self) -> std::ops::Range<usize> {
+        let n = self.rotation.max(1).min(self.secret_sets);
+        self.public_sets..self.public_sets + n
     }
 }
 
-/// `quick_ci` with `public_sets` public and `secret_sets` secret sets, for the tests of
-/// `evaluate`.
+/// `quick_ci` with `public_sets` public and `secret_sets` secret sets (the timing rotates among
+/// the secret ones), for the tests of `evaluate`.
 #[cfg(test)]
 pub(super) fn ci_config(public_sets: usize, secret_sets: usize) -> EvalConfig {
     EvalConfig {

@@ -18,6 +18,7 @@ use crate::plan::Buffers;
 use bench_problems::check::poison_pattern;
 use bench_problems::spec::shape_of;
 use bench_problems::{InputSet, OracleOutput, Preset, Problem, Role, TensorSpec, Work};
+use data_gen::DType;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Whose output buffers a run writes.
@@ -25,6 +26,43 @@ use std::collections::{BTreeMap, BTreeSet};
 pub(super) enum Side {
     Reference,
     Candidate,
+}
+
+/// What the outputs (other than in-out tensors) hold when a run starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OutputFill {
+    /// What the last run left (the reference's timed runs).
+    Keep,
+    /// The poison pattern of the dtype (checked runs: an element left unwritten is found).
+    Poison,
+    /// A finite canary drawn from the salt ([`canary_pattern`]): the candidate's timed runs, so
+    /// that neither the last answer nor a recognisable pattern is there to be kept.
+    Canary(u64),
+}
+
+/// A finite value of `dtype` far from any output a problem makes (about 2^121 for f32 and
+/// bf16, between 2^14 and 2^15 for f16; any bytes for integers), its sign and low bits drawn
+/// from `salt`, as a fill pattern: an element a timed run leaves unwritten holds it, and the
+/// comparison with the reference's output fails on it. Not the poison, so a kernel that keeps
+/// what it finds unless it is the poison keeps a wrong value.
+pub fn canary_pattern(dtype: DType, salt: u64) -> Vec<u8> {
+    let r = data_gen::seed::derive(salt, 0xC0FFEE);
+    let sign32 = (r as u32) & 0x8000_0000;
+    match dtype {
+        DType::F64 => (((r & (1 << 63)) | (0x478u64 << 52)) | (r >> 12 & 0xF_FFFF_FFFF))
+            .to_le_bytes()
+            .to_vec(),
+        DType::F32 => (sign32 | 0x7C00_0000 | (r as u32 >> 9 & 0x7F_FFFF))
+            .to_le_bytes()
+            .to_vec(),
+        DType::BF16 => (((sign32 | 0x7C00_0000) >> 16) as u16 | (r as u16 & 0x7F))
+            .to_le_bytes()
+            .to_vec(),
+        DType::F16 => ((sign32 >> 16) as u16 | 0x7400 | (r as u16 & 0x3FF))
+            .to_le_bytes()
+            .to_vec(),
+        other => r.to_le_bytes()[..other.size_bytes().clamp(1, 8)].to_vec(),
+    }
 }
 
 /// One input set on the device.
@@ -240,22 +278,27 @@ impl DeviceSet {
         !self.pristine.is_empty()
     }
 
-    /// Before a run: in-out tensors of `side` get their initial value back; its outputs get the
-    /// poison (`poison`; timed runs skip it, so a kernel cannot lean on it).
+    /// Before a run: in-out tensors of `side` get their initial value back; its other outputs
+    /// get what `fill` says.
     pub fn reset_outputs(
         &self,
         backend: &mut dyn Backend,
         problem: &dyn Problem,
         side: Side,
-        poison: bool,
+        fill: OutputFill,
     ) -> Result<(), BackendError> {
         let outputs = self.outputs(side);
         for spec in output_specs(problem) {
             if let Some(initial) = self.pristine.get(spec.name) {
                 backend.copy(&outputs[spec.name], initial)?;
-            } else if poison {
-                backend.fill(&outputs[spec.name], &poison_pattern(spec.dtype))?;
+                continue;
             }
+            let pattern = match fill {
+                OutputFill::Keep => continue,
+                OutputFill::Poison => poison_pattern(spec.dtype),
+                OutputFill::Canary(salt) => canary_pattern(spec.dtype, salt),
+            };
+            backend.fill(&outputs[spec.name], &pattern)?;
         }
         Ok(())
     }
@@ -335,7 +378,7 @@ mod tests {
         for spec in output_specs(problem) {
             assert_ne!(reference[spec.name], candidate[spec.name], "{}", spec.name);
         }
-        set.reset_outputs(&mut backend, problem, Side::Candidate, true)
+        set.reset_outputs(&mut backend, problem, Side::Candidate, OutputFill::Poison)
             .unwrap();
         for spec in output_specs(problem) {
             let got = backend.download(&candidate[spec.name]).unwrap();

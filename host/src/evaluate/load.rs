@@ -36,6 +36,7 @@ pub(super) fn load(
     let module = backend.load_module(&cand.source).map_err(|e| match e {
         BackendError::Unsupported(m) => (Status::Skipped, m),
         BackendError::Compile(m) => (Status::CompileError, m),
+        BackendError::Refused(m) => (Status::InvalidManifest, m),
         other => (Status::RuntimeError, other.to_string()),
     })?;
     let mut plans = Vec::new();
@@ -178,6 +179,15 @@ impl Loaded {
     pub fn clear_scratch(&self, backend: &mut dyn Backend, set: usize) -> Result<(), BackendError> {
         for (_, buf) in self.scratch_of(set) {
             backend.fill(buf, &[0])?;
+        }
+        Ok(())
+    }
+
+    /// Fills every scratch buffer of the plan (all sets') with `byte`: before each timed run of
+    /// a candidate, so that nothing it left in scratch survives to the next.
+    pub fn fill_scratch(&self, backend: &mut dyn Backend, byte: u8) -> Result<(), BackendError> {
+        for s in &self.scratch {
+            backend.fill(&s.buffer, &[byte])?;
         }
         Ok(())
     }

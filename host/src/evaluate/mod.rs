@@ -20,6 +20,7 @@ mod verify;
 pub use cache::InputCache;
 use cache::StoreQueue;
 pub use config::{public_seed, table_seed, EvalConfig};
+pub use inputs::canary_pattern;
 pub use timing::timing_stats;
 
 use crate::activity::{Phase, PhaseTimes};
@@ -29,7 +30,7 @@ use crate::record::{Ceilings, Record, Status};
 use bench_problems::{Problem, Work};
 use inputs::{DeviceSet, SharedUploads, Side};
 use load::Loaded;
-use timing::{PairTimes, Timer};
+use timing::{PairTimes, Timer, TimingFailure};
 use verify::Verifier;
 
 /// The cache files of the input sets the timing rotates among (what PyTorch's peer times).
@@ -39,7 +40,8 @@ pub fn rotation_files(
     cache: &InputCache,
 ) -> Vec<std::path::PathBuf> {
     let plans = cfg.input_sets(problem);
-    plans[..cfg.rotation_sets().min(plans.len())]
+    let rotation = cfg.rotation_range();
+    plans[rotation.start.min(plans.len())..rotation.end.min(plans.len())]
         .iter()
         .map(|plan| cache.set_path(problem, cfg.preset, plan))
         .collect()
@@ -140,7 +142,7 @@ impl<'a> ProblemRun<'a> {
 
     /// The sets the timing rotates among.
     fn rotation(&self) -> &[DeviceSet] {
-        &self.sets[..self.cfg.rotation_sets()]
+        &self.sets[self.cfg.rotation_range()]
     }
 
     /// The mean work of one timed run.
@@ -165,14 +167,15 @@ impl<'a> ProblemRun<'a> {
         (verifier, &self.sets)
     }
 
-    /// A timer on the backend, with the sets the timing rotates among.
+    /// A timer on the backend, with every set (the timing takes those of
+    /// [`EvalConfig::rotation_range`]).
     fn timer(&mut self) -> (Timer<'_>, &[DeviceSet]) {
         let timer = Timer {
             backend: &mut *self.backend,
             problem: self.problem,
             cfg: &self.cfg,
         };
-        (timer, &self.sets[..self.cfg.rotation_sets()])
+        (timer, &self.sets)
     }
 
     /// A record of `cand` with the work and floor of a timed run.
@@ -218,7 +221,7 @@ impl<'a> ProblemRun<'a> {
         };
         let (checks, fail) = phases.time(Phase::Check, || {
             let (mut verifier, sets) = self.verifier();
-            verifier.check_all(sets, &plan, Side::Reference)
+            verifier.check_all(sets, &plan, Side::Reference, 0..0)
         });
         rec.checks = checks;
         if let Some((status, msg)) = fail {
@@ -234,14 +237,14 @@ impl<'a> ProblemRun<'a> {
             rec.message = format!("while clearing the reference's outputs: {e}");
             return rec;
         }
+        let rotation = self.cfg.rotation_range();
         let series = phases.time(Phase::Time, || {
             let (mut timer, sets) = self.timer();
-            timer.reference_series(sets, &plan)
+            timer.reference_series(sets, rotation.clone(), &plan)
         });
         let series = series.and_then(|ms| {
-            let rotation = self.cfg.rotation_sets();
             let (mut verifier, sets) = self.verifier();
-            match verifier.guards_after_timing(&sets[..rotation], &plan, Side::Reference)? {
+            match verifier.guards_after_timing(sets, rotation, &plan, Side::Reference)? {
                 None => Ok(ms),
                 Some(msg) => Err(BackendError::Device(format!("the reference {msg}"))),
             }
@@ -297,9 +300,12 @@ impl<'a> ProblemRun<'a> {
         rec: &mut Record,
         phases: &mut PhaseTimes,
     ) {
+        // The timing's sets are not checked here: the candidate meets them first in a timed
+        // run, and every timed run is checked.
+        let rotation = self.cfg.rotation_range();
         let (checks, fail) = phases.time(Phase::Check, || {
             let (mut verifier, sets) = self.verifier();
-            verifier.check_all(sets, plan, Side::Candidate)
+            verifier.check_all(sets, plan, Side::Candidate, rotation.clone())
         });
         rec.checks = checks;
         if let Some((status, msg)) = fail {
@@ -309,21 +315,30 @@ impl<'a> ProblemRun<'a> {
         }
         let pairs = phases.time(Phase::Time, || {
             let (mut timer, sets) = self.timer();
-            timer.pairs(sets, reference, plan)
+            timer.pairs(sets, rotation.clone(), reference, plan)
         });
         match pairs {
-            Ok(pairs) => self.record_times(&pairs, rec),
-            Err(e) => {
+            Ok(pairs) => {
+                // The checks between the timed runs are a phase of their own.
+                phases.move_seconds(Phase::Time, Phase::TimedCheck, pairs.check_s);
+                rec.timed_runs_checked = Some(pairs.checked);
+                self.record_times(&pairs, rec);
+            }
+            Err(TimingFailure::Incorrect(msg)) => {
+                rec.status = Status::Incorrect;
+                rec.message = msg;
+                return;
+            }
+            Err(TimingFailure::Device(e)) => {
                 rec.status = Status::RuntimeError;
                 rec.message = format!("while timing: {e}");
                 return;
             }
         }
-        // The guards of every buffer the timed runs reached (no check ran between them).
-        let rotation = self.cfg.rotation_sets();
+        // The guards of every buffer the timed runs reached (no guard check ran between them).
         let guards = phases.time(Phase::Recheck, || {
             let (mut verifier, sets) = self.verifier();
-            verifier.guards_after_timing(&sets[..rotation], plan, Side::Candidate)
+            verifier.guards_after_timing(sets, rotation.clone(), plan, Side::Candidate)
         });
         match guards {
             Ok(None) => {}
@@ -342,7 +357,7 @@ impl<'a> ProblemRun<'a> {
         // against the reference's output on the same inputs.
         let recheck = phases.time(Phase::Recheck, || {
             let (mut verifier, sets) = self.verifier();
-            verifier.recheck(&sets[..rotation], reference, &mut rec.checks)
+            verifier.recheck(sets, rotation, reference, &mut rec.checks)
         });
         match recheck {
             Ok(None) => rec.status = Status::Correct,

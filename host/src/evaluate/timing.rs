@@ -1,16 +1,27 @@
-//! Timing (DESIGN §7): one timed run on the stream (in-out tensors restored and the L2 flushed
-//! first, outside the timed region, unless `warm_l2`; after a run of the reference its outputs
-//! and scratch are zeroed, so that the candidate timed next cannot copy them), the reference's own series, and
-//! interleaved reference/candidate pairs on rotating input sets until the 95% interval of the
-//! median ratio is narrow enough or the budget is spent; then the statistics of a series.
+//! Timing (DESIGN §7): one timed run on the stream (its outputs prepared and the L2 flushed
+//! first, outside the timed region, unless `warm_l2`), the reference's own series, and
+//! interleaved reference/candidate pairs on the rotation (the secret sets, which no check
+//! showed the candidate) until the 95% interval of the median ratio is narrow enough or the
+//! budget is spent; then the statistics of a series.
+//!
+//! No timed run of a candidate goes unchecked, and none can lean on an earlier one: before each,
+//! its outputs get a fresh canary ([`OutputFill::Canary`]) and its scratch a fresh byte; after
+//! each, its outputs are compared with the reference's on the same inputs
+//! ([`Verifier::check_timed`]) and its module's globals must be as loaded
+//! ([`Verifier::state_left`], which also restores them). A failure ends the timing as
+//! `incorrect`, naming the run and the set. The reference's outputs and scratch are zeroed after
+//! each comparison (or, when no comparison follows, right after its run), so that no candidate
+//! run finds them.
 use super::config::EvalConfig;
-use super::inputs::{DeviceSet, Side};
+use super::inputs::{DeviceSet, OutputFill, Side};
 use super::load::Loaded;
+use super::verify::Verifier;
 use crate::activity::CandidateRun;
 use crate::backend::{Backend, BackendError};
 use crate::record::{Ceilings, Speedup, Timing};
 use crate::stats;
 use bench_problems::{Problem, Work};
+use std::ops::Range;
 use std::time::Instant;
 
 /// Times plans of one problem on its device sets.
@@ -20,11 +31,30 @@ pub(super) struct Timer<'a> {
     pub cfg: &'a EvalConfig,
 }
 
+/// Why timing stopped before it had its pairs.
+#[derive(Debug)]
+pub(super) enum TimingFailure {
+    /// A timed run of the candidate was wrong or left state behind (the message says which).
+    Incorrect(String),
+    /// The device failed.
+    Device(BackendError),
+}
+
+impl From<BackendError> for TimingFailure {
+    fn from(e: BackendError) -> Self {
+        TimingFailure::Device(e)
+    }
+}
+
 /// Times of interleaved pairs: reference ms, candidate ms, and reference / candidate.
 pub(super) struct PairTimes {
     pub reference: Vec<f64>,
     pub candidate: Vec<f64>,
     pub ratios: Vec<f64>,
+    /// Timed runs of the candidate checked (warm-up included).
+    pub checked: usize,
+    /// Seconds of those checks (inside the timing phase, outside every timed region).
+    pub check_s: f64,
 }
 
 impl PairTimes {
@@ -41,17 +71,30 @@ impl PairTimes {
 }
 
 impl Timer<'_> {
-    /// One timed run of `plan` on set `i` of `sets`, writing `side`'s outputs.
+    /// One timed run of `plan` on set `i`, writing `side`'s outputs: the reference's in-out
+    /// tensors restored first (its other outputs keep what they hold); the candidate's outputs
+    /// filled with the canary of `salt` and all its scratch with a byte of it. The reference's
+    /// outputs and scratch are zeroed after it unless `keep_reference`.
     fn time_once(
         &mut self,
         sets: &[DeviceSet],
         i: usize,
         plan: &Loaded,
         side: Side,
+        salt: u64,
+        keep_reference: bool,
     ) -> Result<f64, BackendError> {
         let set = &sets[i];
-        if set.has_in_out() {
-            set.reset_outputs(&mut *self.backend, self.problem, side, false)?;
+        match side {
+            Side::Reference if set.has_in_out() => {
+                set.reset_outputs(&mut *self.backend, self.problem, side, OutputFill::Keep)?
+            }
+            Side::Reference => {}
+            Side::Candidate => {
+                let fill = OutputFill::Canary(salt);
+                set.reset_outputs(&mut *self.backend, self.problem, side, fill)?;
+                plan.fill_scratch(&mut *self.backend, salt.to_le_bytes()[3] | 1)?;
+            }
         }
         if !self.cfg.warm_l2 {
             self.backend.flush_l2()?;
@@ -62,27 +105,39 @@ impl Timer<'_> {
             plan.run(&mut *self.backend, i)?;
             self.backend.timer_stop()?
         };
-        if side == Side::Reference {
+        if side == Side::Reference && !keep_reference {
             // Outside the timed region: the candidate timed next must not find the answer.
-            set.clear_outputs(&mut *self.backend, Side::Reference)?;
-            plan.clear_scratch(&mut *self.backend, i)?;
+            self.clear_reference(set, i, plan)?;
         }
         Ok(ms)
     }
 
-    /// The reference alone on the rotation `sets`: one warm-up pass over them, then
-    /// 2 · max(min_pairs, 10) timed runs or the budget, whichever ends first.
+    /// Zeroes the reference's outputs and scratch of set `i`.
+    fn clear_reference(
+        &mut self,
+        set: &DeviceSet,
+        i: usize,
+        reference: &Loaded,
+    ) -> Result<(), BackendError> {
+        set.clear_outputs(&mut *self.backend, Side::Reference)?;
+        reference.clear_scratch(&mut *self.backend, i)
+    }
+
+    /// The reference alone on the sets `rotation` (indices into `sets`): one warm-up pass over
+    /// them, then 2 · max(min_pairs, 10) timed runs or the budget, whichever ends first.
     pub fn reference_series(
         &mut self,
         sets: &[DeviceSet],
+        rotation: Range<usize>,
         reference: &Loaded,
     ) -> Result<Vec<f64>, BackendError> {
-        let r = sets.len();
+        let order: Vec<usize> = rotation.collect();
+        let r = order.len();
         let n = self.cfg.min_pairs.max(10) * 2;
         let started = Instant::now();
         let mut ms = Vec::new();
         for i in 0..n + r {
-            let t = self.time_once(sets, i % r, reference, Side::Reference)?;
+            let t = self.time_once(sets, order[i % r], reference, Side::Reference, 0, false)?;
             if i >= r {
                 ms.push(t); // the first pass over the sets is warm-up
             }
@@ -93,30 +148,121 @@ impl Timer<'_> {
         Ok(ms)
     }
 
-    /// Interleaved pairs (A B, then B A) on the rotation `sets`, after one warm-up pair per set.
+    /// One pair on set `s`, the reference first when `reference_first`, then the check of the
+    /// candidate's run (`run`: its number, for the message). Returns (reference ms, candidate
+    /// ms) and adds the check's seconds to `check_s`.
+    #[allow(clippy::too_many_arguments)]
+    fn pair(
+        &mut self,
+        sets: &[DeviceSet],
+        s: usize,
+        reference: &Loaded,
+        candidate: &Loaded,
+        reference_first: bool,
+        run: usize,
+        check_s: &mut f64,
+    ) -> Result<(f64, f64), TimingFailure> {
+        let salt = data_gen::seed::derive(self.cfg.secret_seed ^ 0x7133_D0C5, run as u64);
+        let needs_reference = {
+            let v = Verifier {
+                backend: &mut *self.backend,
+                problem: self.problem,
+            };
+            v.timed_check_needs_reference(&sets[s])
+        };
+        let (t_ref, t_cand) = if reference_first {
+            let a = self.time_once(sets, s, reference, Side::Reference, 0, false)?;
+            (
+                a,
+                self.time_once(sets, s, candidate, Side::Candidate, salt, false)?,
+            )
+        } else {
+            let b = self.time_once(sets, s, candidate, Side::Candidate, salt, false)?;
+            let keep = needs_reference;
+            (
+                self.time_once(sets, s, reference, Side::Reference, 0, keep)?,
+                b,
+            )
+        };
+        let started = Instant::now();
+        let verdict = self.check_run(
+            sets,
+            s,
+            reference,
+            candidate,
+            reference_first && needs_reference,
+            run,
+        );
+        *check_s += started.elapsed().as_secs_f64();
+        match verdict? {
+            None => Ok((t_ref, t_cand)),
+            Some(msg) => Err(TimingFailure::Incorrect(msg)),
+        }
+    }
+
+    /// The check of the candidate's timed run `run` on set `s` (the reference run again first,
+    /// untimed, when `rerun_reference`), then its module's globals; the reference's outputs and
+    /// scratch are zeroed after, whatever the verdict.
+    fn check_run(
+        &mut self,
+        sets: &[DeviceSet],
+        s: usize,
+        reference: &Loaded,
+        candidate: &Loaded,
+        rerun_reference: bool,
+        run: usize,
+    ) -> Result<Option<String>, BackendError> {
+        let set = &sets[s];
+        let label = format!("timed run {run} on {}", set.label);
+        if rerun_reference {
+            set.reset_outputs(
+                &mut *self.backend,
+                self.problem,
+                Side::Reference,
+                OutputFill::Poison,
+            )?;
+            reference.run(&mut *self.backend, s)?;
+        }
+        self.backend.synchronize()?;
+        let mut v = Verifier {
+            backend: &mut *self.backend,
+            problem: self.problem,
+        };
+        let verdict = v.check_timed(set, &label);
+        let state = v.state_left(candidate);
+        self.clear_reference(set, s, reference)?;
+        if let Some(msg) = verdict? {
+            return Ok(Some(msg));
+        }
+        Ok(state?.map(|msg| format!("{label}: {msg}")))
+    }
+
+    /// Interleaved pairs (A B, then B A) on the sets `rotation` (indices into `sets`), after one
+    /// warm-up pair per set; every run of the candidate checked.
     pub fn pairs(
         &mut self,
         sets: &[DeviceSet],
+        rotation: Range<usize>,
         reference: &Loaded,
         candidate: &Loaded,
-    ) -> Result<PairTimes, BackendError> {
-        let r = sets.len();
-        for s in 0..r {
-            self.time_once(sets, s, reference, Side::Reference)?;
-            self.time_once(sets, s, candidate, Side::Candidate)?;
+    ) -> Result<PairTimes, TimingFailure> {
+        let order: Vec<usize> = rotation.collect();
+        let r = order.len();
+        let mut check_s = 0.0;
+        let mut run = 0;
+        for &s in &order {
+            run += 1;
+            self.pair(sets, s, reference, candidate, true, run, &mut check_s)?;
         }
         self.backend.synchronize()?;
         let (mut ref_ms, mut cand_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let started = Instant::now();
+        let checks_before = check_s;
         for i in 0..self.cfg.max_pairs {
-            let s = i % r;
-            let (t_ref, t_cand) = if i % 2 == 0 {
-                let a = self.time_once(sets, s, reference, Side::Reference)?;
-                (a, self.time_once(sets, s, candidate, Side::Candidate)?)
-            } else {
-                let b = self.time_once(sets, s, candidate, Side::Candidate)?;
-                (self.time_once(sets, s, reference, Side::Reference)?, b)
-            };
+            run += 1;
+            let s = order[i % r];
+            let (t_ref, t_cand) =
+                self.pair(sets, s, reference, candidate, i % 2 == 0, run, &mut check_s)?;
             ref_ms.push(t_ref);
             cand_ms.push(t_cand);
             ratios.push(t_ref / t_cand.max(1e-9));
@@ -128,7 +274,9 @@ impl Timer<'_> {
                     break;
                 }
             }
-            if n >= self.cfg.min_pairs && started.elapsed().as_secs_f64() > self.cfg.budget_s {
+            // The budget is of timing: the checks between the timed runs do not spend it.
+            let timing_s = started.elapsed().as_secs_f64() - (check_s - checks_before);
+            if n >= self.cfg.min_pairs && timing_s > self.cfg.budget_s {
                 break;
             }
         }
@@ -137,6 +285,8 @@ impl Timer<'_> {
             reference: ref_ms,
             candidate: cand_ms,
             ratios,
+            checked: run,
+            check_s,
         })
     }
 }
@@ -193,6 +343,8 @@ mod tests {
             reference: vec![2.0; 6],
             candidate: vec![1.0; 6],
             ratios,
+            checked: 9,
+            check_s: 0.0,
         };
         let s = p.speedup(1);
         assert_eq!(s.pairs, 6);

@@ -36,7 +36,7 @@
 //! the listed rows of both sides the same way, the reference's update standing for the
 //! oracle's, and copies both outputs back whole only when a side changed another row.
 use super::guard;
-use super::inputs::{input_specs, output_specs, DeviceSet, Side};
+use super::inputs::{input_specs, output_specs, DeviceSet, OutputFill, Side};
 use super::load::Loaded;
 use crate::activity::CandidateRun;
 use crate::backend::{host_fingerprint, host_rows_fingerprint, Backend, BackendError, Buffer};
@@ -53,6 +53,7 @@ use data_gen::{DType, HostTensor};
 use gpu_kernels::kernels::compare::FloatAcc;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 /// Scratch buffers are filled with this byte before every checked run.
 const SCRATCH_POISON: u8 = 0xA5;
@@ -228,16 +229,21 @@ pub(super) struct Verifier<'a> {
 }
 
 impl Verifier<'_> {
-    /// Runs `plan` once on every set with poisoned outputs and checks outputs and inputs; stops
-    /// at the first set that fails.
+    /// Runs `plan` once on every set but those in `skip` (the timing's, which a candidate meets
+    /// first in a timed run) with poisoned outputs and checks outputs and inputs; stops at the
+    /// first set that fails.
     pub fn check_all(
         &mut self,
         sets: &[DeviceSet],
         plan: &Loaded,
         side: Side,
+        skip: Range<usize>,
     ) -> (Vec<SetCheck>, Option<(Status, String)>) {
         let mut checks = Vec::new();
         for (i, set) in sets.iter().enumerate() {
+            if skip.contains(&i) {
+                continue;
+            }
             match self.check_set(set, i, plan, side, &mut checks) {
                 Ok(None) => {}
                 Ok(Some(fail)) => return (checks, Some(fail)),
@@ -260,7 +266,7 @@ impl Verifier<'_> {
         side: Side,
         checks: &mut Vec<SetCheck>,
     ) -> Result<Option<(Status, String)>, BackendError> {
-        set.reset_outputs(&mut *self.backend, self.problem, side, true)?;
+        set.reset_outputs(&mut *self.backend, self.problem, side, OutputFill::Poison)?;
         for s in &plan.scratch {
             self.backend.fill(&s.buffer, &[SCRATCH_POISON])?;
         }
@@ -268,6 +274,9 @@ impl Verifier<'_> {
             let _running = CandidateRun::start(side == Side::Candidate);
             plan.run(&mut *self.backend, i)?;
             self.backend.synchronize()?;
+        }
+        if let Some(msg) = self.state_left(plan)? {
+            return Ok(Some((Status::Incorrect, format!("{}: {msg}", set.label))));
         }
         if let Some(msg) = self.guards_intact(set, i, plan, side)? {
             return Ok(Some((
@@ -313,15 +322,31 @@ impl Verifier<'_> {
         )
     }
 
-    /// After timed runs of `plan` on `sets` (the rotation): the guards of every buffer they
-    /// reached ([`Self::guards_intact`]), which the timed runs had no poison or check between.
+    /// After one execution of `plan`: the module's globals as loaded again, and what had
+    /// changed ([`Backend::restore_module_globals`]) as the failure's message.
+    pub fn state_left(&mut self, plan: &Loaded) -> Result<Option<String>, BackendError> {
+        let changed = self.backend.restore_module_globals(plan.module)?;
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let names: Vec<String> = changed.iter().map(|n| format!("`{n}`")).collect();
+        Ok(Some(format!(
+            "state survived an execution: the module global(s) {} changed and the kernel did not put them back. No state may outlive an execution: device memory a plan needs across its launches is a [[scratch]] buffer (poisoned before every run); a counter the kernel itself resets before it ends is fine",
+            names.join(", ")
+        )))
+    }
+
+    /// After timed runs of `plan` on the sets `rotation` (indices into `sets`): the guards of
+    /// every buffer they reached ([`Self::guards_intact`]), which no check looked at in between.
     pub fn guards_after_timing(
         &mut self,
         sets: &[DeviceSet],
+        rotation: Range<usize>,
         plan: &Loaded,
         side: Side,
     ) -> Result<Option<String>, BackendError> {
-        for (i, set) in sets.iter().enumerate() {
+        for i in rotation {
+            let set = &sets[i];
             if let Some(msg) = self.guards_intact(set, i, plan, side)? {
                 return Ok(Some(format!(
                     "after the timed runs on {}: {msg}",
@@ -589,6 +614,51 @@ impl Verifier<'_> {
         Ok(None)
     }
 
+    /// Whether output `spec` is compared on the device with the reference's output in a timed
+    /// run ([`Self::check_timed`]): a float under the scale-invariant test that the problem
+    /// checks no further.
+    fn against_reference_in_timing(&self, set: &DeviceSet, spec: &TensorSpec) -> bool {
+        matches!(set.oracle.get(spec.name), Some(OracleOutput::Float(_)))
+            && !set.expected.contains_key(spec.name)
+            && !self.problem.tolerance(spec).exact
+            && on_device_dtype(spec.dtype)
+            && !self.problem.custom_checked(spec.name)
+    }
+
+    /// Whether [`Self::check_timed`] on `set` needs the reference's outputs on the device.
+    pub fn timed_check_needs_reference(&self, set: &DeviceSet) -> bool {
+        output_specs(self.problem)
+            .iter()
+            .any(|spec| self.against_reference_in_timing(set, spec))
+    }
+
+    /// After one timed run of the candidate on `set` (its outputs held a canary before it,
+    /// [`OutputFill::Canary`]): each output against the reference's on the same inputs, when
+    /// [`Self::timed_check_needs_reference`] says so (the reference's outputs are on the
+    /// device then: the caller ran it on the set and clears them after), else as the check
+    /// does (an exact output by its fingerprint, a row update on its changed rows). The first
+    /// failure's message, under `label` (`timed run 7 on secret-1`).
+    pub fn check_timed(
+        &mut self,
+        set: &DeviceSet,
+        label: &str,
+    ) -> Result<Option<String>, BackendError> {
+        for spec in output_specs(self.problem) {
+            let report = if self.against_reference_in_timing(set, &spec) {
+                self.against_reference_on_device(set, &spec)?
+            } else {
+                self.check_one(set, Side::Candidate, &spec)?.0
+            };
+            if !report.passed {
+                return Ok(Some(format!(
+                    "{label}: output `{}`: {} (every timed run is checked: its outputs start as a canary and must equal the reference's on the same inputs)",
+                    spec.name, report.reason
+                )));
+            }
+        }
+        Ok(None)
+    }
+
     /// After timing, with no poison in between: checks the candidate's outputs on `sets` (the
     /// timed ones) against the oracle and against the reference's outputs on the same inputs
     /// (`reference` run once more on each set for it, its outputs and scratch zeroed after),
@@ -602,11 +672,13 @@ impl Verifier<'_> {
     pub fn recheck(
         &mut self,
         sets: &[DeviceSet],
+        rotation: Range<usize>,
         reference: &Loaded,
         checks: &mut Vec<SetCheck>,
     ) -> Result<Option<String>, BackendError> {
         let mut fail = None;
-        for (i, set) in sets.iter().enumerate() {
+        for i in rotation {
+            let set = &sets[i];
             let label = format!("recheck-{}", set.label);
             let (f, copies) = self.check_outputs(set, Side::Candidate, &label, checks)?;
             if let Some(f) = f {
@@ -614,7 +686,12 @@ impl Verifier<'_> {
             }
             // The reference's outputs on the same inputs, computed now (the candidate's runs
             // are over) and zeroed again below.
-            set.reset_outputs(&mut *self.backend, self.problem, Side::Reference, true)?;
+            set.reset_outputs(
+                &mut *self.backend,
+                self.problem,
+                Side::Reference,
+                OutputFill::Poison,
+            )?;
             reference.run(&mut *self.backend, i)?;
             self.backend.synchronize()?;
             for (spec, cand) in output_specs(self.problem).into_iter().zip(copies) {
@@ -738,7 +815,7 @@ mod tests {
         let check = |backend: &mut EmuBackend, side| {
             let plan = load(backend, &sets, &reference, side).unwrap();
             let mut v = Verifier { backend, problem };
-            v.check_all(&sets, &plan, side)
+            v.check_all(&sets, &plan, side, 0..0)
         };
         let (checks, fail) = check(&mut backend, Side::Reference);
         assert!(fail.is_none(), "{fail:?}");
@@ -755,7 +832,11 @@ mod tests {
             problem,
         };
         let mut checks = Vec::new();
-        assert_eq!(v.recheck(&sets, &ref_plan, &mut checks).unwrap(), None);
+        assert_eq!(
+            v.recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
+                .unwrap(),
+            None
+        );
         let labels: Vec<&str> = checks.iter().map(|c| c.set.as_str()).collect();
         assert_eq!(
             labels,
@@ -767,7 +848,7 @@ mod tests {
             .fill(&sets[0].outputs(Side::Candidate)["out"], &[0])
             .unwrap();
         let fail = v
-            .recheck(&sets, &ref_plan, &mut Vec::new())
+            .recheck(&sets, 0..sets.len(), &ref_plan, &mut Vec::new())
             .unwrap()
             .unwrap();
         assert!(
@@ -799,7 +880,7 @@ mod tests {
                 backend: &mut *backend,
                 problem,
             };
-            let (checks, fail) = v.check_all(sets, &plan, side);
+            let (checks, fail) = v.check_all(sets, &plan, side, 0..0);
             assert!(fail.is_none(), "{}: {fail:?}", problem.name());
             (checks, backend.downloaded_bytes() - before)
         };
@@ -846,7 +927,11 @@ mod tests {
                 problem,
             };
             let mut checks = Vec::new();
-            assert_eq!(v.recheck(&sets, &ref_plan, &mut checks).unwrap(), None);
+            assert_eq!(
+                v.recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
+                    .unwrap(),
+                None
+            );
             assert_eq!(
                 backend.downloads(),
                 before,
@@ -891,7 +976,7 @@ mod tests {
             report.reason
         );
         let fail = v
-            .recheck(&sets, &ref_plan, &mut Vec::new())
+            .recheck(&sets, 0..sets.len(), &ref_plan, &mut Vec::new())
             .unwrap()
             .unwrap();
         assert!(
@@ -918,7 +1003,11 @@ mod tests {
         // Restored: passes by fingerprint again, against the reference's too.
         v.backend.upload(&buf, &correct).unwrap();
         let mut checks = Vec::new();
-        assert_eq!(v.recheck(&sets, &ref_plan, &mut checks).unwrap(), None);
+        assert_eq!(
+            v.recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
+                .unwrap(),
+            None
+        );
         assert!(checks.iter().all(|c| c.report.by_fingerprint));
     }
 
@@ -1114,7 +1203,7 @@ mod tests {
         let mut checks = Vec::new();
         assert_eq!(
             verifier(&mut backend, problem)
-                .recheck(&sets, &ref_plan, &mut checks)
+                .recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
                 .unwrap(),
             None
         );
@@ -1140,7 +1229,7 @@ mod tests {
             report.reason
         );
         let fail = verifier(&mut backend, problem)
-            .recheck(&sets, &ref_plan, &mut Vec::new())
+            .recheck(&sets, 0..sets.len(), &ref_plan, &mut Vec::new())
             .unwrap()
             .unwrap();
         assert!(fail.contains("`weight`") && fail.contains(&named), "{fail}");
@@ -1168,7 +1257,7 @@ mod tests {
         );
         let mut checks = Vec::new();
         let fail = verifier(&mut backend, problem)
-            .recheck(&sets, &ref_plan, &mut checks)
+            .recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
             .unwrap()
             .unwrap();
         assert!(
@@ -1205,10 +1294,10 @@ mod tests {
 
         // No update at all (the initial table back): the update check fails.
         sets[0]
-            .reset_outputs(&mut backend, problem, Side::Candidate, false)
+            .reset_outputs(&mut backend, problem, Side::Candidate, OutputFill::Keep)
             .unwrap();
         let fail = verifier(&mut backend, problem)
-            .recheck(&sets, &ref_plan, &mut Vec::new())
+            .recheck(&sets, 0..sets.len(), &ref_plan, &mut Vec::new())
             .unwrap()
             .unwrap();
         assert!(fail.contains("the update of the"), "{fail}");
