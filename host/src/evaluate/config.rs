@@ -175,13 +175,25 @@ mod tests {
     }
 
     #[test]
-    fn the_rotation_takes_one_to_all_public_sets() {
-        assert_eq!(ci_config(1, 0).rotation_sets(), 1);
-        let mut cfg = ci_config(5, 0);
-        assert_eq!(cfg.rotation_sets(), 2);
+    fn the_rotation_takes_one_to_all_secret_sets_after_the_public_ones() {
+        assert_eq!(ci_config(1, 1).rotation_range(), 1..2);
+        let mut cfg = ci_config(3, 5);
+        assert_eq!(cfg.rotation_range(), 3..5, "quick_ci rotates 2");
         cfg.rotation = 0;
-        assert_eq!(cfg.rotation_sets(), 1);
+        assert_eq!(cfg.rotation_range(), 3..4);
         cfg.rotation = 9;
-        assert_eq!(cfg.rotation_sets(), 5);
+        assert_eq!(cfg.rotation_range(), 3..8);
+        let labels: Vec<String> = cfg
+            .input_sets(bench_problems::find_problem("fm_interaction").unwrap())
+            .into_iter()
+            .map(|p| p.label)
+            .collect();
+        assert!(labels[cfg.rotation_range()]
+            .iter()
+            .all(|l| l.starts_with("secret-")));
+        assert!(
+            ci_config(2, 0).rotation_range().is_empty(),
+            "no secret set, no rotation"
+        );
     }
 }

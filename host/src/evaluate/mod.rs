@@ -90,6 +90,14 @@ impl<'a> ProblemRun<'a> {
         ceilings: Option<Ceilings>,
         cache: Option<&InputCache>,
     ) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            cfg.public_sets >= 1,
+            "at least one public input set is needed"
+        );
+        anyhow::ensure!(
+            !cfg.rotation_range().is_empty(),
+            "at least one secret input set is needed: the timing rotates among them"
+        );
         let mut sets = Vec::new();
         let mut prepare_phases = PhaseTimes::default();
         let mut uploads = SharedUploads::default();
@@ -118,10 +126,6 @@ impl<'a> ProblemRun<'a> {
                 None => Ok(()),
             }
         })?;
-        anyhow::ensure!(
-            cfg.public_sets >= 1,
-            "at least one public input set is needed"
-        );
         let reference = reference_candidate(problem);
         Ok(ProblemRun {
             backend,
@@ -452,7 +456,7 @@ mod tests {
         let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
         let mut backend = EmuBackend::new();
         let mut run =
-            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 1), None, None)
                 .unwrap();
         assert_eq!(run.reference_record().status, Status::Correct);
         // D = 40 floats a row: `out` ends on a 16-byte boundary, `bag_size` ((B + 1) · 8 bytes)
@@ -521,7 +525,7 @@ mod tests {
         let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
         let mut backend = EmuBackend::new();
         let mut run =
-            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 1), None, None)
                 .unwrap();
         assert_eq!(run.reference_record().status, Status::Correct);
         for (base, offset, side) in [
@@ -577,7 +581,7 @@ mod tests {
             let problem = bench_problems::find_problem(name).unwrap();
             let mut backend = EmuBackend::new();
             let mut run =
-                ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+                ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 1), None, None)
                     .unwrap();
             assert_eq!(run.reference_record().status, Status::Correct, "{name}");
             assert!(
@@ -604,7 +608,7 @@ mod tests {
         let problem = bench_problems::find_problem("embedding_bag_sum").unwrap();
         let mut backend = EmuBackend::new();
         let mut run =
-            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 0), None, None)
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 1), None, None)
                 .unwrap();
         assert_eq!(run.reference_record().status, Status::Correct);
         run.release();
