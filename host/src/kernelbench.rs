@@ -366,6 +366,10 @@ pub fn answer_record(
         }
         r.timing = Some(t);
     }
+    r.timed_runs_checked = v
+        .get("timed_runs_checked")
+        .and_then(|n| n.as_u64())
+        .map(|n| n as usize);
     if let Some(s) = v.get("speedup_eager").filter(|s| s.is_object()) {
         r.speedup_eager = Some(Speedup {
             median: f64_of(&s["median"]).unwrap_or(f64::NAN),
@@ -699,7 +703,15 @@ mod tests {
             .map(|s| s["label"].as_str().unwrap())
             .collect();
         assert_eq!(&labels[..3], ["public-0", "public-1", "secret-0"]);
-        assert_eq!(req["time_sets"].as_array().unwrap().len(), 2);
+        // The timing's sets are the secret ones (the answer first meets them in a timed call).
+        let time_sets: Vec<&str> = req["time_sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        assert_eq!(time_sets.len(), 1);
+        assert!(time_sets[0].contains("secret-0"), "{time_sets:?}");
         // tbe_forward_fp16 reads fp16 tables into an fp32 output with its own bound (eager's
         // fp16 round trip), not the fp32 default's 1e-5 / 1e-4.
         assert_eq!(req["bounds"], json!({"float32": [6e-4, 1e-3]}));

@@ -96,21 +96,40 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         title: "Fresh and secret input sets",
-        text: "The answer runs on several input sets before it is timed: sets from the public \
-               seed, sets from a secret seed drawn when the run starts (published only when it \
-               ends), and edge cases (an empty bag, one bag, the longest bag, special values). \
-               The timing rotates among sets. Results must come from each call's inputs: nothing \
-               can be precomputed, memoised or carried over from a previous call.",
+        text: "The answer runs on several input sets: sets from the public seed and edge cases \
+               (an empty bag, one bag, the longest bag, special values) before it is timed, and \
+               sets from a secret seed drawn when the run starts (published only when it ends), \
+               which it first meets in a timed run. Results must come from each call's inputs: \
+               nothing can be precomputed, memoised or carried over from a previous call.",
         applies: Applies::Both,
-        readme: &["public seeds, secret seeds drawn", "edge cases"],
+        readme: &[
+            "public input sets and the edge cases",
+            "The timing runs on sets no check showed",
+        ],
     },
     Rule {
-        title: "Rechecks of timed outputs",
-        text: "The outputs the timed runs leave are checked again, against the oracle and against \
-               the reference's outputs on the same inputs: an answer right only on its first call, \
-               or only while it is being checked, fails.",
+        title: "Every timed run is checked",
+        text: "Before every timed run the outputs are filled with a finite canary drawn anew \
+               for the run (not the poison) and scratch with a fresh byte; after it the outputs \
+               are compared with the reference's outputs on the same inputs. An answer right only \
+               while it is being checked, one that keeps what its outputs already hold, or one \
+               that writes part of its output fails as `incorrect`, naming the timed run.",
         applies: Applies::Both,
-        readme: &["timed runs leave are checked again"],
+        readme: &["Every timed run is checked", "finite canary"],
+    },
+    Rule {
+        title: "No state survives an execution",
+        text: "Every module global variable (`__device__` arrays and scalars) is read when the \
+               module loads and compared after every execution: one that changed is put back and \
+               the answer fails as `incorrect`. A kernel may use a module global within a launch \
+               (a tile counter) if it puts it back before it ends. More than 16 MiB of module \
+               globals is refused: memory kept across launches is declared as `[[scratch]]`, \
+               which is poisoned before every run. Device-side `malloc` has no heap.",
+        applies: Applies::Native,
+        readme: &[
+            "No state outlives an execution",
+            "More than 16 MiB of module globals",
+        ],
     },
     Rule {
         title: "Input fingerprints",

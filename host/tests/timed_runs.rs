@@ -223,8 +223,48 @@ fn a_canary_is_finite_far_from_any_output_and_drawn_anew_for_every_run() {
             let floor = if dtype == DType::F16 { 16384.0 } else { 1e36 };
             assert!(v.is_finite() && v.abs() >= floor, "{dtype:?}: {v}");
             assert_ne!(*p, bench_problems::check::poison_pattern(dtype));
+            let period = dlrm_bench::backend::shortest_period(p).len();
+            assert!(period <= 4, "{dtype:?}: a 32-bit memset fills it");
         }
     }
     assert_eq!(canary_pattern(DType::I64, 3).len(), 8);
+    assert_eq!(
+        dlrm_bench::backend::shortest_period(&canary_pattern(DType::I64, 3)).len(),
+        4
+    );
     assert_eq!(canary_pattern(DType::U8, 3).len(), 1);
+}
+
+#[test]
+fn an_input_a_candidate_wrote_is_put_back_before_the_next_candidate() {
+    // The first candidate zeroes indices[0] after a correct pooling (on every set it runs on);
+    // the next one, honest, must find the inputs as uploaded.
+    let mut mutate = rust_candidate("mutate_input", "embedding_bag_sum_warp_per_bag");
+    let mut second = mutate.launches[0].clone();
+    second.kernel = "exploit_zero_first_index".into();
+    second.grid = [Dim::Number(1), Dim::Number(1), Dim::Number(1)];
+    second.block = [Dim::Number(32), Dim::Number(1), Dim::Number(1)];
+    second.args = vec!["indices".into()];
+    mutate.launches.push(second);
+    let mut backend = EmuBackend::new();
+    let mut run = ProblemRun::prepare(
+        &mut backend,
+        problem(),
+        EvalConfig::quick_ci(3, 4),
+        None,
+        None,
+    )
+    .unwrap();
+    assert_eq!(run.reference_record().status, Status::Correct);
+    let rec = run.evaluate(&mutate);
+    assert_eq!(rec.status, Status::Incorrect, "{}", rec.message);
+    assert!(
+        rec.message.contains("input `indices` was modified"),
+        "{}",
+        rec.message
+    );
+    let honest = rust_candidate("tuned", "embedding_bag_sum_warp_per_bag");
+    let rec = run.evaluate(&honest);
+    assert_eq!(rec.status, Status::Correct, "{}", rec.message);
+    run.release();
 }

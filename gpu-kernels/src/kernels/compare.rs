@@ -160,7 +160,9 @@ kernel! {
     /// Compares `n` elements of `got` (type `got_dtype`; raw bits equal to `poison` count as
     /// unwritten) with `want` (type `want_dtype`) and writes block `b`'s [`FloatAcc`] to words
     /// `partials[8 b .. 8 b + 8]` (grid-stride; any grid of [`COMPARE_BLOCK`]-thread blocks).
-    pub unsafe fn compare_floats(got: *const u8, got_dtype: u32, want: *const u8, want_dtype: u32, n: u64, poison: u64, partials: *mut u64) {
+    /// With a non-null `base` (of `got`'s type) both sides are compared as updates of it:
+    /// `got − base` against `want − base` (an in-place step on a table against another's).
+    pub unsafe fn compare_floats(got: *const u8, got_dtype: u32, want: *const u8, want_dtype: u32, n: u64, poison: u64, partials: *mut u64, base: *const u8) {
         let stride = grid_dim_x() as u64 * block_dim_x() as u64;
         let t = thread_idx_x() as usize;
         let mut i = block_idx_x() as u64 * block_dim_x() as u64 + t as u64;
@@ -168,7 +170,12 @@ kernel! {
         while i < n {
             let (g, bits) = load(got, got_dtype, i);
             let (r, _) = load(want, want_dtype, i);
-            acc.add(i, g, r, bits == poison);
+            if base.is_null() {
+                acc.add(i, g, r, bits == poison);
+            } else {
+                let (b, _) = load(base, got_dtype, i);
+                acc.add(i, g - b, r - b, bits == poison);
+            }
             i += stride;
         }
         let slots = crate::static_shared!(COMPARE_ACC: [crate::kernels::compare::FloatAcc; crate::kernels::compare::COMPARE_BLOCK as usize]);
@@ -214,6 +221,7 @@ mod tests {
             got.len() as u64,
             poison as u64,
             partials.as_mut_ptr() as u64,
+            0,
         ];
         unsafe { launch_kernel(&super::compare_floats::EMU, &cfg, &args).unwrap() };
         let mut acc = FloatAcc::EMPTY;

@@ -198,11 +198,15 @@ pub trait Backend {
     /// needs ([`FloatAcc`]: norms, the worst element, non-finite and poisoned elements), copying
     /// back a few words per block only. Run by the built-in kernel `compare_floats` on both
     /// backends.
+    ///
+    /// With `base` (of `got`'s dtype, `n` elements or more), both are compared as updates of
+    /// it: `got − base` against `want − base`.
     fn compare_floats(
         &mut self,
         got: (&Buffer, DType),
         want: (&Buffer, DType),
         n: usize,
+        base: Option<&Buffer>,
     ) -> BackendResult<FloatAcc> {
         let code = |dtype: DType| match dtype {
             DType::F64 => Some(compare::DTYPE_F64),
@@ -222,7 +226,8 @@ pub trait Backend {
                 want.1.name()
             )));
         };
-        if got.1 == DType::F64 || !fits(got) || !fits(want) {
+        let base_fits = base.is_none_or(|b| fits((b, got.1)));
+        if got.1 == DType::F64 || !fits(got) || !fits(want) || !base_fits {
             return Err(BackendError::Device(format!(
                 "float comparison of {n} elements: {} bytes of {} against {} bytes of {}",
                 got.0.bytes,
@@ -235,7 +240,8 @@ pub trait Backend {
             return Ok(FloatAcc::EMPTY);
         }
         let [got_at, want_at] = [got.0, want.0].map(|b| self.address(b));
-        if got_at == 0 || want_at == 0 {
+        let base_at = base.map_or(0, |b| self.address(b));
+        if got_at == 0 || want_at == 0 || (base.is_some() && base_at == 0) {
             return Err(BackendError::Device(
                 "float comparison of a freed buffer".into(),
             ));
@@ -262,6 +268,7 @@ pub trait Backend {
                 n as u64,
                 u64::from_le_bytes(poison),
                 self.address(&partials),
+                base_at,
             ],
         };
         let words = module

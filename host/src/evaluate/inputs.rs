@@ -40,18 +40,19 @@ pub(super) enum OutputFill {
     Canary(u64),
 }
 
-/// A finite value of `dtype` far from any output a problem makes (about 2^121 for f32 and
-/// bf16, between 2^14 and 2^15 for f16; any bytes for integers), its sign and low bits drawn
+/// A finite value of `dtype` far from any output a problem makes (about 2^121 for f32, bf16
+/// and f64, between 2^14 and 2^15 for f16; any bytes for integers), its sign and low bits drawn
 /// from `salt`, as a fill pattern: an element a timed run leaves unwritten holds it, and the
 /// comparison with the reference's output fails on it. Not the poison, so a kernel that keeps
-/// what it finds unless it is the poison keeps a wrong value.
+/// what it finds unless it is the poison keeps a wrong value. Its period is at most 4 bytes, so
+/// the device fills with a 32-bit memset (an 8-byte period is built on the host and uploaded).
 pub fn canary_pattern(dtype: DType, salt: u64) -> Vec<u8> {
     let r = data_gen::seed::derive(salt, 0xC0FFEE);
     let sign32 = (r as u32) & 0x8000_0000;
+    let word = |w: u32| w.to_le_bytes().repeat(2);
     match dtype {
-        DType::F64 => (((r & (1 << 63)) | (0x478u64 << 52)) | (r >> 12 & 0xF_FFFF_FFFF))
-            .to_le_bytes()
-            .to_vec(),
+        // The same word in both halves: exponent 0x478 from the high word, so 2^121 too.
+        DType::F64 => word(sign32 | 0x4780_0000 | (r as u32 >> 12 & 0xF_FFFF)),
         DType::F32 => (sign32 | 0x7C00_0000 | (r as u32 >> 9 & 0x7F_FFFF))
             .to_le_bytes()
             .to_vec(),
@@ -61,7 +62,8 @@ pub fn canary_pattern(dtype: DType, salt: u64) -> Vec<u8> {
         DType::F16 => ((sign32 >> 16) as u16 | 0x7400 | (r as u16 & 0x3FF))
             .to_le_bytes()
             .to_vec(),
-        other => r.to_le_bytes()[..other.size_bytes().clamp(1, 8)].to_vec(),
+        DType::I64 => word((r >> 32) as u32),
+        other => r.to_le_bytes()[..other.size_bytes().clamp(1, 4)].to_vec(),
     }
 }
 
@@ -85,7 +87,7 @@ pub(super) struct DeviceSet {
     ref_outputs: Buffers,
     cand_outputs: Buffers,
     /// Initial values of in-out tensors, copied into the outputs before every run.
-    pristine: Buffers,
+    pub pristine: Buffers,
 }
 
 /// Device copies of the host tensors already uploaded for a problem's sets, with their

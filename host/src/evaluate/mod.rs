@@ -276,6 +276,18 @@ impl<'a> ProblemRun<'a> {
             return rec;
         };
         let mut phases = PhaseTimes::default();
+        // Inputs as uploaded, whatever the candidate before wrote into them.
+        let restored = phases.time(Phase::Check, || {
+            let (mut verifier, sets) = self.verifier();
+            verifier.restore_inputs(sets)
+        });
+        if let Err(e) = restored {
+            rec.status = Status::RuntimeError;
+            rec.message = format!("while restoring the inputs before the candidate: {e}");
+            self.reference_plan = Some(reference);
+            rec.expected_status = cand.expect.clone();
+            return rec;
+        }
         let loaded = phases.time(Phase::Load, || {
             load::load(&mut *self.backend, &self.sets, cand, Side::Candidate)
         });

@@ -43,7 +43,7 @@ use crate::backend::{host_fingerprint, host_rows_fingerprint, Backend, BackendEr
 use crate::record::{SetCheck, Status};
 use bench_problems::check::{
     check_against, check_changed_rows, check_output_with, encode, float_report, poison_pattern,
-    FloatSums, RowsReference,
+    FloatSums, RowsReference, Tolerance,
 };
 use bench_problems::spec::shape_of;
 use bench_problems::{
@@ -220,6 +220,16 @@ pub(super) enum Copied {
     ChangedRows(Vec<u8>),
     /// Nothing: a float output compared with the oracle on the device ([`Verifier::on_device`]).
     ComparedOnDevice,
+}
+
+/// How a timed run's output is checked.
+enum TimedCheck {
+    /// A float output against the reference's on the device.
+    AgainstReference,
+    /// An in-place update against the reference's update, under these bounds.
+    UpdateAgainstReference(Tolerance),
+    /// As the checks before the timing check it (exact outputs by fingerprint).
+    AsChecked,
 }
 
 /// Checks plans of one problem on its device sets.
@@ -493,7 +503,7 @@ impl Verifier<'_> {
             .upload(&want, bytemuck::cast_slice(&oracle[..]))
             .and_then(|()| {
                 self.backend
-                    .compare_floats((buf, spec.dtype), (&want, DType::F64), n)
+                    .compare_floats((buf, spec.dtype), (&want, DType::F64), n, None)
             });
         let cleared = self.backend.fill(&want, &[0]);
         self.backend.free(want);
@@ -512,9 +522,9 @@ impl Verifier<'_> {
         let n = self.checked_len(set, spec)?;
         let cand = set.outputs(Side::Candidate)[spec.name];
         let reference = set.outputs(Side::Reference)[spec.name];
-        let sums = self
-            .backend
-            .compare_floats((&cand, spec.dtype), (&reference, spec.dtype), n)?;
+        let sums =
+            self.backend
+                .compare_floats((&cand, spec.dtype), (&reference, spec.dtype), n, None)?;
         Ok(float_report(
             n,
             &float_sums(&sums),
@@ -585,6 +595,28 @@ impl Verifier<'_> {
         HostTensor::new(spec.dtype, shape, bytes).map_err(|e| err(e.to_string()))
     }
 
+    /// Puts back every input of `sets` whose fingerprint differs from its upload's (a shared
+    /// tensor once), from the host's copy: what a candidate wrote into an input, its own or
+    /// another set's, never reaches the next candidate. Returns how many were put back.
+    pub fn restore_inputs(&mut self, sets: &[DeviceSet]) -> Result<usize, BackendError> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut restored = 0;
+        for set in sets {
+            for spec in input_specs(self.problem) {
+                let buf = set.inputs[spec.name];
+                if !seen.insert((buf.id, buf.offset)) {
+                    continue;
+                }
+                if self.backend.fingerprint(&buf)? != set.fingerprints[spec.name] {
+                    let original = &set.input.tensors.get(spec.name).expect("generated").bytes;
+                    self.backend.upload(&buf, original)?;
+                    restored += 1;
+                }
+            }
+        }
+        Ok(restored)
+    }
+
     /// Inputs must be bit-identical after a run (a candidate that writes its inputs fails).
     fn check_inputs_unchanged(&mut self, set: &DeviceSet) -> Result<Option<String>, BackendError> {
         for spec in input_specs(self.problem) {
@@ -614,40 +646,55 @@ impl Verifier<'_> {
         Ok(None)
     }
 
-    /// Whether output `spec` is compared on the device with the reference's output in a timed
-    /// run ([`Self::check_timed`]): a float under the scale-invariant test that the problem
-    /// checks no further.
-    fn against_reference_in_timing(&self, set: &DeviceSet, spec: &TensorSpec) -> bool {
-        matches!(set.oracle.get(spec.name), Some(OracleOutput::Float(_)))
-            && !set.expected.contains_key(spec.name)
-            && !self.problem.tolerance(spec).exact
-            && on_device_dtype(spec.dtype)
-            && !self.problem.custom_checked(spec.name)
+    /// How a timed run's output `spec` is checked ([`Self::check_timed`]).
+    fn timed_check(&self, set: &DeviceSet, spec: &TensorSpec) -> TimedCheck {
+        let plain = on_device_dtype(spec.dtype) && !self.problem.custom_checked(spec.name);
+        match set.oracle.get(spec.name) {
+            Some(OracleOutput::Float(_))
+                if plain
+                    && !set.expected.contains_key(spec.name)
+                    && !self.problem.tolerance(spec).exact =>
+            {
+                TimedCheck::AgainstReference
+            }
+            Some(OracleOutput::Rows(rows)) if plain && set.pristine.contains_key(spec.name) => {
+                TimedCheck::UpdateAgainstReference(Tolerance {
+                    rel_l2: rows.update_rel_l2,
+                    max_scaled: rows.update_max_scaled,
+                    exact: false,
+                })
+            }
+            _ => TimedCheck::AsChecked,
+        }
     }
 
     /// Whether [`Self::check_timed`] on `set` needs the reference's outputs on the device.
     pub fn timed_check_needs_reference(&self, set: &DeviceSet) -> bool {
         output_specs(self.problem)
             .iter()
-            .any(|spec| self.against_reference_in_timing(set, spec))
+            .any(|spec| !matches!(self.timed_check(set, spec), TimedCheck::AsChecked))
     }
 
     /// After one timed run of the candidate on `set` (its outputs held a canary before it,
-    /// [`OutputFill::Canary`]): each output against the reference's on the same inputs, when
-    /// [`Self::timed_check_needs_reference`] says so (the reference's outputs are on the
-    /// device then: the caller ran it on the set and clears them after), else as the check
-    /// does (an exact output by its fingerprint, a row update on its changed rows). The first
-    /// failure's message, under `label` (`timed run 7 on secret-1`).
+    /// [`OutputFill::Canary`]): each output against the reference's on the same inputs, on the
+    /// device, when [`Self::timed_check_needs_reference`] says so (the reference's outputs are
+    /// there then: the caller ran it on the set and clears them after) — an in-place update as
+    /// the change from the initial value against the reference's change, under the oracle's
+    /// update bounds, over the whole tensor (so a row that must not change counts too); else
+    /// as the check does (an exact output by its fingerprint). The first failure's message,
+    /// under `label` (`timed run 7 on secret-1`).
     pub fn check_timed(
         &mut self,
         set: &DeviceSet,
         label: &str,
     ) -> Result<Option<String>, BackendError> {
         for spec in output_specs(self.problem) {
-            let report = if self.against_reference_in_timing(set, &spec) {
-                self.against_reference_on_device(set, &spec)?
-            } else {
-                self.check_one(set, Side::Candidate, &spec)?.0
+            let report = match self.timed_check(set, &spec) {
+                TimedCheck::AgainstReference => self.against_reference_on_device(set, &spec)?,
+                TimedCheck::UpdateAgainstReference(bounds) => {
+                    self.update_against_reference_on_device(set, &spec, &bounds)?
+                }
+                TimedCheck::AsChecked => self.check_one(set, Side::Candidate, &spec)?.0,
             };
             if !report.passed {
                 return Ok(Some(format!(
@@ -657,6 +704,34 @@ impl Verifier<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// The candidate's in-place output `spec` against the reference's, as changes from its
+    /// initial value (the set's pristine copy), on the device, under `bounds`.
+    fn update_against_reference_on_device(
+        &mut self,
+        set: &DeviceSet,
+        spec: &TensorSpec,
+        bounds: &Tolerance,
+    ) -> Result<CheckReport, BackendError> {
+        let n = self.checked_len(set, spec)?;
+        let cand = set.outputs(Side::Candidate)[spec.name];
+        let reference = set.outputs(Side::Reference)[spec.name];
+        let initial = set.pristine[spec.name];
+        let sums = self.backend.compare_floats(
+            (&cand, spec.dtype),
+            (&reference, spec.dtype),
+            n,
+            Some(&initial),
+        )?;
+        let mut report = float_report(n, &float_sums(&sums), bounds);
+        if !report.passed && report.unwritten == 0 && report.non_finite == 0 {
+            report.reason = format!(
+                "the update is off against the reference's: relative L2 {:.3e} (bound {:.0e}), max/‖update‖∞ {:.3e} (bound {:.0e})",
+                report.rel_l2, bounds.rel_l2, report.max_scaled, bounds.max_scaled
+            );
+        }
+        Ok(report)
     }
 
     /// After timing, with no poison in between: checks the candidate's outputs on `sets` (the
@@ -1301,5 +1376,55 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(fail.contains("the update of the"), "{fail}");
+    }
+
+    #[test]
+    fn a_timed_in_place_update_is_checked_as_a_change_against_the_references() {
+        let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
+        let mut backend = EmuBackend::new();
+        let sets = ci_sets(&mut backend, problem, 1);
+        let set = &sets[0];
+        checked_both_sides(&mut backend, problem, &sets);
+        assert!(verifier(&mut backend, problem).timed_check_needs_reference(set));
+        // Both sides hold the reference's step: the timed check passes.
+        let pass = verifier(&mut backend, problem)
+            .check_timed(set, "timed run 1 on public-0")
+            .unwrap();
+        assert_eq!(pass, None);
+        // The candidate's table as it was (no update): off against the reference's change.
+        set.reset_outputs(&mut backend, problem, Side::Candidate, OutputFill::Keep)
+            .unwrap();
+        let fail = verifier(&mut backend, problem)
+            .check_timed(set, "timed run 2 on public-0")
+            .unwrap()
+            .expect("no update fails");
+        assert!(
+            fail.starts_with("timed run 2 on public-0: output `weight`: the update is off"),
+            "{fail}"
+        );
+        // Half the step on every changed element: off as well.
+        let weight = set.outputs(Side::Candidate)["weight"];
+        let reference = set.outputs(Side::Reference)["weight"];
+        let (new, old) = (
+            backend.download(&reference).unwrap(),
+            backend.download(&set.pristine["weight"]).unwrap(),
+        );
+        let half: Vec<u8> = new
+            .chunks_exact(4)
+            .zip(old.chunks_exact(4))
+            .flat_map(|(n, o)| {
+                let (n, o) = (
+                    f32::from_le_bytes(n.try_into().unwrap()),
+                    f32::from_le_bytes(o.try_into().unwrap()),
+                );
+                (o + (n - o) * 0.5).to_le_bytes()
+            })
+            .collect();
+        backend.upload(&weight, &half).unwrap();
+        let fail = verifier(&mut backend, problem)
+            .check_timed(set, "timed run 3 on public-0")
+            .unwrap()
+            .expect("half the step fails");
+        assert!(fail.contains("the update is off"), "{fail}");
     }
 }
