@@ -1,14 +1,18 @@
-//! Evaluates candidates of one problem (DESIGN §6–7): generates the input sets (public seeds,
-//! secret seeds, edge cases), computes the oracle, checks the reference and each candidate on
-//! every set with poisoned outputs and input fingerprints, then times candidate and reference
-//! interleaved on rotating input sets with the L2 flushed, rechecks the timed outputs, and flags
-//! times below the physical floor as `suspect`.
+//! Evaluates candidates of one problem (DESIGN §6–7, docs/checks-and-timing.md): generates the
+//! input sets (public seeds, secret seeds, edge cases), computes the oracle, checks the reference
+//! and each candidate with poisoned outputs and input fingerprints (the candidate on every set
+//! but the timing's), then times candidate and reference interleaved on the secret sets with the
+//! L2 flushed, checking every timed run of the candidate against the reference's outputs on the
+//! same inputs, rechecks what the timed runs left, and flags times below the physical floor as
+//! `suspect`. After every execution of a candidate its module's globals must be as loaded.
 //!
 //! [`ProblemRun`] holds the run and decides the verdicts; its parts are `config` (which input
 //! sets), `cache` (the run's input cache), `inputs` (the sets on the device), `guard` (the
 //! guard regions around every buffer), `load` (a plan's module, scratch and bound launches),
-//! `verify` (poisoned runs, guard, output and input checks, the recheck) and `timing`. The
-//! reference's outputs and scratch are zeroed after each of its runs, so no candidate finds them.
+//! `verify` (poisoned runs, guard, output and input checks, the check of a timed run, the
+//! recheck) and `timing`. The reference's outputs and scratch are zeroed after each of its runs
+//! (or right after the comparison that follows it), so no candidate finds them; inputs a
+//! candidate wrote are put back before the next.
 mod cache;
 mod config;
 mod guard;
