@@ -1,8 +1,9 @@
 //! A fingerprint of a device buffer, so the runner can tell whether a kernel wrote its inputs
 //! without copying gigabytes back to the host: every 32-bit word is mixed with its position
-//! (SplitMix64's finaliser) and the results are summed. Any change to one word changes the sum
-//! unless another change cancels it exactly, which a cheating kernel cannot arrange without
-//! knowing the mix.
+//! and a secret key (SplitMix64's finaliser) and the results are summed. Any change to one word
+//! changes the sum unless another change cancels it exactly; without the key (drawn by each
+//! runner process, passed only to this kernel) a cheating kernel cannot compute any word's
+//! contribution, so it cannot arrange such a cancellation.
 use crate::dev::*;
 
 /// SplitMix64's finaliser.
@@ -13,20 +14,21 @@ pub fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The contribution of word `i` holding `w`.
+/// The contribution of word `i` holding `w`, under `key`.
 #[inline(always)]
-pub fn word_hash(i: u64, w: u32) -> u64 {
-    mix64((w as u64) ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+pub fn word_hash(key: u64, i: u64, w: u32) -> u64 {
+    mix64((w as u64) ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key)
 }
 
 kernel! {
-    /// Adds Σ word_hash(i, data[i]) over `words` 32-bit words to `*out` (grid-stride; any grid).
-    pub unsafe fn fingerprint_words(data: *const u32, words: u64, out: *mut u64) {
+    /// Adds Σ word_hash(key, i, data[i]) over `words` 32-bit words to `*out` (grid-stride; any
+    /// grid).
+    pub unsafe fn fingerprint_words(data: *const u32, words: u64, out: *mut u64, key: u64) {
         let stride = grid_dim_x() as u64 * block_dim_x() as u64;
         let mut i = block_idx_x() as u64 * block_dim_x() as u64 + thread_idx_x() as u64;
         let mut acc = 0u64;
         while i < words {
-            acc = acc.wrapping_add(word_hash(i, *data.add(i as usize)));
+            acc = acc.wrapping_add(word_hash(key, i, *data.add(i as usize)));
             i += stride;
         }
         atomic_add_u64(out, acc);
@@ -38,7 +40,7 @@ mod tests {
     use super::*;
     use crate::emu::{launch_kernel, LaunchConfig};
 
-    fn fingerprint(data: &[u32]) -> u64 {
+    fn fingerprint(data: &[u32], key: u64) -> u64 {
         let mut out = 0u64;
         let cfg = LaunchConfig {
             grid: [3, 1, 1],
@@ -49,6 +51,7 @@ mod tests {
             data.as_ptr() as u64,
             data.len() as u64,
             &mut out as *mut u64 as u64,
+            key,
         ];
         unsafe { launch_kernel(&super::fingerprint_words::EMU, &cfg, &args).unwrap() };
         out
@@ -57,16 +60,16 @@ mod tests {
     #[test]
     fn matches_the_host_formula_and_sees_any_change() {
         let data: Vec<u32> = (0..1000u32).map(|i| i.wrapping_mul(2654435761)).collect();
-        let host = data
-            .iter()
-            .enumerate()
-            .fold(0u64, |a, (i, &w)| a.wrapping_add(word_hash(i as u64, w)));
-        assert_eq!(fingerprint(&data), host);
+        let host = data.iter().enumerate().fold(0u64, |a, (i, &w)| {
+            a.wrapping_add(word_hash(42, i as u64, w))
+        });
+        assert_eq!(fingerprint(&data, 42), host);
+        assert_ne!(fingerprint(&data, 43), host, "the key matters");
         let mut changed = data.clone();
         changed[517] ^= 1;
-        assert_ne!(fingerprint(&changed), host);
+        assert_ne!(fingerprint(&changed, 42), host);
         let mut swapped = data.clone();
         swapped.swap(3, 4);
-        assert_ne!(fingerprint(&swapped), host, "positions matter");
+        assert_ne!(fingerprint(&swapped, 42), host, "positions matter");
     }
 }

@@ -98,10 +98,12 @@ impl CudaBackend {
         };
         // No device-side malloc: its heap outlives every launch, a place for state that no
         // check could see (memory a plan needs is `[[scratch]]`). A driver that refuses a
-        // heap of 0 bytes keeps its default, said on stderr.
+        // heap of 0 bytes is not used.
         let heap = unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, 0) };
         if heap != sys::CUresult::CUDA_SUCCESS {
-            eprintln!("warning: the device malloc heap could not be set to 0 bytes: {heap:?}");
+            return Err(format!(
+                "the device malloc heap could not be set to 0 bytes ({heap:?}): candidates could keep state there between runs"
+            ));
         }
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| e.to_string())?;
@@ -176,9 +178,10 @@ impl CudaBackend {
     }
 }
 
-/// The writable globals a candidate's module defines ([`globals`]): from its PTX, and from the
-/// cubin(s) of a binary image (a fatbin's embedded ones). A binary with no readable cubin is
-/// refused: its state could not be reset between runs.
+/// The writable globals a candidate's module defines ([`globals`]): from its PTX, and from a
+/// cubin's symbol table. A fatbin is refused: which of its entries the driver loads, and
+/// whether they are compressed, cannot be told here, so its state could not be reset between
+/// runs; a cubin whose global memory is not all named is refused too.
 fn candidate_globals(
     source: &ModuleSource,
     ptx: Option<&str>,
@@ -188,30 +191,22 @@ fn candidate_globals(
     let Some(image) = binary else {
         return Ok(names);
     };
-    let elfs = match globals::elf_globals(image) {
-        Ok(found) => vec![found],
-        Err(_) => globals::embedded_elfs(image)
-            .into_iter()
-            .filter_map(|elf| globals::elf_globals(elf).ok())
-            .collect(),
+    let file = match source {
+        ModuleSource::Binary { file, .. } | ModuleSource::Triton { file, .. } => {
+            file.display().to_string()
+        }
+        _ => "the image".into(),
     };
-    if elfs.is_empty() {
-        // The driver runs the image's code, whose globals its PTX (if any) need not show.
-        let file = match source {
-            ModuleSource::Binary { file, .. } | ModuleSource::Triton { file, .. } => {
-                file.display().to_string()
-            }
-            _ => "the image".into(),
-        };
+    if binary::check_image(image) == Ok(binary::Kind::Fatbin) {
         return Err(BackendError::Refused(format!(
-            "{file}: no cubin inside it could be read (a compressed fatbin?), so its module globals could not be reset between runs: ship a .cubin, or build the fatbin uncompressed (nvcc -Xfatbin=-compress-all)"
+            "{file}: a fatbin is not taken: the driver picks one of its entries (which may be compressed or PTX), so the module globals of the code it runs could not be found and reset between runs; ship the .cubin for this GPU (nvcc -cubin -arch=sm_90)"
         )));
     }
-    for found in elfs {
-        for n in found {
-            if !names.contains(&n) {
-                names.push(n);
-            }
+    let found =
+        globals::elf_globals(image).map_err(|e| BackendError::Refused(format!("{file}: {e}")))?;
+    for n in found {
+        if !names.contains(&n) {
+            names.push(n);
         }
     }
     Ok(names)
@@ -510,7 +505,12 @@ impl Backend for CudaBackend {
             grid: [(self.info.multiprocessors * 8).max(1), 1, 1],
             block: [256, 1, 1],
             shared_bytes: 0,
-            args: vec![self.ptr(buffer)?, words, self.ptr(&out)?],
+            args: vec![
+                self.ptr(buffer)?,
+                words,
+                self.ptr(&out)?,
+                super::fingerprint_key(),
+            ],
         };
         let r = self
             .launch(module, &launch)
@@ -567,12 +567,14 @@ impl Backend for CudaBackend {
             ModuleSource::Triton { file, spec } => {
                 let c = self.compile_triton(file, spec)?;
                 let ptx = c.ptx.as_deref().map(globals::make_visible);
-                let image = match &c.cubin {
-                    Some(cubin) => cubin.clone(),
-                    None => nul_terminated(ptx.as_deref().unwrap_or_default())?,
-                };
+                // Triton's cubin is built from its PTX as it was; a module with globals loads
+                // the PTX made visible instead, so each is found by name.
+                let with_globals = ptx
+                    .as_deref()
+                    .is_some_and(|p| !globals::ptx_globals(p).is_empty());
+                let cubin = c.cubin.clone().filter(|_| !with_globals || ptx.is_none());
                 triton_kernel = Some((spec.function.clone(), c));
-                (ptx, Some(image))
+                (ptx, cubin)
             }
             ModuleSource::Unavailable { reason, .. } => {
                 return Err(BackendError::Unsupported(reason.clone()))

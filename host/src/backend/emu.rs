@@ -158,8 +158,11 @@ impl Backend for EmuBackend {
         let whole = (storage.address() + buffer.offset as u64) as *const u32;
         // SAFETY: `words` ≤ ⌈bytes / 4⌉ words of the buffer's 16-byte-rounded storage.
         let data: &[u32] = unsafe { std::slice::from_raw_parts(whole, words) };
+        let key = super::fingerprint_key();
         Ok(data.iter().enumerate().fold(0u64, |a, (i, &w)| {
-            a.wrapping_add(gpu_kernels::kernels::fingerprint::word_hash(i as u64, w))
+            a.wrapping_add(gpu_kernels::kernels::fingerprint::word_hash(
+                key, i as u64, w,
+            ))
         }))
     }
 

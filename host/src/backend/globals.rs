@@ -6,83 +6,126 @@
 //! device memory declares it as `[[scratch]]`, which is poisoned before every run.
 //!
 //! PTX is read at module scope only (outside every `{}` body and `()` parameter list, comments
-//! and strings skipped); a definition without `.visible` is made visible before the driver loads
+//! and strings read as blanks, as PTX reads them; every declarator of a list); a definition without `.visible` is made visible before the driver loads
 //! it ([`make_visible`]), so `cuModuleGetGlobal` finds a `static __device__` variable too. A
 //! cubin's globals are the symbols of its `.nv.global*` sections.
 
 /// Module global memory a candidate may define, in bytes (16 MiB).
 pub const LIMIT_BYTES: usize = 16 << 20;
 
-/// One module-scope `.global` definition of a PTX text: its name and where its directive
-/// starts (the byte offset of `.global`), and whether it is already visible or weak.
+/// One module-scope `.global` directive of a PTX text: the names it defines, where it starts
+/// (the byte offset of `.global`), and whether its linkage is already given (`.visible`,
+/// `.weak`, `.common`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct PtxGlobal {
-    name: String,
+    names: Vec<String>,
     at: usize,
     linkage_given: bool,
 }
 
-/// The module-scope text of `ptx` as (byte offset, byte) pairs' mask: `true` where a byte is
-/// at module scope (not in a comment, a string, a `{}` body or a `()` list).
-fn module_scope(ptx: &[u8]) -> Vec<bool> {
+/// `ptx` with every comment and string replaced by spaces (byte for byte, so offsets stay), and
+/// a mask of the bytes at module scope (outside every `{}` body and `()` list). PTX reads a
+/// comment as whitespace, so `/**/.global` is a directive like ` .global`.
+fn clean(ptx: &[u8]) -> (Vec<u8>, Vec<bool>) {
+    let mut text = ptx.to_vec();
     let mut scope = vec![false; ptx.len()];
     let (mut depth, mut i) = (0usize, 0usize);
-    while i < ptx.len() {
-        match (ptx[i], ptx.get(i + 1)) {
-            (b'/', Some(b'/')) => {
-                while i < ptx.len() && ptx[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
+    let blank = |text: &mut Vec<u8>, from: usize, to: usize| {
+        for b in &mut text[from..to.min(ptx.len())] {
+            if *b != b'\n' {
+                *b = b' ';
             }
-            (b'/', Some(b'*')) => {
-                i += 2;
-                while i + 1 < ptx.len() && !(ptx[i] == b'*' && ptx[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-                continue;
-            }
-            (b'"', _) => {
-                i += 1;
-                while i < ptx.len() && ptx[i] != b'"' {
-                    i += 1;
-                }
-            }
-            (b'{' | b'(', _) => depth += 1,
-            (b'}' | b')', _) => depth = depth.saturating_sub(1),
-            _ => scope[i] = depth == 0,
         }
-        i += 1;
+    };
+    while i < ptx.len() {
+        let end = match (ptx[i], ptx.get(i + 1)) {
+            (b'/', Some(b'/')) => ptx[i..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(ptx.len(), |e| i + e),
+            (b'/', Some(b'*')) => ptx[i + 2..]
+                .windows(2)
+                .position(|w| w == b"*/")
+                .map_or(ptx.len(), |e| i + 2 + e + 2),
+            (b'"', _) => ptx[i + 1..]
+                .iter()
+                .position(|&b| b == b'"')
+                .map_or(ptx.len(), |e| i + 1 + e + 1),
+            (b, _) => {
+                match b {
+                    b'{' | b'(' => depth += 1,
+                    b'}' | b')' => depth = depth.saturating_sub(1),
+                    _ => scope[i] = depth == 0,
+                }
+                i += 1;
+                continue;
+            }
+        };
+        blank(&mut text, i, end);
+        for k in i..end.min(ptx.len()) {
+            scope[k] = depth == 0;
+        }
+        i = end;
     }
-    scope
+    (text, scope)
 }
 
-/// The module-scope `.global` definitions of `ptx` (declarations with `.extern` and texture,
+/// The names one `.global` directive's text defines (from `.global` to its `;`): each
+/// comma-separated declarator outside an initializer's braces, its array suffix and initializer
+/// dropped (`.global .u32 a, b[4] = {1, 2, 3, 4}, c;` defines a, b and c).
+fn declared_names(directive: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let (mut depth, mut from) = (0usize, 0usize);
+    for (k, c) in directive.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&directive[from..k]);
+                from = k + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&directive[from..]);
+    parts
+        .into_iter()
+        .filter_map(|part| {
+            let part = part.split('=').next().unwrap_or_default();
+            let part = part.split('[').next().unwrap_or_default();
+            part.split_whitespace()
+                .rfind(|t| !t.starts_with('.') && !t.starts_with(|c: char| c.is_ascii_digit()))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// The module-scope `.global` directives of `ptx` (declarations with `.extern` and texture,
 /// sampler and surface references left out).
 fn ptx_definitions(ptx: &str) -> Vec<PtxGlobal> {
-    let bytes = ptx.as_bytes();
-    let scope = module_scope(bytes);
+    let (text, scope) = clean(ptx.as_bytes());
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let bytes = text.as_bytes();
     let mut found = Vec::new();
     let mut from = 0;
-    while let Some(k) = ptx[from..].find(".global") {
+    while let Some(k) = text[from..].find(".global") {
         let at = from + k;
         from = at + 7;
-        let boundary_before = at == 0 || bytes[at - 1].is_ascii_whitespace();
-        let boundary_after = bytes.get(at + 7).is_none_or(|b| b.is_ascii_whitespace());
+        let separated = |b: u8| b.is_ascii_whitespace() || matches!(b, b';' | b'}' | b')');
+        let boundary_before = at == 0 || separated(bytes[at - 1]);
+        let boundary_after = bytes
+            .get(at + 7)
+            .is_none_or(|&b| b.is_ascii_whitespace() || b == b'.');
         if !(scope[at] && boundary_before && boundary_after) {
             continue;
         }
         // The directive: from the end of the previous statement to the next `;`.
-        let start = ptx[..at]
-            .rfind([';', '}'])
-            .map_or(0, |p| p + 1)
-            .max(ptx[..at].rfind('\n').map_or(0, |p| p + 1));
-        let Some(end) = ptx[at..].find(';').map(|e| at + e) else {
+        let start = text[..at].rfind([';', '}']).map_or(0, |p| p + 1);
+        let Some(end) = text[at..].find(';').map(|e| at + e) else {
             continue;
         };
-        let before: Vec<&str> = ptx[start..at].split_whitespace().collect();
-        let decl = ptx[at..end].split('=').next().unwrap_or_default();
+        let before: Vec<&str> = text[start..at].split_whitespace().collect();
+        let decl = &text[at + 7..end];
         if before.contains(&".extern")
             || [".texref", ".samplerref", ".surfref"]
                 .iter()
@@ -90,15 +133,14 @@ fn ptx_definitions(ptx: &str) -> Vec<PtxGlobal> {
         {
             continue;
         }
-        let decl = decl.split('[').next().unwrap_or_default();
-        let name = decl
-            .split_whitespace()
-            .rfind(|t| !t.starts_with('.') && !t.starts_with(|c: char| c.is_ascii_digit()));
-        if let Some(name) = name {
+        let names = declared_names(decl);
+        if !names.is_empty() {
             found.push(PtxGlobal {
-                name: name.to_string(),
+                names,
                 at,
-                linkage_given: before.iter().any(|t| matches!(*t, ".visible" | ".weak")),
+                linkage_given: before
+                    .iter()
+                    .any(|t| matches!(*t, ".visible" | ".weak" | ".common")),
             });
         }
     }
@@ -107,7 +149,10 @@ fn ptx_definitions(ptx: &str) -> Vec<PtxGlobal> {
 
 /// The names of the module-scope `.global` variables `ptx` defines, in order.
 pub fn ptx_globals(ptx: &str) -> Vec<String> {
-    ptx_definitions(ptx).into_iter().map(|g| g.name).collect()
+    ptx_definitions(ptx)
+        .into_iter()
+        .flat_map(|g| g.names)
+        .collect()
 }
 
 /// `ptx` with `.visible` put before every module-scope `.global` definition that has neither
@@ -128,11 +173,15 @@ pub fn make_visible(ptx: &str) -> String {
 }
 
 /// The names of the objects a cubin (an ELF image) defines in its `.nv.global` sections
-/// (`.nv.global` for zero-initialised variables, `.nv.global.init` for the others).
+/// (`.nv.global` for zero-initialised variables, `.nv.global.init` for the others). An error
+/// when the image is no ELF, or when those sections hold bytes no named object covers (a
+/// stripped or untyped symbol's memory could not be found by name, so not reset).
 pub fn elf_globals(image: &[u8]) -> Result<Vec<String>, String> {
     use object::{Object, ObjectSection, ObjectSymbol, SymbolSection};
     let file = object::File::parse(image).map_err(|e| format!("not a readable ELF image: {e}"))?;
+    let is_global = |n: &str| n == ".nv.global" || n.starts_with(".nv.global.");
     let mut names = Vec::new();
+    let mut covered = std::collections::BTreeMap::<usize, u64>::new();
     for sym in file.symbols() {
         let SymbolSection::Section(index) = sym.section() else {
             continue;
@@ -140,26 +189,28 @@ pub fn elf_globals(image: &[u8]) -> Result<Vec<String>, String> {
         let Ok(section) = file.section_by_index(index) else {
             continue;
         };
-        let in_global = section
-            .name()
-            .is_ok_and(|n| n == ".nv.global" || n.starts_with(".nv.global."));
-        if in_global && sym.kind() == object::SymbolKind::Data {
-            if let Ok(name) = sym.name() {
+        if !section.name().is_ok_and(is_global) {
+            continue;
+        }
+        match (sym.kind(), sym.name()) {
+            (object::SymbolKind::Data, Ok(name)) if !name.is_empty() => {
                 names.push(name.to_string());
+                *covered.entry(index.0).or_default() += sym.size();
             }
+            _ => {}
+        }
+    }
+    for section in file.sections() {
+        let Ok(name) = section.name() else { continue };
+        let named = covered.get(&section.index().0).copied().unwrap_or(0);
+        if is_global(name) && section.size() > named {
+            return Err(format!(
+                "its section {name} holds {} bytes, of which named variables cover {named}: module global memory without a name cannot be reset between runs",
+                section.size()
+            ));
         }
     }
     Ok(names)
-}
-
-/// The cubins embedded in a fatbin: every offset where an ELF header starts that parses.
-pub fn embedded_elfs(image: &[u8]) -> Vec<&[u8]> {
-    let magic = b"\x7fELF";
-    (0..image.len().saturating_sub(magic.len()))
-        .filter(|&i| &image[i..i + 4] == magic)
-        .map(|i| &image[i..])
-        .filter(|elf| object::File::parse(*elf).is_ok())
-        .collect()
 }
 
 #[cfg(test)]
@@ -229,8 +280,47 @@ mod tests {
     }
 
     #[test]
-    fn a_non_elf_image_is_an_error_and_no_elf_is_found_in_noise() {
+    fn a_non_elf_image_is_an_error() {
         assert!(elf_globals(b"not an elf").is_err());
-        assert!(embedded_elfs(b"\x7fELF but not a header").is_empty());
+    }
+
+    #[test]
+    fn comments_lists_and_neighbours_do_not_hide_a_global() {
+        let cases = [
+            ("/**/.global .u32 memo[8];", vec!["memo"]),
+            (
+                "a: .visible .global .u32 x;.global .u32 after_semicolon;",
+                vec!["x", "after_semicolon"],
+            ),
+            (
+                ".entry k() { ret; }.global .u32 after_brace;",
+                vec!["after_brace"],
+            ),
+            (".global/**/.u32 comment_inside;", vec!["comment_inside"]),
+            ("/* .extern */ .global .u32 not_extern;", vec!["not_extern"]),
+            (".global .u32 m1, m2;", vec!["m1", "m2"]),
+            (".global .u32 i1 = 1, i2;", vec!["i1", "i2"]),
+            (".global .u32 arr[2] = {1, 2}, s2;", vec!["arr", "s2"]),
+            (".common .global .u32 shared_name;", vec!["shared_name"]),
+            ("// .global .u32 only_a_comment;\n", vec![]),
+            (".extern .global .u32 elsewhere;", vec![]),
+        ];
+        for (ptx, want) in cases {
+            let want: Vec<String> = want.into_iter().map(String::from).collect();
+            assert_eq!(ptx_globals(ptx), want, "{ptx}");
+        }
+        // No doubled or misplaced linkage.
+        assert_eq!(
+            make_visible(".visible\n.global .u32 x;"),
+            ".visible\n.global .u32 x;"
+        );
+        assert_eq!(
+            make_visible(".common .global .u32 x;"),
+            ".common .global .u32 x;"
+        );
+        assert_eq!(
+            make_visible("/**/.global .u32 x;"),
+            "/**/.visible .global .u32 x;"
+        );
     }
 }

@@ -363,13 +363,23 @@ pub fn host_rows_fingerprint(rows: &[i64], width_words: usize, gathered: &[u8]) 
         .reduce(|| 0, u64::wrapping_add)
 }
 
-/// Σ `word_hash(first + j, word j)` over the whole words of `bytes`, serially.
+/// Σ `word_hash(key, first + j, word j)` over the whole words of `bytes`, serially.
 fn span_fingerprint(first: u64, bytes: &[u8]) -> u64 {
     use gpu_kernels::kernels::fingerprint::word_hash;
+    let key = fingerprint_key();
     bytes.chunks_exact(4).enumerate().fold(0u64, |acc, (j, w)| {
         let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        acc.wrapping_add(word_hash(first + j as u64, w))
+        acc.wrapping_add(word_hash(key, first + j as u64, w))
     })
+}
+
+/// The key of every fingerprint this process computes, on the host and on the device: drawn at
+/// random once per process and passed only to the fingerprint kernel, so a candidate's kernel
+/// cannot compute what a word adds to a fingerprint, nor forge a change that keeps one.
+/// Fingerprints are compared only within one process.
+pub fn fingerprint_key() -> u64 {
+    static KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *KEY.get_or_init(rand::random::<u64>)
 }
 
 /// Picks the backend: CUDA when a driver and device are present (unless `force_cpu`), else the
@@ -474,7 +484,12 @@ mod tests {
             grid: [7, 1, 1],
             block: [128, 1, 1],
             shared_bytes: 0,
-            args: vec![be.address(&data), words.len() as u64, be.address(&out)],
+            args: vec![
+                be.address(&data),
+                words.len() as u64,
+                be.address(&out),
+                fingerprint_key(),
+            ],
         };
         be.launch(module, &launch).unwrap();
         let kernel = u64::from_le_bytes(be.download(&out).unwrap().try_into().unwrap());

@@ -64,6 +64,30 @@ fn regions(buffer: &Buffer) -> [(&'static str, Buffer); 2] {
     ]
 }
 
+/// The bytes between the end of a buffer from [`alloc`] and its guard after it (up to 15: the
+/// end rounded up for vector accesses), as a buffer; `None` when there are none. A kernel owns
+/// them as it owns the buffer, and nothing checks them, so they are cleared before every
+/// execution of a candidate: no state survives there either.
+pub(super) fn slack(buffer: &Buffer) -> Option<Buffer> {
+    let end = buffer.bytes.next_multiple_of(END_ALIGN);
+    (is_guarded(buffer) && end > buffer.bytes).then(|| Buffer {
+        id: buffer.id,
+        offset: buffer.offset + buffer.bytes,
+        bytes: end - buffer.bytes,
+    })
+}
+
+/// Zeroes the [`slack`] of each of `buffers`.
+pub(super) fn clear_slack<'a>(
+    backend: &mut dyn Backend,
+    buffers: impl IntoIterator<Item = &'a Buffer>,
+) -> Result<(), BackendError> {
+    for slack in buffers.into_iter().filter_map(slack) {
+        backend.fill(&slack, &[0])?;
+    }
+    Ok(())
+}
+
 /// Whether `buffer` came from [`alloc`] (the only buffers with guards).
 fn is_guarded(buffer: &Buffer) -> bool {
     buffer.offset == GUARD_BYTES
@@ -188,5 +212,24 @@ mod tests {
         // A buffer without guards is not checked (and not misread).
         let plain = backend.alloc(64).unwrap();
         assert_eq!(check(&mut backend, &plain), None);
+    }
+
+    #[test]
+    fn the_slack_after_a_buffer_is_its_rounding_and_is_cleared() {
+        let mut backend = EmuBackend::new();
+        let buf = alloc(&mut backend, 1001).unwrap();
+        let slack = slack(&buf).expect("1001 rounds up to 1008");
+        assert_eq!((slack.offset, slack.bytes), (buf.offset + 1001, 7));
+        assert!(slack_of_whole_multiple_is_none(&mut backend));
+        // A kernel's leftovers in the slack are gone, and the guard is untouched.
+        backend.fill(&slack, &[0x5A]).unwrap();
+        clear_slack(&mut backend, [&buf]).unwrap();
+        assert_eq!(backend.download(&slack).unwrap(), vec![0; 7]);
+        assert_eq!(verify(&mut backend, "test", [("b", &buf)]).unwrap(), None);
+    }
+
+    fn slack_of_whole_multiple_is_none(backend: &mut EmuBackend) -> bool {
+        let buf = alloc(backend, 1008).unwrap();
+        slack(&buf).is_none()
     }
 }

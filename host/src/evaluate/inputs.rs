@@ -305,6 +305,16 @@ impl DeviceSet {
         Ok(())
     }
 
+    /// Zeroes the few bytes after each input and each of `side`'s outputs that round them up
+    /// to 16 ([`guard::slack`]): before every execution of a candidate, so nothing it left
+    /// there reaches its next.
+    pub fn clear_slack(&self, backend: &mut dyn Backend, side: Side) -> Result<(), BackendError> {
+        guard::clear_slack(
+            backend,
+            self.inputs.values().chain(self.outputs(side).values()),
+        )
+    }
+
     /// Zeroes `side`'s outputs: the reference's are cleared after each of its runs, so that no
     /// candidate finds the answer for the same inputs anywhere in device memory.
     pub fn clear_outputs(&self, backend: &mut dyn Backend, side: Side) -> Result<(), BackendError> {
@@ -407,7 +417,9 @@ mod tests {
             let mut unchanged = 0u64;
             for (i, &x) in initial.iter().enumerate() {
                 if !touched[i / rows.width] {
-                    let hash = gpu_kernels::kernels::fingerprint::word_hash(i as u64, x.to_bits());
+                    let key = crate::backend::fingerprint_key();
+                    let hash =
+                        gpu_kernels::kernels::fingerprint::word_hash(key, i as u64, x.to_bits());
                     unchanged = unchanged.wrapping_add(hash);
                 }
             }

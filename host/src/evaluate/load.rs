@@ -189,7 +189,7 @@ impl Loaded {
         for s in &self.scratch {
             backend.fill(&s.buffer, &[byte])?;
         }
-        Ok(())
+        guard::clear_slack(backend, self.scratch.iter().map(|s| &s.buffer))
     }
 
     /// Frees the scratch buffers (the module stays loaded).

@@ -94,6 +94,7 @@ impl Timer<'_> {
                 let fill = OutputFill::Canary(salt);
                 set.reset_outputs(&mut *self.backend, self.problem, side, fill)?;
                 plan.fill_scratch(&mut *self.backend, salt.to_le_bytes()[3] | 1)?;
+                set.clear_slack(&mut *self.backend, side)?;
             }
         }
         if !self.cfg.warm_l2 {

@@ -277,9 +277,8 @@ impl Verifier<'_> {
         checks: &mut Vec<SetCheck>,
     ) -> Result<Option<(Status, String)>, BackendError> {
         set.reset_outputs(&mut *self.backend, self.problem, side, OutputFill::Poison)?;
-        for s in &plan.scratch {
-            self.backend.fill(&s.buffer, &[SCRATCH_POISON])?;
-        }
+        plan.fill_scratch(&mut *self.backend, SCRATCH_POISON)?;
+        set.clear_slack(&mut *self.backend, side)?;
         {
             let _running = CandidateRun::start(side == Side::Candidate);
             plan.run(&mut *self.backend, i)?;
@@ -657,10 +656,12 @@ impl Verifier<'_> {
             {
                 TimedCheck::AgainstReference
             }
+            // Twice the oracle's update bounds: both sides' updates carry fp32 rounding here
+            // (the recheck after the timing holds the candidate to the oracle's own bounds).
             Some(OracleOutput::Rows(rows)) if plain && set.pristine.contains_key(spec.name) => {
                 TimedCheck::UpdateAgainstReference(Tolerance {
-                    rel_l2: rows.update_rel_l2,
-                    max_scaled: rows.update_max_scaled,
+                    rel_l2: 2.0 * rows.update_rel_l2,
+                    max_scaled: 2.0 * rows.update_max_scaled,
                     exact: false,
                 })
             }
