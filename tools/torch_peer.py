@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Time PyTorch eager on the exact inputs written by `dlrm-bench gen`.
 
-The peer is the yardstick the Rust reference kernels are held to (DESIGN.md section 4: the
+The peer is the yardstick the Rust reference kernels are held to (docs/design.md §4: the
 reference must stay within +-10% of the KernelBench `Model` in eager PyTorch on identical
-inputs). Timing follows DESIGN.md section 7: CUDA events around each `Model` forward call
+inputs). Timing follows docs/design.md §7: CUDA events around each `Model` forward call
 only, after warm-up; L2 flushed before each timed call (a 256 MiB buffer zeroed, unless
 --warm-l2); input sets rotated per iteration (set i % len(sets)). The record also holds
 `stages_s`: the seconds spent loading, checking and timing. With --compile (a request's

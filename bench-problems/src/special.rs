@@ -1,4 +1,4 @@
-//! Special-value input sets (DESIGN §6, `Problem::special_sets`): a generated set with ±inf,
+//! Special-value input sets (docs/design.md §6, `Problem::special_sets`): a generated set with ±inf,
 //! NaN and −0 planted in a float tensor, or with every index equal. The oracle then says what
 //! each output is on them, and the check wants the same NaN or infinity where the oracle has
 //! one.

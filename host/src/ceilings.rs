@@ -1,4 +1,4 @@
-//! Measures the device's ceilings once per run (DESIGN §7): HBM bandwidth (a large
+//! Measures the device's ceilings once per run (docs/design.md §7): HBM bandwidth (a large
 //! device-to-device copy), L2 bandwidth (one launch of `ceiling_l2_read_f32`, whose blocks
 //! re-read an L2-resident buffer), and the fp32 FMA rate (`ceiling_fma_f32`).
 use crate::backend::{Backend, BackendResult, Launch, ModuleSource};

@@ -1,4 +1,4 @@
-//! Suite metrics over a run's records (DESIGN §8): win rate, median speedup over wins and over
+//! Suite metrics over a run's records (docs/design.md §8): win rate, median speedup over wins and over
 //! correct candidates, geometric mean, KernelBench's fast_p, correctness rate — per candidate
 //! group, on three bases ([`Basis`]): over the Rust reference (paired speedups, always there),
 //! over PyTorch eager (when eager was measured in the run) and over the `torch.compile`d Model

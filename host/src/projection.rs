@@ -1,4 +1,4 @@
-//! End-to-end projection (DESIGN §8): what a run's kernels would do to a whole step.
+//! End-to-end projection (docs/design.md §8): what a run's kernels would do to a whole step.
 //!
 //! A workload profile (`workloads/*.toml`) gives the share `f` of a step's GPU time that each
 //! problem's operation takes in that workload, measured with PyTorch eager. With each problem's

@@ -12,7 +12,7 @@
 //!   template ([`crate::scaffold::candidate_template`]) and the rules a candidate must survive.
 //!
 //! The rules are [`RULES`], the one copy of them in code: a digest of README.md's "What a
-//! candidate must survive" and DESIGN §6, which stay the source of truth (a test checks that
+//! candidate must survive" and docs/design.md §6, which stay the source of truth (a test checks that
 //! README still says what each rule claims). Both prompts take their rules from it.
 //!
 //! The KernelBench files and problem modules are embedded at build time (`build.rs` writes an
@@ -63,7 +63,7 @@ pub struct Rule {
 }
 
 /// What a candidate must survive, in the order a run applies it (README.md, "What a candidate
-/// must survive"; DESIGN §6).
+/// must survive"; docs/design.md §6).
 pub const RULES: &[Rule] = &[
     Rule {
         title: "Poisoned outputs",
@@ -606,7 +606,7 @@ mod tests {
 
     #[test]
     fn the_full_sizes_of_problem_one_are_designs() {
-        // DESIGN §3: E = 8M, D = 128, B = 131072, fp32 table, int64 indices and offsets.
+        // docs/design.md §3: E = 8M, D = 128, B = 131072, fp32 table, int64 indices and offsets.
         let text = native(find("1").unwrap(), Preset::Full);
         for row in [
             "| `weight` | input (read only) | f32 (`float`) | [E, D] | [8388608, 128] |",

@@ -1,4 +1,4 @@
-//! A run's outputs (DESIGN §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
+//! A run's outputs (docs/design.md §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
 //! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout; and
 //! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` ([`report`])
 //! and `project`. The terminal's default table fits [`TERMINAL_WIDTH`] columns

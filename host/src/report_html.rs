@@ -1,4 +1,4 @@
-//! `report.html` (DESIGN §9): one self-contained page per result set or pooled report — no
+//! `report.html` (docs/design.md §9): one self-contained page per result set or pooled report — no
 //! network, no external script, font or style sheet; the plots ([`crate::report_plots`]) are
 //! inline SVG. It shows, per problem, every candidate's speedup with its 95% interval on both
 //! bases and its wins; a roofline of achieved bandwidth under the measured ceilings and each

@@ -1,4 +1,4 @@
-//! The report's plots (DESIGN §9), drawn with `plotters`' SVG backend: the speedups of every
+//! The report's plots (docs/design.md §9), drawn with `plotters`' SVG backend: the speedups of every
 //! candidate on both bases with their 95% intervals, a roofline of achieved bandwidth against
 //! the measured ceilings, each record's share of the physical floor, the projection onto a
 //! workload, and the input statistics the references recorded.

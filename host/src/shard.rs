@@ -1,4 +1,4 @@
-//! Splitting a run for a cluster scheduler (`run --shard i/n`, DESIGN §11) and choosing the
+//! Splitting a run for a cluster scheduler (`run --shard i/n`, docs/design.md §11) and choosing the
 //! GPUs of a host (`run --devices`).
 //!
 //! An item is one record a run owes: a problem's reference, one of its candidates, one of its

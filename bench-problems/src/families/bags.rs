@@ -71,7 +71,7 @@ impl BagSizes {
     /// partial (and it is a multiple of 4, as PyTorch's byte-rowwise kernel needs).
     pub const CI: (i64, i64, i64) = (4096, 40, 64);
 
-    /// DESIGN §3's table of problems 1 and 2: E = 8M, D = 128, B = 131072.
+    /// docs/design.md §3's table of problems 1 and 2: E = 8M, D = 128, B = 131072.
     pub const DEFAULT: BagSizes = BagSizes {
         small: (1 << 20, 128, 16384),
         full: (8 << 20, 128, 131072),

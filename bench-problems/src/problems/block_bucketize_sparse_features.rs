@@ -178,7 +178,7 @@ impl Problem for BlockBucketizeSparseFeatures {
         let (t, b, w): (i64, i64, i64) = match preset {
             Preset::Ci => (5, 12, 4),
             Preset::Small => (128, 2048, 8),
-            // DESIGN §3 says "inputs as in 7" (B = 8192, ~112M ids), but the eager plan takes
+            // docs/design.md §3 says "inputs as in 7" (B = 8192, ~112M ids), but the eager plan takes
             // 24 ms there on an H200 (PyTorch and the reference alike), past the 0.3–15 ms a
             // `full` reference should run; B = 4096 (~56M ids) halves it.
             Preset::Full => (856, 4096, 8),

@@ -102,7 +102,7 @@ pub const EPS: f64 = 1e-8;
 /// ≈ 6e-3); an update 0.1% off fails.
 pub const UPDATE_REL_L2: f64 = 1e-4;
 pub const UPDATE_MAX_SCALED: f64 = 1e-3;
-/// E = 8M, D = 128, B = 65536 at `full` (DESIGN §3).
+/// E = 8M, D = 128, B = 65536 at `full` (docs/design.md §3).
 const SIZES: BagSizes = BagSizes {
     small: (1 << 20, 128, 16384),
     full: (8 << 20, 128, 65536),

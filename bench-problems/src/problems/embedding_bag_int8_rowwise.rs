@@ -34,7 +34,7 @@ const NAME: &str = "embedding_bag_int8_rowwise";
 const ALPHA: f64 = 1.09;
 /// Bytes of scale and bias after the D quantized bytes of a row.
 pub const ROW_TAIL_BYTES: usize = 8;
-/// E = 16M, D = 128, B = 65536 at `full` (DESIGN §3).
+/// E = 16M, D = 128, B = 65536 at `full` (docs/design.md §3).
 const SIZES: BagSizes = BagSizes {
     small: (2 << 20, 128, 16384),
     full: (16 << 20, 128, 65536),

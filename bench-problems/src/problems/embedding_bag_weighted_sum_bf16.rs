@@ -11,7 +11,7 @@
 //! bag 0 is empty and bag B/2 has the longest length; weights uniform in [-1, 1) and per-sample
 //! weights uniform in [0, 2), both rounded to bf16.
 //!
-//! Tolerance: the bf16 default of DESIGN §6 (relative L2 1e-2, max error 2e-2 of ‖ref‖∞). A
+//! Tolerance: the bf16 default of docs/design.md §6 (relative L2 1e-2, max error 2e-2 of ‖ref‖∞). A
 //! correctly rounded output is off by at most half a bf16 ulp (2^-8 relative): ≈ 1.7e-3 in
 //! relative L2 and ≈ 2.3e-3 in max error here. Accumulating in bf16 instead of fp32 gives
 //! 1.6–2.2e-2 and 6–9e-2 with the `small`/`full` pooling (mean 20, tail to 1000), so the default

@@ -1,4 +1,4 @@
-//! Guard regions (DESIGN §6): every buffer a kernel can reach (inputs, outputs, in-out tensors,
+//! Guard regions (docs/design.md §6): every buffer a kernel can reach (inputs, outputs, in-out tensors,
 //! scratch) is the middle of a larger allocation, with [`GUARD_BYTES`] before and after it
 //! filled with a pattern drawn at random by each worker process. After every checked run, and
 //! after the timed runs of each candidate, the guards of every buffer that run could reach are

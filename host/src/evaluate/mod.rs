@@ -1,4 +1,4 @@
-//! Evaluates candidates of one problem (DESIGN §6–7, docs/checks-and-timing.md): generates the
+//! Evaluates candidates of one problem (docs/design.md §6–7, docs/checks-and-timing.md): generates the
 //! input sets (public seeds, secret seeds, edge cases), computes the oracle, checks the reference
 //! and each candidate with poisoned outputs and input fingerprints (the candidate on every set
 //! but the timing's), then times candidate and reference interleaved on the secret sets with the

@@ -1,4 +1,4 @@
-//! Timing (DESIGN §7): one timed run on the stream (its outputs prepared and the L2 flushed
+//! Timing (docs/design.md §7): one timed run on the stream (its outputs prepared and the L2 flushed
 //! first, outside the timed region, unless `warm_l2`), the reference's own series, and
 //! interleaved reference/candidate pairs on the rotation (the secret sets, which no check
 //! showed the candidate) until the 95% interval of the median ratio is narrow enough or the

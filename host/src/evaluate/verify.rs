@@ -1,4 +1,4 @@
-//! Checking a loaded plan (DESIGN §6). Before each checked run every output gets the poison
+//! Checking a loaded plan (docs/design.md §6). Before each checked run every output gets the poison
 //! pattern (in-out tensors their initial value) and every scratch buffer [`SCRATCH_POISON`];
 //! after it, each output is compared with the oracle (only the valid prefix where the problem
 //! says so) and the problem's own check, and the inputs must be bit-identical to their upload.

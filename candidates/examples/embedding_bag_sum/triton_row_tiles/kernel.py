@@ -1,4 +1,4 @@
-"""embedding_bag_sum as one Triton kernel (DESIGN.md section 3, problem 1).
+"""embedding_bag_sum as one Triton kernel (docs/design.md §3, problem 1).
 
     weight  [E, D] fp32, row-major
     indices [N]    int64

@@ -1,4 +1,4 @@
-"""fm_interaction as one Triton kernel (DESIGN.md section 3, problem 12).
+"""fm_interaction as one Triton kernel (docs/design.md §3, problem 12).
 
     x   [B, F, K] fp32
     out [B]       fp32: out[b] = 0.5 * sum_k ((sum_f x[b,f,k])^2 - sum_f x[b,f,k]^2)
