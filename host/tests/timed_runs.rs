@@ -4,41 +4,18 @@
 //! its module's globals makes it `incorrect` at the execution that left it. (The CUDA side of
 //! the globals — finding them in PTX and cubins, putting them back — needs a GPU: the corpus's
 //! `timed_skip*` and `content_memo_static` exploits are its test there.)
-use bench_problems::{find_problem, Dim, Problem};
+mod common;
+
+use bench_problems::Dim;
+use common::{problem, rust_candidate};
 use data_gen::DType;
 use dlrm_bench::backend::emu::EmuBackend;
 use dlrm_bench::backend::{
     Backend, BackendResult, Buffer, DeviceInfo, Launch, ModuleId, ModuleSource,
 };
-use dlrm_bench::candidate::{reference_candidate, Candidate};
+use dlrm_bench::candidate::Candidate;
 use dlrm_bench::evaluate::{EvalConfig, ProblemRun};
 use dlrm_bench::record::{Record, Status};
-
-fn problem() -> &'static dyn Problem {
-    find_problem("embedding_bag_sum").unwrap()
-}
-
-/// An `embedding_bag_sum` candidate running the project's Rust kernel `kernel`, one warp a bag.
-fn rust_candidate(name: &str, kernel: &str) -> Candidate {
-    let mut c = reference_candidate(problem());
-    c.name = name.into();
-    c.group = "exploits".into();
-    c.origin = format!("test/{name}");
-    c.source = ModuleSource::Builtin;
-    c.scratch.clear();
-    c.launches.truncate(1);
-    c.launches[0].kernel = kernel.into();
-    c.launches[0].grid = [
-        Dim::Expr("ceil_div(B * 32, 256)".into()),
-        Dim::Number(1),
-        Dim::Number(1),
-    ];
-    c.launches[0].block = [Dim::Number(256), Dim::Number(1), Dim::Number(1)];
-    c.launches[0].args = ["weight", "indices", "offsets", "out", "B", "D"]
-        .map(String::from)
-        .to_vec();
-    c
-}
 
 fn evaluate_on(backend: &mut dyn Backend, cand: &Candidate) -> (Record, Record) {
     let mut run =

@@ -215,20 +215,15 @@ impl Timer<'_> {
     ) -> Result<Option<String>, BackendError> {
         let set = &sets[s];
         let label = format!("timed run {run} on {}", set.label);
-        if rerun_reference {
-            set.reset_outputs(
-                &mut *self.backend,
-                self.problem,
-                Side::Reference,
-                OutputFill::Poison,
-            )?;
-            reference.run(&mut *self.backend, s)?;
-        }
-        self.backend.synchronize()?;
         let mut v = Verifier {
             backend: &mut *self.backend,
             problem: self.problem,
         };
+        if rerun_reference {
+            v.run_reference(set, s, reference)?;
+        } else {
+            v.backend.synchronize()?;
+        }
         let verdict = v.check_timed(set, &label);
         let state = v.state_left(candidate);
         self.clear_reference(set, s, reference)?;

@@ -762,14 +762,7 @@ impl Verifier<'_> {
             }
             // The reference's outputs on the same inputs, computed now (the candidate's runs
             // are over) and zeroed again below.
-            set.reset_outputs(
-                &mut *self.backend,
-                self.problem,
-                Side::Reference,
-                OutputFill::Poison,
-            )?;
-            reference.run(&mut *self.backend, i)?;
-            self.backend.synchronize()?;
+            self.run_reference(set, i, reference)?;
             for (spec, cand) in output_specs(self.problem).into_iter().zip(copies) {
                 let report = self.against_reference(set, &spec, cand)?;
                 if !report.passed {
@@ -791,6 +784,24 @@ impl Verifier<'_> {
             }
         }
         Ok(fail)
+    }
+
+    /// Runs the reference on set `i` (its outputs poisoned first) and waits for it: its
+    /// outputs for a comparison, which the caller zeroes after.
+    pub fn run_reference(
+        &mut self,
+        set: &DeviceSet,
+        i: usize,
+        reference: &Loaded,
+    ) -> Result<(), BackendError> {
+        set.reset_outputs(
+            &mut *self.backend,
+            self.problem,
+            Side::Reference,
+            OutputFill::Poison,
+        )?;
+        reference.run(&mut *self.backend, i)?;
+        self.backend.synchronize()
     }
 
     /// The candidate's output `spec` (`cand`: what its check copied back) against the

@@ -1,38 +1,32 @@
-//! What the CLI-level tests of `dlrm-bench run` share: a candidate that never ends, writing a
-//! candidate directory into a test's corpus, and reading the records of the one run a test made.
-#![allow(dead_code)] // each test crate uses some of these
-use std::path::Path;
+//! Helpers the integration tests share.
 
-/// A candidate whose kernel spins forever (problem 1's `out` as its flag).
-pub const HANG: &str = r#"
-problem = "embedding_bag_sum"
-name = "hang"
-source = "gpu-kernels"
-[[launch]]
-kernel = "fault_spin_forever"
-grid = [1, 1, 1]
-block = [32, 1, 1]
-args = ["out"]
-"#;
+use bench_problems::{find_problem, Dim, Problem};
+use dlrm_bench::candidate::{reference_candidate, Candidate, ModuleSource};
 
-/// Writes `manifest` as `root/corpus/<dir>/candidate.toml`.
-pub fn write_candidate(root: &Path, dir: &str, manifest: &str) {
-    let d = root.join("corpus").join(dir);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("candidate.toml"), manifest).unwrap();
+/// `embedding_bag_sum`.
+pub fn problem() -> &'static dyn Problem {
+    find_problem("embedding_bag_sum").unwrap()
 }
 
-/// The records of the one run directory under `results`.
-pub fn run_records(results: &Path) -> Vec<serde_json::Value> {
-    let dir = std::fs::read_dir(results)
-        .unwrap()
-        .next()
-        .expect("a run directory")
-        .unwrap()
-        .path();
-    std::fs::read_to_string(dir.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+/// An `embedding_bag_sum` candidate (group `exploits`) running the project's Rust kernel
+/// `kernel` alone, one warp a bag, with the tuned kernel's arguments.
+pub fn rust_candidate(name: &str, kernel: &str) -> Candidate {
+    let mut c = reference_candidate(problem());
+    c.name = name.into();
+    c.group = "exploits".into();
+    c.origin = format!("test/{name}");
+    c.source = ModuleSource::Builtin;
+    c.scratch.clear();
+    c.launches.truncate(1);
+    c.launches[0].kernel = kernel.into();
+    c.launches[0].grid = [
+        Dim::Expr("ceil_div(B * 32, 256)".into()),
+        Dim::Number(1),
+        Dim::Number(1),
+    ];
+    c.launches[0].block = [Dim::Number(256), Dim::Number(1), Dim::Number(1)];
+    c.launches[0].args = ["weight", "indices", "offsets", "out", "B", "D"]
+        .map(String::from)
+        .to_vec();
+    c
 }
