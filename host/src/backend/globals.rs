@@ -62,9 +62,7 @@ fn clean(ptx: &[u8]) -> (Vec<u8>, Vec<bool>) {
             }
         };
         blank(&mut text, i, end);
-        for k in i..end.min(ptx.len()) {
-            scope[k] = depth == 0;
-        }
+        scope[i..end.min(ptx.len())].fill(depth == 0);
         i = end;
     }
     (text, scope)
