@@ -72,6 +72,17 @@ pub trait Problem: Send + Sync {
         let _ = output;
         false
     }
+    /// Inputs of row ids that the timing may relabel, with the size symbol of their bound:
+    /// before each timed pair every id `r` of such an input becomes `σ(r)` for a bijection `σ`
+    /// of `0..bound` drawn for that pair, on the device, and reference and candidate run on the
+    /// result. The multiset of row popularities (the skew, the bag lengths, the distinct rows)
+    /// stays as generated, and the answer changes, so no timed run finds inputs an earlier run
+    /// saw: a memo of earlier answers, wherever it was kept, misses. Only for problems whose
+    /// timed outputs are all compared with the reference's (floats and in-place updates) and
+    /// whose kernels accept any id below the bound. None by default.
+    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
+        Vec::new()
+    }
     /// Whether [`Problem::custom_check`] inspects `output`. An exact output (tolerance `exact`)
     /// that is not custom-checked passes when its fingerprint on the device equals that of the
     /// oracle's bytes, without being copied to the host; a custom-checked one is always copied

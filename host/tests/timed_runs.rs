@@ -245,3 +245,38 @@ fn an_input_a_candidate_wrote_is_put_back_before_the_next_candidate() {
     assert_eq!(rec.status, Status::Correct, "{}", rec.message);
     run.release();
 }
+
+#[test]
+fn no_timed_run_meets_inputs_an_earlier_run_saw_so_a_memo_never_replays() {
+    use gpu_kernels::kernels::faults::memo_hits;
+    // The memo is kept where the emulator cannot reset it (a Rust static), as a GPU kernel might
+    // keep one in memory no check looks at: only fresh inputs for every timed run defeat it.
+    let cand = rust_candidate("memo_by_content", "exploit_memo_by_content");
+    let before = memo_hits();
+    let (_, rec) = evaluate_on(&mut EmuBackend::new(), &cand);
+    assert_eq!(rec.status, Status::Correct, "{}", rec.message);
+    assert!(rec.timed_runs_checked.unwrap() >= 3);
+    assert_eq!(
+        memo_hits(),
+        before,
+        "a timed run met inputs an earlier run saw"
+    );
+
+    // The control: the same inputs twice, and the memo replays.
+    let mut backend = EmuBackend::new();
+    let mut run = ProblemRun::prepare(
+        &mut backend,
+        problem(),
+        EvalConfig::quick_ci(3, 4),
+        None,
+        None,
+    )
+    .unwrap();
+    assert_eq!(run.reference_record().status, Status::Correct);
+    let mut twice = cand.clone();
+    twice.launches.push(twice.launches[0].clone());
+    let rec = run.evaluate(&twice);
+    run.release();
+    assert_eq!(rec.status, Status::Correct, "{}", rec.message);
+    assert!(memo_hits() > before, "the memo replays inputs it saw");
+}

@@ -188,6 +188,10 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         "embedding-bag backward + row-wise Adagrad, in place on W [E,D] fp32 and momentum [E]"
     );
 
+    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
+        vec![("indices", "E")]
+    }
+
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
             TensorSpec::input("grad_output", DType::F32, &["B", "D"]),

@@ -82,6 +82,10 @@ impl Problem for EmbeddingBagInt8Rowwise {
         "8-bit row-wise quantized table (D bytes + fp32 scale + fp32 bias per row), sum pooling, fp32 out"
     );
 
+    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
+        vec![("indices", "E")]
+    }
+
     fn tensors(&self) -> Vec<TensorSpec> {
         let weight = TensorSpec::input("weight", DType::U8, &["E", "D + 8"]);
         bags::forward_signature(weight, None, DType::F32)

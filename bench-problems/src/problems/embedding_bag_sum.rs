@@ -31,6 +31,10 @@ impl Problem for EmbeddingBagSum {
         "one fp32 table W[E,D], sum pooling over CSR bags (Zipf 1.15, heavy-tailed lengths)"
     );
 
+    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
+        vec![("indices", "E")]
+    }
+
     fn tensors(&self) -> Vec<TensorSpec> {
         bags::forward_signature(bags::weight(DType::F32), None, DType::F32)
     }

@@ -48,6 +48,10 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         "bf16 table, bf16 per-sample weights, sum pooling, bf16 out (fp32 accumulate), 5% empty bags"
     );
 
+    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
+        vec![("indices", "E")]
+    }
+
     fn tensors(&self) -> Vec<TensorSpec> {
         let bf16 = DType::BF16;
         bags::forward_signature(bags::weight(bf16), Some(bf16), bf16)

@@ -76,3 +76,66 @@ kernel! {
         }
     }
 }
+
+/// The memo of [`exploit_memo_by_content`]: the key of the inputs it holds the answer of, the
+/// answer, and how often a launch replayed it.
+static mut MEMO_KEY: u64 = 0;
+static mut MEMO_HITS: u32 = 0;
+const MEMO_FLOATS: usize = 1 << 16;
+static mut MEMO: [f32; MEMO_FLOATS] = [0.0; MEMO_FLOATS];
+
+/// How many launches of [`exploit_memo_by_content`] replayed a memoised answer (emulator).
+pub fn memo_hits() -> u32 {
+    // SAFETY: a plain read of a counter the emulated kernel bumps.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(MEMO_HITS)) }
+}
+
+kernel! {
+    /// Exploit for the runner's tests: `embedding_bag_sum` (one warp a bag) that keys its
+    /// answer by a hash of every index and the bag count, keeps the last answer in device
+    /// memory, and replays it when the same inputs come again (right, and without the
+    /// gathers). Launch like the tuned kernel; answers past 65536 floats are never memoised.
+    pub unsafe fn exploit_memo_by_content(weight: *const f32, indices: *const i64, offsets: *const i64, out: *mut f32, num_bags: i64, dim: i64) {
+        let n = *offsets.add(num_bags as usize);
+        let mut key = 0xCBF2_9CE4_8422_2325u64 ^ num_bags as u64;
+        for j in 0..n {
+            key = (key ^ *indices.add(j as usize) as u64).wrapping_mul(0x100_0000_01B3);
+        }
+        key |= 1;
+        let fits = (num_bags * dim) as usize <= MEMO_FLOATS;
+        let memo = core::ptr::addr_of_mut!(MEMO) as *mut f32;
+        let hit = fits && core::ptr::read_volatile(core::ptr::addr_of!(MEMO_KEY)) == key;
+        sync_threads();
+        let bag = ((block_idx_x() * block_dim_x() + thread_idx_x()) / 32) as i64;
+        let lane = (thread_idx_x() % 32) as i64;
+        if bag < num_bags {
+            let (begin, end) = (*offsets.add(bag as usize), *offsets.add(bag as usize + 1));
+            let mut col = lane;
+            while col < dim {
+                let at = (bag * dim + col) as usize;
+                let value = if hit {
+                    *memo.add(at)
+                } else {
+                    let mut sum = 0.0f32;
+                    for j in begin..end {
+                        sum += *weight.add((*indices.add(j as usize) * dim + col) as usize);
+                    }
+                    sum
+                };
+                *out.add(at) = value;
+                if fits {
+                    *memo.add(at) = value;
+                }
+                col += 32;
+            }
+        }
+        let last = block_idx_x() == grid_dim_x() - 1 && thread_idx_x() == block_dim_x() - 1;
+        if last {
+            if hit {
+                core::ptr::write_volatile(core::ptr::addr_of_mut!(MEMO_HITS), memo_hits() + 1);
+            } else if fits {
+                core::ptr::write_volatile(core::ptr::addr_of_mut!(MEMO_KEY), key);
+            }
+        }
+    }
+}

@@ -26,6 +26,7 @@ pub mod gather_rows;
 pub mod kjt_permute;
 pub mod kjt_permute_tuned;
 pub mod radix_sort;
+pub mod relabel;
 pub mod scan;
 pub mod selftest;
 pub mod sequence_gather_padded_bf16;

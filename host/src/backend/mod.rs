@@ -193,6 +193,44 @@ pub trait Backend {
         };
         self.launch(module, &launch)
     }
+    /// `dst[i] = (a · src[i] + b) mod bound` for the first `n` i64 ids of `src` (ids outside
+    /// `0..bound` copied as they are), on the device: a bijection of the ids when `a` is coprime
+    /// to `bound`. Run by the built-in kernel `relabel_rows` on both backends; `a`, `b` and
+    /// `bound` must be below 2^32.
+    fn relabel_rows(
+        &mut self,
+        src: &Buffer,
+        dst: &Buffer,
+        n: usize,
+        bound: u64,
+        (a, b): (u64, u64),
+    ) -> BackendResult<()> {
+        let fits = n
+            .checked_mul(8)
+            .is_some_and(|bytes| bytes <= src.bytes && bytes <= dst.bytes);
+        if !fits || bound >= 1 << 32 || a >= 1 << 32 || b >= 1 << 32 {
+            return Err(BackendError::Device(format!(
+                "relabel of {n} ids below {bound} from {} into {} bytes",
+                src.bytes, dst.bytes
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let [src_at, dst_at] = [src, dst].map(|b| self.address(b));
+        if src_at == 0 || dst_at == 0 {
+            return Err(BackendError::Device("relabel of a freed buffer".into()));
+        }
+        let module = self.load_module(&ModuleSource::Builtin)?;
+        let launch = Launch {
+            kernel: "relabel_rows".into(),
+            grid: [(self.info().multiprocessors * 8).max(1), 1, 1],
+            block: [256, 1, 1],
+            shared_bytes: 0,
+            args: vec![src_at, dst_at, n as u64, bound, a, b],
+        };
+        self.launch(module, &launch)
+    }
     /// Compares the first `n` elements of float buffer `got` (f32, f16 or bf16) with those of
     /// `want` (f64, or `got`'s dtype) on the device, and returns what the scale-invariant check
     /// needs ([`FloatAcc`]: norms, the worst element, non-finite and poisoned elements), copying

@@ -15,6 +15,7 @@
 //! candidate wrote are put back before the next.
 mod cache;
 mod config;
+mod fresh;
 mod guard;
 mod inputs;
 mod load;
@@ -32,6 +33,7 @@ use crate::backend::{Backend, BackendError};
 use crate::candidate::{reference_candidate, Candidate};
 use crate::record::{Ceilings, Record, Status};
 use bench_problems::{Problem, Work};
+use fresh::Freshener;
 use inputs::{DeviceSet, SharedUploads, Side};
 use load::Loaded;
 use timing::{PairTimes, Timer, TimingFailure};
@@ -182,8 +184,29 @@ impl<'a> ProblemRun<'a> {
             backend: &mut *self.backend,
             problem: self.problem,
             cfg: &self.cfg,
+            fresh: None,
         };
         (timer, &self.sets)
+    }
+
+    /// The fresh-input rewriter of the timed sets ([`fresh`]), when the problem names
+    /// relabelable inputs and every output of a timed run is compared with the reference's
+    /// (an oracle of the generated inputs would not hold for relabeled ones).
+    fn freshener(&mut self) -> Result<Freshener, BackendError> {
+        let rotation = self.cfg.rotation_range();
+        let seed = data_gen::seed::derive_str(self.cfg.secret_seed, "relabel");
+        let all_against_reference = {
+            let (verifier, sets) = self.verifier();
+            sets[rotation.clone()]
+                .iter()
+                .all(|s| verifier.timed_checks_all_against_reference(s))
+        };
+        let rotation = if all_against_reference {
+            rotation
+        } else {
+            0..0
+        };
+        Freshener::prepare(&mut *self.backend, self.problem, &self.sets, rotation, seed)
     }
 
     /// A record of `cand` with the work and floor of a timed run.
@@ -333,10 +356,43 @@ impl<'a> ProblemRun<'a> {
             rec.message = msg;
             return;
         }
+        let fresh = match self.freshener() {
+            Ok(f) => f,
+            Err(e) => {
+                rec.status = Status::RuntimeError;
+                rec.message = format!("while preparing fresh inputs for the timing: {e}");
+                return;
+            }
+        };
         let pairs = phases.time(Phase::Time, || {
             let (mut timer, sets) = self.timer();
+            timer.fresh = Some(&fresh);
             timer.pairs(sets, rotation.clone(), reference, plan)
         });
+        // The generated inputs back, and one more run of the candidate on each (what the
+        // recheck below compares with the oracle and the reference).
+        let active = fresh.is_active();
+        let settled = fresh.restore(&mut *self.backend).and_then(|()| {
+            let (mut timer, sets) = self.timer();
+            if active && pairs.is_ok() {
+                timer.settle(sets, rotation.clone(), plan)
+            } else {
+                Ok(None)
+            }
+        });
+        match settled {
+            Ok(None) => {}
+            Ok(Some(msg)) => {
+                rec.status = Status::Incorrect;
+                rec.message = msg;
+                return;
+            }
+            Err(e) => {
+                rec.status = Status::RuntimeError;
+                rec.message = format!("while putting the generated inputs back: {e}");
+                return;
+            }
+        }
         match pairs {
             Ok(pairs) => {
                 // The checks between the timed runs are a phase of their own.

@@ -13,6 +13,7 @@
 //! each comparison (or, when no comparison follows, right after its run), so that no candidate
 //! run finds them.
 use super::config::EvalConfig;
+use super::fresh::Freshener;
 use super::inputs::{DeviceSet, OutputFill, Side};
 use super::load::Loaded;
 use super::verify::Verifier;
@@ -29,6 +30,8 @@ pub(super) struct Timer<'a> {
     pub backend: &'a mut dyn Backend,
     pub problem: &'static dyn Problem,
     pub cfg: &'a EvalConfig,
+    /// Rewrites the timed set's relabelable inputs before each pair ([`Freshener`]).
+    pub fresh: Option<&'a Freshener>,
 }
 
 /// Why timing stopped before it had its pairs.
@@ -164,6 +167,9 @@ impl Timer<'_> {
         check_s: &mut f64,
     ) -> Result<(f64, f64), TimingFailure> {
         let salt = data_gen::seed::derive(self.cfg.secret_seed ^ 0x7133_D0C5, run as u64);
+        if let Some(fresh) = self.fresh {
+            fresh.apply(&mut *self.backend, s, run as u64)?;
+        }
         let needs_reference = {
             let v = Verifier {
                 backend: &mut *self.backend,
@@ -231,6 +237,33 @@ impl Timer<'_> {
             return Ok(Some(msg));
         }
         Ok(state?.map(|msg| format!("{label}: {msg}")))
+    }
+
+    /// After a timing on relabeled inputs, with the generated ones back: one more run of the
+    /// candidate on each set of `rotation`, prepared as a timed run and its module's globals
+    /// checked, so the recheck finds outputs of the inputs its oracle was computed for.
+    pub fn settle(
+        &mut self,
+        sets: &[DeviceSet],
+        rotation: Range<usize>,
+        candidate: &Loaded,
+    ) -> Result<Option<String>, BackendError> {
+        for s in rotation {
+            let salt = data_gen::seed::derive(self.cfg.secret_seed ^ 0x5E77_1E, s as u64);
+            self.time_once(sets, s, candidate, Side::Candidate, salt, false)?;
+            self.backend.synchronize()?;
+            let mut v = Verifier {
+                backend: &mut *self.backend,
+                problem: self.problem,
+            };
+            if let Some(msg) = v.state_left(candidate)? {
+                return Ok(Some(format!(
+                    "the run after the timing on {}: {msg}",
+                    sets[s].label
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Interleaved pairs (A B, then B A) on the sets `rotation` (indices into `sets`), after one

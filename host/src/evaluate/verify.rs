@@ -669,6 +669,14 @@ impl Verifier<'_> {
         }
     }
 
+    /// Whether [`Self::check_timed`] compares every output of `set` with the reference's (so
+    /// it holds on inputs the oracle was not computed for).
+    pub fn timed_checks_all_against_reference(&self, set: &DeviceSet) -> bool {
+        output_specs(self.problem)
+            .iter()
+            .all(|spec| !matches!(self.timed_check(set, spec), TimedCheck::AsChecked))
+    }
+
     /// Whether [`Self::check_timed`] on `set` needs the reference's outputs on the device.
     pub fn timed_check_needs_reference(&self, set: &DeviceSet) -> bool {
         output_specs(self.problem)
