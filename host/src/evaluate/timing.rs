@@ -249,7 +249,7 @@ impl Timer<'_> {
         candidate: &Loaded,
     ) -> Result<Option<String>, BackendError> {
         for s in rotation {
-            let salt = data_gen::seed::derive(self.cfg.secret_seed ^ 0x5E77_1E, s as u64);
+            let salt = data_gen::seed::derive(self.cfg.secret_seed ^ 0x005E_771E, s as u64);
             self.time_once(sets, s, candidate, Side::Candidate, salt, false)?;
             self.backend.synchronize()?;
             let mut v = Verifier {
