@@ -99,8 +99,9 @@ pub const RULES: &[Rule] = &[
         text: "The answer runs on several input sets: sets from the public seed and edge cases \
                (an empty bag, one bag, the longest bag, special values) before it is timed, and \
                sets from a secret seed drawn when the run starts (published only when it ends), \
-               which it first meets in a timed run. Results must come from each call's inputs: \
-               nothing can be precomputed, memoised or carried over from a previous call.",
+               which it first meets in a timed run; for the embedding-bag problems the row ids \
+               are relabelled afresh before every timed run. Results must come from each call's \
+               inputs: nothing can be precomputed, memoised or carried over from a previous call.",
         applies: Applies::Both,
         readme: &[
             "public input sets and the edge cases",
