@@ -356,7 +356,7 @@ impl<'a> ProblemRun<'a> {
             rec.message = msg;
             return;
         }
-        let fresh = match self.freshener() {
+        let fresh = match phases.time(Phase::Time, || self.freshener()) {
             Ok(f) => f,
             Err(e) => {
                 rec.status = Status::RuntimeError;
@@ -372,13 +372,15 @@ impl<'a> ProblemRun<'a> {
         // The generated inputs back, and one more run of the candidate on each (what the
         // recheck below compares with the oracle and the reference).
         let active = fresh.is_active();
-        let settled = fresh.restore(&mut *self.backend).and_then(|()| {
-            let (mut timer, sets) = self.timer();
-            if active && pairs.is_ok() {
-                timer.settle(sets, rotation.clone(), plan)
-            } else {
-                Ok(None)
-            }
+        let settled = phases.time(Phase::Recheck, || {
+            fresh.restore(&mut *self.backend).and_then(|()| {
+                let (mut timer, sets) = self.timer();
+                if active && pairs.is_ok() {
+                    timer.settle(sets, rotation.clone(), plan)
+                } else {
+                    Ok(None)
+                }
+            })
         });
         match settled {
             Ok(None) => {}
