@@ -2,8 +2,8 @@
 //! sibling's (problem module, kernel module, KernelBench file), names replaced, and registers
 //! it everywhere a problem is registered: its line in `bench-problems/src/problems/mod.rs`'s
 //! `catalog!`, its `pub mod` in `gpu-kernels/src/kernels/mod.rs` (kernels register with the
-//! emulator themselves) and a stub entry in `tools/torch_peer.py`'s `PROBLEMS`. The
-//! consistency test (`host/tests/consistency.rs`) then proves nothing was forgotten.
+//! emulator themselves), a stub entry in `tools/torch_peer.py`'s `PROBLEMS` and its name in
+//! `tools/kernel_classes.py`'s `PROBLEMS` (the workload profiler's). The consistency test (`host/tests/consistency.rs`) then proves nothing was forgotten.
 //!
 //! Names are replaced as text: the sibling's snake-case name (which also prefixes its kernels,
 //! `embedding_bag_sum_reference` → `embedding_bag_max_reference`) and its type name. A kernel of
@@ -155,6 +155,24 @@ fn register_kernel_module(mod_rs: &str, name: &str) -> String {
     lines.join("\n") + "\n"
 }
 
+/// Adds `name` at the end of the `PROBLEMS` tuple of `tools/kernel_classes.py` (the workload
+/// profiler's problems, in the catalog's order: a new problem has the last number).
+fn register_problem_class(classes: &str, name: &str) -> anyhow::Result<String> {
+    let start = classes
+        .find("PROBLEMS = (\n")
+        .context("no `PROBLEMS = (` tuple")?;
+    let end = start
+        + classes[start..]
+            .find("\n)")
+            .context("the PROBLEMS tuple is not closed")?
+        + 1;
+    Ok(format!(
+        "{}    \"{name}\",\n{}",
+        &classes[..end],
+        &classes[end..]
+    ))
+}
+
 /// Copies the sibling's entry of `PROBLEMS` in `torch_peer.py` as a stub for `name`.
 fn register_peer(peer: &str, like: &str, name: &str) -> anyhow::Result<String> {
     let key = format!("    \"{like}\": {{\n");
@@ -232,6 +250,8 @@ pub fn new_problem(
     let kernel_mod_text = register_kernel_module(&read(&kernel_mod)?, name);
     let peer = repo.join("tools/torch_peer.py");
     let peer_text = register_peer(&read(&peer)?, like, name)?;
+    let classes = repo.join("tools/kernel_classes.py");
+    let classes_text = register_problem_class(&read(&classes)?, name)?;
 
     for (path, text) in &files {
         write_new(path, text)?;
@@ -240,6 +260,7 @@ pub fn new_problem(
         (&catalog, catalog_text),
         (&kernel_mod, kernel_mod_text),
         (&peer, peer_text),
+        (&classes, classes_text),
     ] {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -492,6 +513,7 @@ mod tests {
             "bench-problems/src/problems/mod.rs".to_string(),
             "gpu-kernels/src/kernels/mod.rs".into(),
             "tools/torch_peer.py".into(),
+            "tools/kernel_classes.py".into(),
         ];
         for (like, n) in siblings {
             files.push(format!("bench-problems/src/problems/{like}.rs"));
@@ -539,6 +561,11 @@ mod tests {
         assert!(
             peer.contains("    \"embedding_bag_sum\": {"),
             "the sibling stays"
+        );
+        let classes = read(&repo.join("tools/kernel_classes.py")).unwrap();
+        assert!(
+            classes.contains("    \"fm_interaction\",\n    \"embedding_bag_max\",\n)"),
+            "last in the profiler's PROBLEMS"
         );
         // Twice is refused, and nothing is half-written.
         let again = new_problem(&repo, "embedding_bag_max", 14, "embedding_bag_sum", 1);

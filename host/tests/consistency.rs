@@ -137,3 +137,18 @@ fn the_emulator_runs_exactly_the_kernels_of_the_ptx() {
         "in the PTX only: {only_ptx:?}; on the emulator only: {only_emu:?}"
     );
 }
+
+#[test]
+fn the_workload_profilers_problem_list_is_the_catalogs() {
+    // tools/kernel_classes.py attributes a model step's kernels to the problems by name; a
+    // problem missing there would never get a share of a workload profile.
+    let text = std::fs::read_to_string(repo().join("tools/kernel_classes.py")).unwrap();
+    let start = text.find("PROBLEMS = (").expect("a PROBLEMS tuple");
+    let end = start + text[start..].find(')').expect("its end");
+    let listed: Vec<&str> = text[start..end].split('"').skip(1).step_by(2).collect();
+    let catalog: Vec<&str> = all_problems().into_iter().map(|p| p.name()).collect();
+    assert_eq!(
+        listed, catalog,
+        "tools/kernel_classes.py PROBLEMS, in the catalog's order"
+    );
+}
