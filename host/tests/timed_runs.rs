@@ -280,3 +280,29 @@ fn no_timed_run_meets_inputs_an_earlier_run_saw_so_a_memo_never_replays() {
     assert_eq!(rec.status, Status::Correct, "{}", rec.message);
     assert!(memo_hits() > before, "the memo replays inputs it saw");
 }
+
+#[test]
+fn a_candidate_that_rewrites_its_relabelled_ids_in_a_timed_run_is_incorrect() {
+    use gpu_kernels::kernels::faults::rewrite_ids_from;
+    let mut cand = rust_candidate("rewrite_ids", "exploit_rewrite_ids");
+    cand.launches[0].grid = [Dim::Number(1), Dim::Number(1), Dim::Number(1)];
+    cand.launches[0].block = [Dim::Number(32), Dim::Number(1), Dim::Number(1)];
+    // Honest through its checks (one launch each), then it rewrites its ids in every run.
+    rewrite_ids_from(u32::MAX);
+    let (_, honest) = evaluate_on(&mut EmuBackend::new(), &cand);
+    assert_eq!(honest.status, Status::Correct, "{}", honest.message);
+    let checks = honest
+        .checks
+        .iter()
+        .filter(|c| !c.set.starts_with("recheck"))
+        .count();
+    rewrite_ids_from(checks as u32);
+    let (_, rec) = evaluate_on(&mut EmuBackend::new(), &cand);
+    assert_eq!(rec.status, Status::Incorrect, "{}", rec.message);
+    assert!(
+        rec.message
+            .starts_with("timed run 1 on secret-0: input `indices` was modified"),
+        "{}",
+        rec.message
+    );
+}

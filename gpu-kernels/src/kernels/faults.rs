@@ -139,3 +139,54 @@ kernel! {
         }
     }
 }
+
+/// Launches of [`exploit_rewrite_ids`] so far, and the launch from which it rewrites its ids.
+static mut REWRITE_LAUNCHES: u32 = 0;
+static mut REWRITE_FROM: u32 = u32::MAX;
+
+/// Makes [`exploit_rewrite_ids`] rewrite its ids from its `from`-th launch on (emulator), and
+/// restarts its count.
+pub fn rewrite_ids_from(from: u32) {
+    // SAFETY: plain writes of two counters, before the kernel runs.
+    unsafe {
+        core::ptr::write_volatile(core::ptr::addr_of_mut!(REWRITE_FROM), from);
+        core::ptr::write_volatile(core::ptr::addr_of_mut!(REWRITE_LAUNCHES), 0);
+    }
+}
+
+kernel! {
+    /// Exploit for the runner's tests: `embedding_bag_sum` (one warp a bag) that, from the
+    /// launch [`rewrite_ids_from`] names on, first sets every index to 0 and then pools: right
+    /// for the inputs it made, which a reference run after it on the same buffers would agree
+    /// with. One block; launch as `[1, 1, 1]` × `[32, 1, 1]` on `ci` sizes.
+    pub unsafe fn exploit_rewrite_ids(weight: *const f32, indices: *mut i64, offsets: *const i64, out: *mut f32, num_bags: i64, dim: i64) {
+        let launch = core::ptr::read_volatile(core::ptr::addr_of!(REWRITE_LAUNCHES));
+        let rewrite = launch >= core::ptr::read_volatile(core::ptr::addr_of!(REWRITE_FROM));
+        sync_threads();
+        let lane = thread_idx_x() as i64;
+        let n = *offsets.add(num_bags as usize);
+        if rewrite {
+            let mut j = lane;
+            while j < n {
+                core::ptr::write_volatile(indices.add(j as usize), 0);
+                j += 32;
+            }
+        }
+        sync_threads();
+        for bag in 0..num_bags {
+            let (begin, end) = (*offsets.add(bag as usize), *offsets.add(bag as usize + 1));
+            let mut col = lane;
+            while col < dim {
+                let mut sum = 0.0f32;
+                for j in begin..end {
+                    sum += *weight.add((core::ptr::read_volatile(indices.add(j as usize)) * dim + col) as usize);
+                }
+                *out.add((bag * dim + col) as usize) = sum;
+                col += 32;
+            }
+        }
+        if lane == 0 {
+            core::ptr::write_volatile(core::ptr::addr_of_mut!(REWRITE_LAUNCHES), launch + 1);
+        }
+    }
+}

@@ -13,6 +13,8 @@ use std::ops::Range;
 
 /// One relabelable input of one timed set.
 struct Fresh {
+    /// Its name (`indices`).
+    name: &'static str,
     /// The index of the set in the run's sets.
     set: usize,
     /// The input the plans read (rewritten before each pair).
@@ -54,18 +56,32 @@ impl Freshener {
                 if !(2..1 << 32).contains(&bound) {
                     continue;
                 }
-                let original = backend.alloc(target.bytes)?;
+                let original = match backend.alloc(target.bytes) {
+                    Ok(b) => b,
+                    Err(e) => return Err(fresh.release(backend, e)),
+                };
                 fresh.items.push(Fresh {
+                    name,
                     set: i,
                     target,
                     original,
                     ids: target.bytes / 8,
                     bound: bound as u64,
                 });
-                backend.copy(&original, &target)?;
+                if let Err(e) = backend.copy(&original, &target) {
+                    return Err(fresh.release(backend, e));
+                }
             }
         }
         Ok(fresh)
+    }
+
+    /// Frees the copies after a failure, and gives the failure back.
+    fn release(self, backend: &mut dyn Backend, e: BackendError) -> BackendError {
+        for f in self.items {
+            backend.free(f.original);
+        }
+        e
     }
 
     /// Whether any input is relabeled.
@@ -73,18 +89,22 @@ impl Freshener {
         !self.items.is_empty()
     }
 
-    /// Rewrites the relabelable inputs of set `set` with the bijection of draw `draw`.
+    /// Rewrites the relabelable inputs of set `set` with the bijection of draw `draw`, and
+    /// returns each one's name, buffer and fingerprint after it: what must still be there when
+    /// the pair is over (a candidate that wrote them would be judged on ids of its choosing).
     pub fn apply(
         &self,
         backend: &mut dyn Backend,
         set: usize,
         draw: u64,
-    ) -> Result<(), BackendError> {
+    ) -> Result<Vec<(&'static str, Buffer, u64)>, BackendError> {
+        let mut written = Vec::new();
         for f in self.items.iter().filter(|f| f.set == set) {
             let map = affine_bijection(f.bound, data_gen::seed::derive(self.seed, draw));
             backend.relabel_rows(&f.original, &f.target, f.ids, f.bound, map)?;
+            written.push((f.name, f.target, backend.fingerprint(&f.target)?));
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Puts the original ids back and frees the copies.
@@ -126,6 +146,17 @@ mod tests {
         for bound in [2u64, 7, 1000, 4096, 8_388_608, 25_156_108] {
             let (a, b) = affine_bijection(bound, 11);
             assert!(a < bound && b < bound, "{bound}");
+            let gcd = |mut x: u64, mut y: u64| {
+                while y != 0 {
+                    (x, y) = (y, x % y);
+                }
+                x
+            };
+            assert_eq!(
+                gcd(a, bound),
+                1,
+                "{bound}: a coprime factor, so a bijection"
+            );
             let small = bound.min(5000);
             if bound == small {
                 let mut seen = vec![false; bound as usize];

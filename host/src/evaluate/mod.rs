@@ -194,7 +194,9 @@ impl<'a> ProblemRun<'a> {
     /// (an oracle of the generated inputs would not hold for relabeled ones).
     fn freshener(&mut self) -> Result<Freshener, BackendError> {
         let rotation = self.cfg.rotation_range();
-        let seed = data_gen::seed::derive_str(self.cfg.secret_seed, "relabel");
+        // Drawn anew for every candidate: no candidate can leave state keyed to the ids the
+        // next one will be timed on.
+        let seed = data_gen::seed::derive(self.cfg.secret_seed, rand::random::<u64>());
         let all_against_reference = {
             let (verifier, sets) = self.verifier();
             sets[rotation.clone()]
@@ -369,32 +371,27 @@ impl<'a> ProblemRun<'a> {
             timer.fresh = Some(&fresh);
             timer.pairs(sets, rotation.clone(), reference, plan)
         });
-        // The generated inputs back, and one more run of the candidate on each (what the
-        // recheck below compares with the oracle and the reference).
+        // The generated inputs back; after a timing that went through, one more run of the
+        // candidate on each set (what the recheck below compares with the oracle and the
+        // reference).
         let active = fresh.is_active();
-        let settled = phases.time(Phase::Recheck, || {
-            fresh.restore(&mut *self.backend).and_then(|()| {
+        let restored = phases.time(Phase::Recheck, || fresh.restore(&mut *self.backend));
+        let pairs = match (pairs, restored) {
+            (Ok(_), Err(e)) => Err(TimingFailure::Device(e)),
+            (pairs, _) => pairs,
+        };
+        let settled = match &pairs {
+            Ok(_) if active => phases.time(Phase::Recheck, || {
                 let (mut timer, sets) = self.timer();
-                if active && pairs.is_ok() {
-                    timer.settle(sets, rotation.clone(), plan)
-                } else {
-                    Ok(None)
-                }
-            })
-        });
-        match settled {
-            Ok(None) => {}
-            Ok(Some(msg)) => {
-                rec.status = Status::Incorrect;
-                rec.message = msg;
-                return;
-            }
-            Err(e) => {
-                rec.status = Status::RuntimeError;
-                rec.message = format!("while putting the generated inputs back: {e}");
-                return;
-            }
-        }
+                timer.settle(sets, rotation.clone(), plan)
+            }),
+            _ => Ok(None),
+        };
+        let pairs = match (pairs, settled) {
+            (Ok(_), Ok(Some(msg))) => Err(TimingFailure::Incorrect(msg)),
+            (Ok(_), Err(e)) => Err(TimingFailure::Device(e)),
+            (pairs, _) => pairs,
+        };
         match pairs {
             Ok(pairs) => {
                 // The checks between the timed runs are a phase of their own.

@@ -167,9 +167,10 @@ impl Timer<'_> {
         check_s: &mut f64,
     ) -> Result<(f64, f64), TimingFailure> {
         let salt = data_gen::seed::derive(self.cfg.secret_seed ^ 0x7133_D0C5, run as u64);
-        if let Some(fresh) = self.fresh {
-            fresh.apply(&mut *self.backend, s, run as u64)?;
-        }
+        let relabeled = match self.fresh {
+            Some(fresh) => fresh.apply(&mut *self.backend, s, run as u64)?,
+            None => Vec::new(),
+        };
         let needs_reference = {
             let v = Verifier {
                 backend: &mut *self.backend,
@@ -191,6 +192,18 @@ impl Timer<'_> {
                 b,
             )
         };
+        // The relabelled ids must be as written: a candidate that rewrote them (all to one row,
+        // say) would be compared with a reference run on its choice of inputs.
+        for (name, buffer, fingerprint) in relabeled {
+            if self.backend.fingerprint(&buffer)? != fingerprint {
+                let msg = format!(
+                    "timed run {run} on {}: input `{name}` was modified",
+                    sets[s].label
+                );
+                self.clear_reference(&sets[s], s, reference)?;
+                return Err(TimingFailure::Incorrect(msg));
+            }
+        }
         let started = Instant::now();
         let verdict = self.check_run(
             sets,
