@@ -358,40 +358,7 @@ impl<'a> ProblemRun<'a> {
             rec.message = msg;
             return;
         }
-        let fresh = match phases.time(Phase::Time, || self.freshener()) {
-            Ok(f) => f,
-            Err(e) => {
-                rec.status = Status::RuntimeError;
-                rec.message = format!("while preparing fresh inputs for the timing: {e}");
-                return;
-            }
-        };
-        let pairs = phases.time(Phase::Time, || {
-            let (mut timer, sets) = self.timer();
-            timer.fresh = Some(&fresh);
-            timer.pairs(sets, rotation.clone(), reference, plan)
-        });
-        // The generated inputs back; after a timing that went through, one more run of the
-        // candidate on each set (what the recheck below compares with the oracle and the
-        // reference).
-        let active = fresh.is_active();
-        let restored = phases.time(Phase::Recheck, || fresh.restore(&mut *self.backend));
-        let pairs = match (pairs, restored) {
-            (Ok(_), Err(e)) => Err(TimingFailure::Device(e)),
-            (pairs, _) => pairs,
-        };
-        let settled = match &pairs {
-            Ok(_) if active => phases.time(Phase::Recheck, || {
-                let (mut timer, sets) = self.timer();
-                timer.settle(sets, rotation.clone(), plan)
-            }),
-            _ => Ok(None),
-        };
-        let pairs = match (pairs, settled) {
-            (Ok(_), Ok(Some(msg))) => Err(TimingFailure::Incorrect(msg)),
-            (Ok(_), Err(e)) => Err(TimingFailure::Device(e)),
-            (pairs, _) => pairs,
-        };
+        let pairs = self.time_pairs(reference, plan, phases);
         match pairs {
             Ok(pairs) => {
                 // The checks between the timed runs are a phase of their own.
@@ -461,6 +428,45 @@ impl<'a> ProblemRun<'a> {
                 .speedup
                 .as_ref()
                 .is_some_and(|s| s.ci_low > self.cfg.win_threshold);
+    }
+
+    /// The interleaved pairs of `plan` against `reference` on the timed sets, on fresh ids
+    /// where the problem allows ([`fresh`]); then the generated ids back and, after a timing
+    /// that went through on fresh ids, one more run of the candidate on each set (what the
+    /// recheck compares with the oracle and the reference).
+    fn time_pairs(
+        &mut self,
+        reference: &Loaded,
+        plan: &Loaded,
+        phases: &mut PhaseTimes,
+    ) -> Result<PairTimes, TimingFailure> {
+        let rotation = self.cfg.rotation_range();
+        let fresh = phases.time(Phase::Time, || self.freshener()).map_err(|e| {
+            TimingFailure::Device(BackendError::Device(format!(
+                "while preparing fresh inputs for the timing: {e}"
+            )))
+        })?;
+        let pairs = phases.time(Phase::Time, || {
+            let (mut timer, sets) = self.timer();
+            timer.fresh = Some(&fresh);
+            timer.pairs(sets, rotation.clone(), reference, plan)
+        });
+        let active = fresh.is_active();
+        let restored = phases.time(Phase::Recheck, || fresh.restore(&mut *self.backend));
+        let pairs = match (pairs, restored) {
+            (Ok(_), Err(e)) => return Err(TimingFailure::Device(e)),
+            (pairs, _) => pairs?,
+        };
+        if active {
+            let settled = phases.time(Phase::Recheck, || {
+                let (mut timer, sets) = self.timer();
+                timer.settle(sets, rotation, plan)
+            })?;
+            if let Some(msg) = settled {
+                return Err(TimingFailure::Incorrect(msg));
+            }
+        }
+        Ok(pairs)
     }
 
     fn record_times(&self, pairs: &PairTimes, rec: &mut Record) {
