@@ -75,7 +75,7 @@ pub(super) struct DeviceSet {
     pub oracle: BTreeMap<String, OracleOutput>,
     pub work: Work,
     pub inputs: Buffers,
-    /// Fingerprints of the inputs as uploaded.
+    /// Fingerprints of the inputs and of the initial values of in-out tensors, as uploaded.
     pub fingerprints: BTreeMap<String, u64>,
     /// The bytes a correct kernel writes to each exact output and their fingerprint, so that
     /// its checks compare fingerprints on the device ([`super::verify::expected_outputs`]; set
@@ -239,6 +239,7 @@ impl DeviceSet {
                 );
                 let (buf, fp) = uploads.upload(backend, &initial.bytes)?;
                 pristine.insert(spec.name.to_string(), buf);
+                fingerprints.insert(spec.name.to_string(), fp);
                 let oracle = oracle.get(spec.name);
                 if let Some(exp) = expected_rows(problem, &spec, oracle, initial, fp) {
                     rows_checks.insert(spec.name.to_string(), exp);

@@ -691,4 +691,27 @@ mod tests {
         run.release();
         assert_eq!(backend.live_buffers(), 0, "the reference's scratch too");
     }
+
+    #[test]
+    fn an_input_or_initial_value_a_candidate_wrote_is_put_back_before_the_next() {
+        // Problem 5's in-place table starts every run from a kept initial value; a write into
+        // that copy or into an input (through any pointer) must not reach the next candidate.
+        let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
+        let mut backend = EmuBackend::new();
+        let mut run =
+            ProblemRun::prepare(&mut backend, problem, config::ci_config(1, 1), None, None)
+                .unwrap();
+        assert_eq!(run.reference_record().status, Status::Correct);
+        for (which, buffer) in [
+            ("initial value", run.sets[0].pristine["weight"]),
+            ("input", run.sets[1].inputs["indices"]),
+        ] {
+            run.backend.fill(&buffer, &[0]).unwrap();
+            let mut again = reference_candidate(problem);
+            again.name = "again".into();
+            let rec = run.evaluate(&again);
+            assert_eq!(rec.status, Status::Correct, "{which}: {}", rec.message);
+        }
+        run.release();
+    }
 }

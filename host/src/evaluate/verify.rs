@@ -594,20 +594,25 @@ impl Verifier<'_> {
         HostTensor::new(spec.dtype, shape, bytes).map_err(|e| err(e.to_string()))
     }
 
-    /// Puts back every input of `sets` whose fingerprint differs from its upload's (a shared
-    /// tensor once), from the host's copy: what a candidate wrote into an input, its own or
-    /// another set's, never reaches the next candidate. Returns how many were put back.
+    /// Puts back every input of `sets`, and every initial value of an in-out tensor, whose
+    /// fingerprint differs from its upload's (a shared tensor once), from the host's copy: what
+    /// a candidate wrote into one, its own set's or another's, never reaches the next
+    /// candidate or the reference. Returns how many were put back.
     pub fn restore_inputs(&mut self, sets: &[DeviceSet]) -> Result<usize, BackendError> {
         let mut seen = std::collections::BTreeSet::new();
         let mut restored = 0;
         for set in sets {
-            for spec in input_specs(self.problem) {
-                let buf = set.inputs[spec.name];
+            let inputs = input_specs(self.problem)
+                .into_iter()
+                .map(|spec| (spec.name, set.inputs[spec.name]));
+            let initials = set.pristine.iter().map(|(n, b)| (n.as_str(), *b));
+            let buffers: Vec<(&str, Buffer)> = inputs.chain(initials).collect();
+            for (name, buf) in buffers {
                 if !seen.insert((buf.id, buf.offset)) {
                     continue;
                 }
-                if self.backend.fingerprint(&buf)? != set.fingerprints[spec.name] {
-                    let original = &set.input.tensors.get(spec.name).expect("generated").bytes;
+                if self.backend.fingerprint(&buf)? != set.fingerprints[name] {
+                    let original = &set.input.tensors.get(name).expect("generated").bytes;
                     self.backend.upload(&buf, original)?;
                     restored += 1;
                 }
