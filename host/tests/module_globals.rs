@@ -7,7 +7,7 @@
 //! both) the trial is reported as ignored, saying why: a custom harness (libtest-mimic), so a
 //! skip shows as a skip in the test summary, never as a pass.
 use dlrm_bench::backend::cuda::{compile_cuda, nvrtc_version};
-use dlrm_bench::backend::globals::{elf_globals, make_visible, ptx_globals};
+use dlrm_bench::backend::globals::{body_globals, elf_globals, make_visible, ptx_globals};
 use dlrm_bench::candidate::{load_candidate, ModuleSource};
 use libtest_mimic::{Arguments, Trial};
 use std::collections::BTreeSet;
@@ -68,12 +68,44 @@ fn main() {
     if let Some(why) = missing {
         eprintln!("SKIPPED {name}: {why}");
     }
-    let trial = Trial::test(name, move || {
-        the_ptx_scan_and_the_cubin_name_the_same_globals(&ptxas.expect("ptxas found"));
-        Ok(())
-    })
-    .with_ignored_flag(missing.is_some());
-    libtest_mimic::run(&args, vec![trial]).exit();
+    let hidden = "a_global_declared_in_a_function_body_is_seen_by_both_readers";
+    if let Some(why) = missing {
+        eprintln!("SKIPPED {hidden}: {why}");
+    }
+    let ptxas2 = ptxas.clone();
+    let trials = vec![
+        Trial::test(name, move || {
+            the_ptx_scan_and_the_cubin_name_the_same_globals(&ptxas.expect("ptxas found"));
+            Ok(())
+        })
+        .with_ignored_flag(missing.is_some()),
+        Trial::test(hidden, move || {
+            a_global_in_a_function_body_is_seen_by_both_readers(&ptxas2.expect("ptxas found"));
+            Ok(())
+        })
+        .with_ignored_flag(missing.is_some()),
+    ];
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// The `hidden_global` exploit declares its launch counter by inline asm inside the kernel's
+/// body: the module-scope scan does not list it, the body scan does, and the cubin ptxas makes
+/// names it with a local `$__` name, which `elf_globals` refuses (the driver cannot look it up).
+fn a_global_in_a_function_body_is_seen_by_both_readers(ptxas: &Path) {
+    let dir = candidates().join("exploits/embedding_bag_sum/hidden_global");
+    let cand = load_candidate(&dir).unwrap();
+    let ModuleSource::Cuda { file, code, flags } = &cand.source else {
+        panic!("hidden_global is a CUDA C++ candidate");
+    };
+    let ptx = compile_cuda(file, code, flags, "compute_90").unwrap();
+    assert!(ptx_globals(&ptx).is_empty(), "not at module scope");
+    assert_eq!(body_globals(&ptx), vec!["g_hidden".to_string()]);
+    let scratch = std::env::temp_dir().join(format!("body-globals-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let cubin = assemble(ptxas, &make_visible(&ptx), &scratch, "hidden");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let err = elf_globals(&cubin.expect("ptxas takes a global in a body")).unwrap_err();
+    assert!(err.contains("inside a function body"), "{err}");
 }
 
 fn the_ptx_scan_and_the_cubin_name_the_same_globals(ptxas: &Path) {
@@ -102,6 +134,9 @@ fn the_ptx_scan_and_the_cubin_name_the_same_globals(ptxas: &Path) {
             .is_some_and(|a| a != "sm_90" && a != "compute_90")
         {
             continue; // sm_90a and others: ptxas is asked for sm_90 here
+        }
+        if !body_globals(&ptx).is_empty() {
+            continue; // refused before it loads: the trial below
         }
         let visible = make_visible(&ptx);
         let from_ptx: BTreeSet<String> = ptx_globals(&visible).into_iter().collect();

@@ -5,7 +5,7 @@
 //! All work goes to one non-blocking stream; timing uses CUDA events on it; the L2 flush is a
 //! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
 use super::{
-    binary, globals, ptx_params, triton, Backend, BackendError, BackendResult, Buffer,
+    binary, globals, jit, ptx_params, triton, Backend, BackendError, BackendResult, Buffer,
     CompiledLaunch, CudaFlags, DeviceInfo, Launch, ModuleId, ModuleSource,
 };
 use cudarc::driver::{result, sys, CudaContext};
@@ -187,6 +187,13 @@ fn candidate_globals(
     ptx: Option<&str>,
     binary: Option<&[u8]>,
 ) -> BackendResult<Vec<String>> {
+    let hidden = ptx.map(globals::body_globals).unwrap_or_default();
+    if !hidden.is_empty() {
+        return Err(BackendError::Refused(format!(
+            "its PTX declares the global(s) `{}` inside a function body, where the driver cannot find them by name to reset them between runs: declare them at module scope (or use [[scratch]])",
+            hidden.join("`, `")
+        )));
+    }
     let mut names: Vec<String> = ptx.map(globals::ptx_globals).unwrap_or_default();
     let Some(image) = binary else {
         return Ok(names);
@@ -543,7 +550,7 @@ impl Backend for CudaBackend {
     fn load_module(&mut self, source: &ModuleSource) -> BackendResult<ModuleId> {
         let mut triton_kernel = None;
         let driver_first = matches!(source, ModuleSource::Binary { .. });
-        let (ptx, binary) = match source {
+        let (ptx, mut binary) = match source {
             ModuleSource::Builtin => {
                 // The built-in module is loaded once and shared.
                 if let Some(i) = self.modules.iter().position(|m| m.builtin) {
@@ -582,7 +589,15 @@ impl Backend for CudaBackend {
         };
         let global_names = match source {
             ModuleSource::Builtin => Vec::new(),
-            _ => candidate_globals(source, ptx.as_deref(), binary.as_deref())?,
+            _ => {
+                // What runs is the cubin ptxas makes: its symbols are read as well as the PTX.
+                if let (None, Some(text)) = (&binary, &ptx) {
+                    binary = Some(
+                        jit::ptx_to_cubin(&nul_terminated(text)?).map_err(BackendError::Compile)?,
+                    );
+                }
+                candidate_globals(source, ptx.as_deref(), binary.as_deref())?
+            }
         };
         let image = match binary {
             Some(image) => image,

@@ -145,6 +145,39 @@ fn ptx_definitions(ptx: &str) -> Vec<PtxGlobal> {
     found
 }
 
+/// The names of `.global` variables `ptx` declares inside a function body (outside every `()`
+/// list there). ptxas takes them, but gives each a local name (`$__name__N`) the driver cannot
+/// look up, so they could not be reset between runs: the CUDA backend refuses them.
+pub fn body_globals(ptx: &str) -> Vec<String> {
+    let (text, _) = clean(ptx.as_bytes());
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let bytes = text.as_bytes();
+    let (mut braces, mut parens) = (0usize, 0usize);
+    let mut found = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'{' => braces += 1,
+            b'}' => braces = braces.saturating_sub(1),
+            b'(' => parens += 1,
+            b')' => parens = parens.saturating_sub(1),
+            b'.' if braces > 0 && parens == 0 && bytes[i..].starts_with(b".global") => {
+                let before = i == 0
+                    || bytes[i - 1].is_ascii_whitespace()
+                    || matches!(bytes[i - 1], b';' | b'{' | b'}' | b':');
+                let after = bytes
+                    .get(i + 7)
+                    .is_none_or(|&c| c.is_ascii_whitespace() || c == b'.');
+                if before && after {
+                    let end = text[i..].find(';').map_or(text.len(), |e| i + e);
+                    found.extend(declared_names(&text[i + 7..end]));
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
 /// The names of the module-scope `.global` variables `ptx` defines, in order.
 pub fn ptx_globals(ptx: &str) -> Vec<String> {
     ptx_definitions(ptx)
@@ -191,6 +224,11 @@ pub fn elf_globals(image: &[u8]) -> Result<Vec<String>, String> {
             continue;
         }
         match (sym.kind(), sym.name()) {
+            (object::SymbolKind::Data, Ok(name)) if name.starts_with("$__") => {
+                return Err(format!(
+                    "its global `{name}` was declared inside a function body, where the driver cannot find it by name to reset it between runs: declare it at module scope (or use [[scratch]])"
+                ));
+            }
             (object::SymbolKind::Data, Ok(name)) if !name.is_empty() => {
                 names.push(name.to_string());
                 *covered.entry(index.0).or_default() += sym.size();
@@ -275,6 +313,32 @@ mod tests {
         );
         assert_eq!(ptx_globals(&out), ptx_globals(PTX), "idempotent names");
         assert_eq!(make_visible(&out), out, "idempotent");
+    }
+
+    #[test]
+    fn globals_declared_in_function_bodies_are_found_and_nothing_else() {
+        assert!(body_globals(PTX).is_empty(), "module scope, parameters, ld.global");
+        let body = r#"
+.visible .entry k(.param .u64 .ptr .global .align 4 p)
+{
+	.reg .b64 %rd<3>;
+	{
+	.global .align 8 .u64 g_hidden;
+	atom.global.add.u64 %rd1, [g_hidden], 1;
+	}
+	cvta.to.global.u64 %rd2, %rd1;
+	L1: .global .u32 after_label, second;
+	// .global .u32 in_a_comment;
+	{.global/**/.b8 memo[64];}
+	call.uni (retval0), f, (param0);
+	ret;
+}
+"#;
+        assert_eq!(
+            body_globals(body),
+            vec!["g_hidden", "after_label", "second", "memo"]
+        );
+        assert!(ptx_globals(body).is_empty(), "none of them at module scope");
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod emu;
 pub mod globals;
 mod guarded;
+mod jit;
 pub mod ptx_params;
 mod source;
 pub mod triton;
