@@ -180,6 +180,10 @@ fn record_git_commit() {
         _ => "unknown".into(),
     };
     println!("cargo:rustc-env=DLRM_BENCH_GIT_COMMIT={commit}");
+    // Any edit to the sources the binary is built from reruns this, so `-dirty` is never stale.
+    for dir in ["host/src", "bench-problems/src", "data-gen/src"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
     for f in ["../.git/HEAD", "../.git/index"] {
         let p = root.join(f.trim_start_matches("../"));
         if p.exists() {
