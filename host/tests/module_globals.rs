@@ -2,7 +2,9 @@
 //! every CUDA C++ candidate of the corpus is compiled with NVRTC, its PTX made visible
 //! (`globals::make_visible`, what the CUDA backend loads), assembled for sm_90 with ptxas, and
 //! the globals the PTX scan finds must be exactly those the cubin's `.nv.global*` sections name
-//! (with every byte of those sections covered by a name). So the rewrite keeps the PTX valid,
+//! (with every byte of those sections covered by a name). A global declared inside a function body is
+//! seen by the body scan and refused from the cubin; the kernels that overwrite thread and block
+//! state between a candidate's runs assemble with every store kept. So the rewrite keeps the PTX valid,
 //! and neither reader misses what the other sees. Without libnvrtc or ptxas (`.ci/run` installs
 //! both) the trial is reported as ignored, saying why: a custom harness (libtest-mimic), so a
 //! skip shows as a skip in the test summary, never as a pass.
@@ -72,7 +74,12 @@ fn main() {
     if let Some(why) = missing {
         eprintln!("SKIPPED {hidden}: {why}");
     }
+    let scrub = "the_scrub_kernels_assemble_with_every_store_kept";
+    if let Some(why) = missing {
+        eprintln!("SKIPPED {scrub}: {why}");
+    }
     let ptxas2 = ptxas.clone();
+    let ptxas3 = ptxas.clone();
     let trials = vec![
         Trial::test(name, move || {
             the_ptx_scan_and_the_cubin_name_the_same_globals(&ptxas.expect("ptxas found"));
@@ -81,6 +88,11 @@ fn main() {
         .with_ignored_flag(missing.is_some()),
         Trial::test(hidden, move || {
             a_global_in_a_function_body_is_seen_by_both_readers(&ptxas2.expect("ptxas found"));
+            Ok(())
+        })
+        .with_ignored_flag(missing.is_some()),
+        Trial::test(scrub, move || {
+            the_scrub_kernels_assemble(&ptxas3.expect("ptxas found"));
             Ok(())
         })
         .with_ignored_flag(missing.is_some()),
@@ -113,7 +125,7 @@ fn the_ptx_scan_and_the_cubin_name_the_same_globals(ptxas: &Path) {
     std::fs::create_dir_all(&scratch).unwrap();
     let mut compared = 0;
     let mut with_globals = Vec::new();
-    for dir in ["examples", "exploits"]
+    for dir in ["examples", "exploits", "tripwires"]
         .iter()
         .flat_map(|g| candidate_dirs(g))
     {
@@ -171,4 +183,41 @@ fn the_ptx_scan_and_the_cubin_name_the_same_globals(ptxas: &Path) {
             "{needed} has module globals: {with_globals:?}"
         );
     }
+}
+
+/// The kernels that overwrite thread and block state between a candidate's executions
+/// (`backend::scrub`) assemble for sm_90, the local one keeping its whole frame (ptxas reports
+/// it as the stack frame: no store was dropped) with no more than 32 registers, so that 2048
+/// threads fit an SM and every thread slot is reached.
+fn the_scrub_kernels_assemble(ptxas: &Path) {
+    use dlrm_bench::backend::scrub::{frame_bytes, local_ptx, SHARED_PTX};
+    let scratch = std::env::temp_dir().join(format!("scrub-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let frame = frame_bytes(2500);
+    for (name, ptx) in [
+        ("local", local_ptx(frame)),
+        ("shared", SHARED_PTX.to_string()),
+    ] {
+        let input = scratch.join(format!("{name}.ptx"));
+        std::fs::write(&input, ptx).unwrap();
+        let out = std::process::Command::new(ptxas)
+            .args(["-arch=sm_90", "-v", "-o"])
+            .arg(scratch.join(format!("{name}.cubin")))
+            .arg(&input)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{name}: {log}");
+        let registers: u32 = log
+            .split("Used ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no register count in {log}"));
+        assert!(registers <= 32, "{name}: {registers} registers");
+        if name == "local" {
+            assert!(log.contains(&format!("{frame} bytes stack frame")), "{log}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
 }

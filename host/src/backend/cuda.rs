@@ -5,7 +5,7 @@
 //! All work goes to one non-blocking stream; timing uses CUDA events on it; the L2 flush is a
 //! memset of a buffer twice the L2 size plus `cuCtxResetPersistingL2Cache`.
 use super::{
-    binary, globals, jit, ptx_params, triton, Backend, BackendError, BackendResult, Buffer,
+    binary, globals, jit, ptx_params, scrub, triton, Backend, BackendError, BackendResult, Buffer,
     CompiledLaunch, CudaFlags, DeviceInfo, Launch, ModuleId, ModuleSource,
 };
 use cudarc::driver::{result, sys, CudaContext};
@@ -65,6 +65,19 @@ pub struct CudaBackend {
     /// (module, kernel) whose dynamic shared memory limit is already raised, and to what: the
     /// attribute is set once, not inside every timed launch.
     shared_opt_in: std::collections::HashMap<(usize, String), u32>,
+    /// Thread and block state a candidate could keep between executions ([`scrub`]).
+    scrub: Scrubber,
+}
+
+/// What [`scrub`] needs: the device's resident-thread capacity, the largest local frame of a
+/// candidate kernel launched so far (each kernel asked once), and the scrub kernels loaded.
+#[derive(Default)]
+struct Scrubber {
+    threads_per_sm: u32,
+    local_need: usize,
+    asked: std::collections::HashSet<(usize, String)>,
+    local: Option<(usize, sys::CUmodule, sys::CUfunction)>,
+    shared: Option<(sys::CUmodule, sys::CUfunction)>,
 }
 
 impl CudaBackend {
@@ -120,7 +133,98 @@ impl CudaBackend {
             flush: None,
             events,
             shared_opt_in: std::collections::HashMap::new(),
+            scrub: Scrubber {
+                threads_per_sm: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) as u32,
+                ..Scrubber::default()
+            },
         })
+    }
+
+    /// Loads one of [`scrub`]'s PTX modules and finds its kernel.
+    fn load_scrubber(ptx: &str, kernel: &str) -> BackendResult<(sys::CUmodule, sys::CUfunction)> {
+        let image = nul_terminated(ptx)?;
+        let handle = unsafe { result::module::load_data(image.as_ptr() as *const _) }
+            .map_err(|e| device_err("loading the thread-state scrub", e))?;
+        let name = CString::new(kernel).expect("no NUL");
+        let f = unsafe { result::module::get_function(handle, name) }
+            .map_err(|e| device_err("the thread-state scrub", e))?;
+        Ok((handle, f))
+    }
+
+    /// Overwrites every thread slot's local memory (the largest candidate frame so far plus the
+    /// stack limit) and every SM's shared memory ([`scrub`]).
+    fn scrub_thread_state(&mut self) -> BackendResult<()> {
+        let mut stack = 0usize;
+        unsafe {
+            check(
+                sys::cuCtxGetLimit(&mut stack, sys::CUlimit::CU_LIMIT_STACK_SIZE),
+                "stack limit",
+            )?
+        };
+        let frame = scrub::frame_bytes(self.scrub.local_need + stack);
+        if self.scrub.local.is_none_or(|(f, _, _)| f < frame) {
+            let (handle, f) = Self::load_scrubber(&scrub::local_ptx(frame), scrub::LOCAL_KERNEL)?;
+            if let Some((_, old, _)) = self.scrub.local.replace((frame, handle, f)) {
+                let _ = unsafe { result::module::unload(old) };
+            }
+        }
+        let sms = self.info.multiprocessors.max(1);
+        let per_sm = (self.scrub.threads_per_sm / scrub::LOCAL_BLOCK).max(1);
+        let (_, _, f) = self.scrub.local.expect("loaded above");
+        let (mut pattern, mut pick, mut sink) = (scrub::PATTERN, 0u32, 0u64);
+        let mut params: Vec<*mut std::ffi::c_void> = vec![
+            &mut pattern as *mut u32 as *mut _,
+            &mut pick as *mut u32 as *mut _,
+            &mut sink as *mut u64 as *mut _,
+        ];
+        let grid = (2 * sms * per_sm, 1, 1);
+        unsafe {
+            result::launch_kernel(
+                f,
+                grid,
+                (scrub::LOCAL_BLOCK, 1, 1),
+                0,
+                self.stream,
+                &mut params,
+            )
+        }
+        .map_err(|e| device_err("local memory scrub", e))?;
+        self.scrub_shared(sms)
+    }
+
+    /// The shared-memory half of [`Self::scrub_thread_state`]: two blocks per SM, each taking
+    /// all the dynamic shared memory a block may have.
+    fn scrub_shared(&mut self, sms: u32) -> BackendResult<()> {
+        let bytes = self.info.max_shared_bytes_per_block;
+        if self.scrub.shared.is_none() {
+            let (handle, f) = Self::load_scrubber(scrub::SHARED_PTX, scrub::SHARED_KERNEL)?;
+            let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            unsafe {
+                check(
+                    sys::cuFuncSetAttribute(f, attr, bytes as i32),
+                    "shared memory scrub size",
+                )?
+            };
+            self.scrub.shared = Some((handle, f));
+        }
+        let (_, f) = self.scrub.shared.expect("loaded above");
+        let (mut pattern, mut words) = (scrub::PATTERN, (bytes / 4) as u32);
+        let mut params: Vec<*mut std::ffi::c_void> = vec![
+            &mut pattern as *mut u32 as *mut _,
+            &mut words as *mut u32 as *mut _,
+        ];
+        let block = (scrub::SHARED_BLOCK, 1, 1);
+        unsafe {
+            result::launch_kernel(
+                f,
+                (2 * sms, 1, 1),
+                block,
+                bytes as u32,
+                self.stream,
+                &mut params,
+            )
+        }
+        .map_err(|e| device_err("shared memory scrub", e))
     }
 
     fn ptr(&self, b: &Buffer) -> BackendResult<sys::CUdeviceptr> {
@@ -699,6 +803,17 @@ impl Backend for CudaBackend {
             .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
         let f = unsafe { result::module::get_function(m.handle, name) }
             .map_err(|e| BackendError::BadLaunch(format!("no kernel `{}`: {e}", launch.kernel)))?;
+        if !m.builtin && self.scrub.asked.insert((module.0, launch.kernel.clone())) {
+            let mut local = 0i32;
+            let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES;
+            unsafe {
+                check(
+                    sys::cuFuncGetAttribute(&mut local, attr, f),
+                    "local frame size",
+                )?
+            };
+            self.scrub.local_need = self.scrub.local_need.max(local.max(0) as usize);
+        }
         // Static plus dynamic shared memory past 48 KB needs the opt-in attribute (a kernel
         // with 35 KB of static arrays fails a 36 KB dynamic launch without it).
         let key = (module.0, launch.kernel.clone());
@@ -740,6 +855,10 @@ impl Backend for CudaBackend {
     fn synchronize(&mut self) -> BackendResult<()> {
         unsafe { result::stream::synchronize(self.stream) }
             .map_err(|e| device_err("synchronize", e))
+    }
+
+    fn clear_thread_state(&mut self) -> BackendResult<()> {
+        self.scrub_thread_state()
     }
 
     fn flush_l2(&mut self) -> BackendResult<()> {

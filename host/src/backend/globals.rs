@@ -317,7 +317,10 @@ mod tests {
 
     #[test]
     fn globals_declared_in_function_bodies_are_found_and_nothing_else() {
-        assert!(body_globals(PTX).is_empty(), "module scope, parameters, ld.global");
+        assert!(
+            body_globals(PTX).is_empty(),
+            "module scope, parameters, ld.global"
+        );
         let body = r#"
 .visible .entry k(.param .u64 .ptr .global .align 4 p)
 {

@@ -8,6 +8,7 @@ pub mod globals;
 mod guarded;
 mod jit;
 pub mod ptx_params;
+pub mod scrub;
 mod source;
 pub mod triton;
 
@@ -349,6 +350,13 @@ pub trait Backend {
     /// Waits for all queued work; reports any asynchronous fault.
     fn synchronize(&mut self) -> BackendResult<()>;
     /// Evicts the L2 (writes a buffer twice its size) and resets persisting lines.
+    /// Overwrites the device memory a kernel's threads and blocks could find again at their
+    /// next launch (local frames, shared memory): run before every execution of a candidate,
+    /// outside the timed window. Nothing to do where none outlives a launch (the emulator).
+    fn clear_thread_state(&mut self) -> BackendResult<()> {
+        Ok(())
+    }
+
     fn flush_l2(&mut self) -> BackendResult<()>;
     /// Marks the start of a timed region (stream-ordered).
     fn timer_start(&mut self) -> BackendResult<()>;

@@ -76,7 +76,8 @@ impl PairTimes {
 impl Timer<'_> {
     /// One timed run of `plan` on set `i`, writing `side`'s outputs: the reference's in-out
     /// tensors restored first (its other outputs keep what they hold); the candidate's outputs
-    /// filled with the canary of `salt` and all its scratch with a byte of it. The reference's
+    /// filled with the canary of `salt` and all its scratch with a byte of it, and the local and
+    /// shared memory its threads could find again overwritten. The reference's
     /// outputs and scratch are zeroed after it unless `keep_reference`.
     fn time_once(
         &mut self,
@@ -98,6 +99,7 @@ impl Timer<'_> {
                 set.reset_outputs(&mut *self.backend, self.problem, side, fill)?;
                 plan.fill_scratch(&mut *self.backend, salt.to_le_bytes()[3] | 1)?;
                 set.clear_slack(&mut *self.backend, side)?;
+                self.backend.clear_thread_state()?;
             }
         }
         if !self.cfg.warm_l2 {

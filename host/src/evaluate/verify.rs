@@ -279,6 +279,9 @@ impl Verifier<'_> {
         set.reset_outputs(&mut *self.backend, self.problem, side, OutputFill::Poison)?;
         plan.fill_scratch(&mut *self.backend, SCRATCH_POISON)?;
         set.clear_slack(&mut *self.backend, side)?;
+        if side == Side::Candidate {
+            self.backend.clear_thread_state()?;
+        }
         {
             let _running = CandidateRun::start(side == Side::Candidate);
             plan.run(&mut *self.backend, i)?;
