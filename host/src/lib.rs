@@ -29,6 +29,7 @@ pub mod prompt;
 pub mod ptx;
 pub mod ptxas;
 pub mod record;
+pub mod results;
 pub mod report;
 pub mod report_html;
 pub mod report_plots;

@@ -245,7 +245,7 @@ impl Record {
 }
 
 /// Device ceilings measured at the start of a run.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ceilings {
     /// Device-to-device copy, bytes read + written per second.
     pub hbm_bytes_per_s: f64,

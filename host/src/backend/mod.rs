@@ -15,7 +15,7 @@ pub mod triton;
 use bench_problems::check::poison_pattern;
 use data_gen::DType;
 use gpu_kernels::kernels::compare::{self, FloatAcc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 pub use source::{CudaFlags, ModuleSource};
 
 /// A device buffer: bytes `offset..offset + bytes` of allocation `id` (a whole allocation has
@@ -66,7 +66,7 @@ pub struct CompiledLaunch {
 }
 
 /// What the device is.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceInfo {
     /// `cuda` or `cpu-emulator`.
     pub kind: String,

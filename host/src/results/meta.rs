@@ -1,0 +1,193 @@
+//! `run.json`, typed: what a run was (its identity, device, configuration, seeds and problems)
+//! and, once it ends, what it measured (metrics, phases, projection). Every reader and writer
+//! goes through [`RunMeta`]; fields a reader does not know are kept as they were
+//! ([`RunMeta::extra`]), so a set written by another version loads and is written back whole.
+//! Parts whose shape changed over the project's history (the configuration, the options, the
+//! metrics) stay JSON values here and are typed where they are used.
+use crate::backend::DeviceInfo;
+use crate::record::Ceilings;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The format this build writes; sets without the field are format 1.
+pub const FORMAT: u32 = 2;
+
+fn format_1() -> u32 {
+    1
+}
+
+fn is_format_1(v: &u32) -> bool {
+    *v == 1
+}
+
+/// The secret seed as `run.json` holds it: the number once published, else a sentence saying
+/// where it is (`run_dir::SECRET_HIDDEN`, `shard::SECRET_WITH_MERGE`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SecretSeed {
+    Published(u64),
+    Withheld(String),
+}
+
+impl SecretSeed {
+    /// The seed, when published.
+    pub fn published(&self) -> Option<u64> {
+        match self {
+            SecretSeed::Published(s) => Some(*s),
+            SecretSeed::Withheld(_) => None,
+        }
+    }
+}
+
+/// Which part of a sharded run a set holds (`run --shard i/n`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShardMeta {
+    pub index: usize,
+    pub count: usize,
+    pub items: usize,
+    pub first_item: usize,
+    pub end_item: usize,
+}
+
+/// One result set's `run.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    #[serde(default = "format_1", skip_serializing_if = "is_format_1")]
+    pub format: u32,
+    pub run_id: String,
+    pub started: String,
+    /// `None` (null) while the run goes on.
+    pub finished: Option<String>,
+    pub command: String,
+    pub git_commit: String,
+    /// The backend and why it was chosen, as printed.
+    pub backend: String,
+    pub device: DeviceInfo,
+    pub timings_are_gpu_timings: bool,
+    /// `None` (null) on the emulator.
+    pub ceilings: Option<Ceilings>,
+    /// The evaluation configuration (`evaluate::EvalConfig`).
+    pub config: Value,
+    pub public_seeds: Vec<u64>,
+    pub secret_seed: SecretSeed,
+    pub peer_files: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<usize>>,
+    /// The run's options (`runner::RunOptions`), from which a resume rebuilds them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Value>,
+    /// Each problem's name, number, sizes and recipe.
+    pub problems: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardMeta>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_seed_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_stats: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<Value>,
+    /// A merge of shards: the whole run is there, and which shards it was made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_shards: Option<Vec<Value>>,
+    /// Fields this build does not know, kept as read.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl RunMeta {
+    /// The `run.json` of the set in `dir`; the error names the file and, for a field that does
+    /// not parse, the field.
+    pub fn load(dir: &Path) -> anyhow::Result<RunMeta> {
+        let path = dir.join("run.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        Self::parse(&text).with_context(|| format!("{}", path.display()))
+    }
+
+    /// `run.json`'s text, typed.
+    pub fn parse(text: &str) -> anyhow::Result<RunMeta> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| match e.path().to_string().as_str() {
+            "." => anyhow::anyhow!("{}", e.inner()),
+            path => anyhow::anyhow!("field `{path}`: {}", e.inner()),
+        })
+    }
+
+    /// The `run.json` of the set beside `path` (a set's directory or its `results.jsonl`),
+    /// when there is a readable one.
+    pub fn beside(path: &Path) -> Option<RunMeta> {
+        let dir = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(Path::new("."))
+        };
+        Self::load(dir).ok()
+    }
+
+    /// Writes it as `dir/run.json`, atomically, keys in order as every set has them.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        crate::run_dir::write_json(&dir.join("run.json"), &serde_json::to_value(self)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every committed set's `run.json` loads, and written back it is the same JSON: nothing a
+    /// reader did not know is lost.
+    #[test]
+    fn every_committed_run_json_loads_and_round_trips() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+        let mut seen = 0;
+        let mut dirs = vec![root];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.file_name().is_some_and(|n| n == "run.json") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let meta = RunMeta::parse(&text)
+                        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                    let original: Value = serde_json::from_str(&text).unwrap();
+                    assert_eq!(
+                        serde_json::to_value(&meta).unwrap(),
+                        original,
+                        "{}",
+                        path.display()
+                    );
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 45, "only {seen} committed sets");
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../results/20261204T213806Z-gpu-full/run.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(root).unwrap()).unwrap();
+        v["device"]["multiprocessors"] = serde_json::json!("many");
+        let err = RunMeta::parse(&v.to_string()).unwrap_err().to_string();
+        assert!(err.contains("field `device.multiprocessors`"), "{err}");
+        let mut v2 = v.clone();
+        v2["device"]["multiprocessors"] = serde_json::json!(132);
+        v2["unknown_later_field"] = serde_json::json!({"kept": [1, 2]});
+        let meta = RunMeta::parse(&v2.to_string()).unwrap();
+        assert_eq!(serde_json::to_value(&meta).unwrap(), v2, "unknown fields kept");
+        assert_eq!(meta.format, 1, "a set without `format` is format 1");
+    }
+}
