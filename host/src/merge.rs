@@ -15,7 +15,7 @@
 //! it (`--secret-seed-file` or `DLRM_BENCH_SECRET_SEED`) and it matches the shards' digest.
 use crate::metrics::{Basis, Summary};
 use crate::record::{read_records, Record};
-use crate::run_dir::write_json;
+use crate::results::{RunMeta, SecretSeed};
 use crate::shard::{secret_digest, Shard};
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 /// One shard's result set, read.
 struct ShardSet {
     dir: PathBuf,
-    run: Value,
+    run: RunMeta,
+    /// `run` as JSON, for the comparisons by field path.
+    view: Value,
     shard: Shard,
     records: Vec<Record>,
 }
@@ -48,17 +50,20 @@ fn field<'a>(v: &'a Value, path: &str) -> &'a Value {
 
 fn read_shard(dir: &Path) -> anyhow::Result<ShardSet> {
     let file = dir.join("run.json");
-    let text = std::fs::read_to_string(&file)
-        .with_context(|| format!("{}: not a result set (no readable run.json)", dir.display()))?;
-    let run: Value = serde_json::from_str(&text).with_context(|| format!("{}", file.display()))?;
-    let shard: Shard = serde_json::from_value(run["shard"].clone()).map_err(|_| {
+    anyhow::ensure!(
+        file.is_file(),
+        "{}: not a result set (no readable run.json)",
+        dir.display()
+    );
+    let run = RunMeta::load(dir)?;
+    let shard = run.shard.as_ref().map(shard_of).ok_or_else(|| {
         anyhow::anyhow!(
             "{}: field `shard`: missing or not {{index, count}}: not a shard of `run --shard i/n`",
             file.display()
         )
     })?;
     anyhow::ensure!(
-        run["finished"].is_string(),
+        run.finished.is_some(),
         "{}: field `finished` is null: shard {shard} did not finish (finish it with `run \
          --resume {}`)",
         file.display(),
@@ -69,30 +74,43 @@ fn read_shard(dir: &Path) -> anyhow::Result<ShardSet> {
     Ok(ShardSet {
         dir: dir.to_path_buf(),
         records: read_records(&results),
+        view: serde_json::to_value(&run)?,
         run,
         shard,
     })
+}
+
+fn shard_of(meta: &crate::results::ShardMeta) -> Shard {
+    Shard {
+        index: meta.index,
+        count: meta.count,
+    }
 }
 
 /// The shard a result set's `run.json` says it is, with what identifies its run: the fields
 /// every shard of one run has alike ([`SAME`], the problems' names, the configuration) as one
 /// value, equal for the shards of one run and only for them (as [`check`] compares them).
 /// `None` when the set is not a shard of `run --shard i/n` (a whole run, or a merged one).
-pub(crate) fn shard_of_run(run: &Value) -> Option<(Value, Shard)> {
-    let shard: Shard = serde_json::from_value(run["shard"].clone()).ok()?;
+pub(crate) fn shard_of_run(run: &RunMeta) -> Option<(Value, Shard)> {
+    let shard = shard_of(run.shard.as_ref()?);
+    let view = serde_json::to_value(run).ok()?;
     let mut key = serde_json::Map::new();
     for path in SAME {
-        key.insert(path.to_string(), field(run, path).clone());
+        key.insert(path.to_string(), field(&view, path).clone());
     }
-    let names: Vec<Value> = run["problems"]
+    key.insert("problems".into(), json!(problem_names(&view)));
+    key.insert("config".into(), run.config.clone());
+    Some((Value::Object(key), shard))
+}
+
+/// The problems' names in a `run.json`.
+fn problem_names(run: &Value) -> Vec<Value> {
+    run["problems"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|p| p["name"].clone())
-        .collect();
-    key.insert("problems".into(), json!(names));
-    key.insert("config".into(), run["config"].clone());
-    Some((Value::Object(key), shard))
+        .collect()
 }
 
 /// Refuses `sets` unless they are the shards of one run, each once, all there.
@@ -102,21 +120,19 @@ fn check(sets: &[ShardSet]) -> anyhow::Result<()> {
     for s in &sets[1..] {
         let mut paths: Vec<String> = SAME.iter().map(|p| p.to_string()).collect();
         paths.push("problems".into());
-        let keys = first.run["config"].as_object().into_iter().flatten();
+        let keys = first.run.config.as_object().into_iter().flatten();
         paths.extend(keys.map(|(k, _)| format!("config.{k}")));
         for path in &paths {
             let (a, b) = if path == "problems" {
-                let names = |v: &Value| -> Vec<Value> {
-                    v["problems"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|p| p["name"].clone())
-                        .collect()
-                };
-                (json!(names(&first.run)), json!(names(&s.run)))
+                (
+                    json!(problem_names(&first.view)),
+                    json!(problem_names(&s.view)),
+                )
             } else {
-                (field(&first.run, path).clone(), field(&s.run, path).clone())
+                (
+                    field(&first.view, path).clone(),
+                    field(&s.view, path).clone(),
+                )
             };
             anyhow::ensure!(
                 a == b,
@@ -211,64 +227,27 @@ pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Resul
             out.display()
         );
     }
-    let digest = sets[0].run["secret_seed_sha256"].as_str().unwrap_or("");
+    let digest = sets[0].run.secret_seed_sha256.as_deref().unwrap_or("");
     let published = match secret {
-        Some(seed) if secret_digest(seed) == digest => json!(seed),
+        Some(seed) if secret_digest(seed) == digest => SecretSeed::Published(seed),
         Some(_) => anyhow::bail!(
             "the secret seed given to the merge is not the shards' (field `secret_seed_sha256` \
              of {}/run.json differs from its digest)",
             sets[0].dir.display()
         ),
-        None => json!(
+        None => SecretSeed::Withheld(
             "(not published: give the merge the shards' secret seed with --secret-seed-file or \
              DLRM_BENCH_SECRET_SEED)"
+                .into(),
         ),
     };
     let records = merge_records(sets.iter().map(|s| (s.dir.as_path(), s.records.as_slice())))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-
-    let mut run = sets[0].run.clone();
-    let basis: Basis = serde_json::from_value(run["options"]["basis"].clone()).unwrap_or_default();
-    let problems = run["problems"].as_array().map_or(0, Vec::len);
-    let metrics = Summary::new(&records, problems, basis);
     let run_id = out
         .file_name()
         .map_or("merged".into(), |s| s.to_string_lossy().into_owned());
-    let text = |s: &ShardSet, k: &str| s.run[k].as_str().unwrap_or("").to_string();
-    run["run_id"] = json!(run_id);
-    run["command"] = json!(std::env::args().collect::<Vec<_>>().join(" "));
-    run["started"] = json!(sets.iter().map(|s| text(s, "started")).min());
-    run["finished"] = json!(sets.iter().map(|s| text(s, "finished")).max());
-    run["secret_seed"] = published;
-    run["complete"] = json!(true);
-    run["merged_shards"] = sets
-        .iter()
-        .map(|s| {
-            json!({
-                "shard": s.shard.to_string(), "dir": s.dir, "run_id": s.run["run_id"],
-                "started": s.run["started"], "finished": s.run["finished"],
-                "wall_s": s.run["wall_s"], "backend": s.run["backend"],
-                "ceilings": s.run["ceilings"], "devices": s.run["devices"],
-                "records": s.records.len(),
-            })
-        })
-        .collect();
-    // The merged set is the whole run: no shard of it.
-    run["options"]["shard"] = Value::Null;
-    for k in ["shard", "wall_s", "projection"] {
-        if let Some(o) = run.as_object_mut() {
-            o.remove(k);
-        }
-    }
-    run["metrics"] = serde_json::to_value(&metrics)?;
-    run["input_stats"] = records
-        .iter()
-        .filter(|r| r.is_reference())
-        .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
-        .collect::<serde_json::Map<_, _>>()
-        .into();
-    run["phases"] = crate::runner::phase_table(&records);
-    write_json(&out.join("run.json"), &run)?;
+    let (run, metrics) = merged_meta(&sets, &records, run_id.clone(), published)?;
+    run.write(out)?;
     let mut log = crate::record::RecordLog::open(out)?;
     for r in &records {
         log.append(r)?;
@@ -277,14 +256,14 @@ pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Resul
         "# DLRM-Bench run {run_id} (merged from {} shards)\n\ndevice: {} ({}), commit: {}\n\
          shards: {}{}",
         sets.len(),
-        run["device"]["name"].as_str().unwrap_or("?"),
-        run["device"]["kind"].as_str().unwrap_or("?"),
-        run["git_commit"].as_str().unwrap_or("?"),
+        run.device.name,
+        run.device.kind,
+        run.git_commit,
         dirs.iter()
             .map(|d| d.display().to_string())
             .collect::<Vec<_>>()
             .join(", "),
-        if run["timings_are_gpu_timings"] == json!(false) {
+        if !run.timings_are_gpu_timings {
             "\n\n**CPU emulator: correctness is real, timings are NOT GPU timings.**"
         } else {
             ""
@@ -300,6 +279,53 @@ pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Resul
     );
     println!("merged {} shards into {}", sets.len(), out.display());
     Ok(records)
+}
+
+/// The merged set's `run.json` (the first shard's, made the whole run's) and its metrics.
+fn merged_meta(
+    sets: &[ShardSet],
+    records: &[Record],
+    run_id: String,
+    published: SecretSeed,
+) -> anyhow::Result<(RunMeta, Summary)> {
+    let mut run = sets[0].run.clone();
+    let options = run.options.clone().unwrap_or_default();
+    let basis: Basis = serde_json::from_value(options["basis"].clone()).unwrap_or_default();
+    let metrics = Summary::new(records, run.problems.len(), basis);
+    run.run_id = run_id;
+    run.command = std::env::args().collect::<Vec<_>>().join(" ");
+    run.started = sets
+        .iter()
+        .map(|s| s.run.started.clone())
+        .min()
+        .unwrap_or_default();
+    run.finished = sets.iter().filter_map(|s| s.run.finished.clone()).max();
+    run.secret_seed = published;
+    run.complete = Some(true);
+    run.merged_shards = Some(
+        sets.iter()
+            .map(|s| {
+                json!({
+                    "shard": s.shard.to_string(), "dir": s.dir, "run_id": s.run.run_id,
+                    "started": s.run.started, "finished": s.run.finished,
+                    "wall_s": s.run.wall_s, "backend": s.run.backend,
+                    "ceilings": s.run.ceilings, "devices": s.run.devices,
+                    "records": s.records.len(),
+                })
+            })
+            .collect(),
+    );
+    // The merged set is the whole run: no shard of it.
+    if let Some(o) = run.options.as_mut() {
+        o["shard"] = Value::Null;
+    }
+    run.shard = None;
+    run.wall_s = None;
+    run.projection = None;
+    run.metrics = Some(serde_json::to_value(&metrics)?);
+    run.input_stats = Some(crate::runner::input_stats(records));
+    run.phases = Some(crate::runner::phase_table(records));
+    Ok((run, metrics))
 }
 
 #[cfg(test)]
@@ -318,18 +344,13 @@ mod tests {
     fn shard(root: &Path, index: usize, count: usize, edit: impl Fn(&mut Value)) -> PathBuf {
         let dir = root.join(format!("s{index}-{}", rand::random::<u32>()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut run = json!({
-            "run_id": "r", "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:01:00Z",
-            "git_commit": "abc", "public_seeds": [1, 2], "secret_seed_sha256": secret_digest(7),
-            "secret_seed": crate::shard::SECRET_WITH_MERGE, "timings_are_gpu_timings": false,
-            "device": {"kind": "cpu-emulator", "name": "emu"},
-            "shard": {"index": index, "count": count, "items": 4},
-            "config": {"preset": "ci", "seed": 2026, "public_sets": 3},
-            "problems": [{"name": "embedding_bag_sum"}],
-            "options": {"basis": "reference"},
-        });
+        let mut run = crate::results::meta::sample_run_json();
+        run["secret_seed"] = json!(crate::shard::SECRET_WITH_MERGE);
+        run["secret_seed_sha256"] = json!(secret_digest(7));
+        run["shard"] = json!({"index": index, "count": count, "items": 4,
+            "first_item": 2 * index, "end_item": 2 * index + 2});
         edit(&mut run);
-        write_json(&dir.join("run.json"), &run).unwrap();
+        crate::run_dir::write_json(&dir.join("run.json"), &run).unwrap();
         let mut log = RecordLog::open(&dir).unwrap();
         let mut r = Record::new("embedding_bag_sum", "reference", "reference", "reference");
         r.status = Status::Correct;

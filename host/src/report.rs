@@ -8,6 +8,7 @@ use crate::metrics::{
     loses_to_compile, with_reference_peers, Basis, GroupMetrics, Summary, FAST_P,
 };
 use crate::record::{read_records, Record, RecordLog, Status};
+use crate::results::RunMeta;
 use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::collections::BTreeSet;
@@ -42,9 +43,8 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
         let found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
-        let shard = std::fs::read_to_string(dir.join("run.json"))
+        let shard = RunMeta::load(dir)
             .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|run| crate::merge::shard_of_run(&run));
         let Some((run, shard)) = shard else {
             runs.push((None, 1, vec![(0, dir.to_path_buf(), found)]));
@@ -108,18 +108,7 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
 pub fn emulator_sets(paths: &[PathBuf]) -> Vec<PathBuf> {
     paths
         .iter()
-        .filter(|path| {
-            let dir = if path.is_dir() {
-                path.as_path()
-            } else {
-                path.parent().unwrap_or(Path::new("."))
-            };
-            std::fs::read_to_string(dir.join("run.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .and_then(|v| v["timings_are_gpu_timings"].as_bool())
-                == Some(false)
-        })
+        .filter(|path| RunMeta::beside(path).is_some_and(|run| !run.timings_are_gpu_timings))
         .cloned()
         .collect()
 }
@@ -1729,17 +1718,14 @@ mod tests {
         let shard = |name: &str, secret: u64, index: usize, recs: Vec<Record>| {
             let d = dir.join(name);
             write_set(&d, &recs);
-            let run = serde_json::json!({
-                "run_id": name, "started": "2026-01-01T00:00:00Z",
-                "finished": "2026-01-01T00:01:00Z", "options": {"basis": "reference"},
-                "git_commit": "abc", "public_seeds": [1, 2],
-                "secret_seed_sha256": crate::shard::secret_digest(secret),
-                "timings_are_gpu_timings": false,
-                "device": {"kind": "cpu-emulator", "name": "emu"},
-                "shard": {"index": index, "count": 2, "items": 7},
-                "config": {"preset": "ci", "seed": 2026},
-                "problems": [{"name": "embedding_bag_sum"}, {"name": "kjt_permute"}],
-            });
+            let mut run = crate::results::meta::sample_run_json();
+            run["run_id"] = serde_json::json!(name);
+            run["secret_seed"] = serde_json::json!(crate::shard::SECRET_WITH_MERGE);
+            run["secret_seed_sha256"] = serde_json::json!(crate::shard::secret_digest(secret));
+            run["shard"] = serde_json::json!({"index": index, "count": 2, "items": 7,
+                "first_item": 0, "end_item": 7});
+            run["problems"] =
+                serde_json::json!([{"name": "embedding_bag_sum"}, {"name": "kjt_permute"}]);
             crate::run_dir::write_json(&d.join("run.json"), &run).unwrap();
             d
         };

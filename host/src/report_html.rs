@@ -16,6 +16,7 @@ use crate::projection::{Projection, Workload};
 use crate::record::{Ceilings, Record, Status};
 use crate::report::{self, pool_runs};
 use crate::report_plots::{self as plots, Plot};
+use crate::results::{RunMeta, SecretSeed};
 use anyhow::Context;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -51,30 +52,21 @@ pub fn escape(text: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct Source {
     pub path: PathBuf,
-    pub run: Option<Value>,
+    pub run: Option<RunMeta>,
 }
 
 impl Source {
     /// The set at `path` (a directory or its `results.jsonl`), with its `run.json`.
     pub fn read(path: &Path) -> Source {
-        let dir = if path.is_dir() {
-            path
-        } else {
-            path.parent().unwrap_or(Path::new("."))
-        };
-        let run = std::fs::read_to_string(dir.join("run.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
         Source {
             path: path.to_path_buf(),
-            run,
+            run: RunMeta::beside(path),
         }
     }
 
     /// The measured ceilings of its `run.json`, when there are any.
     pub fn ceilings(&self) -> Option<Ceilings> {
-        let c: Ceilings =
-            serde_json::from_value(self.run.as_ref()?.get("ceilings")?.clone()).ok()?;
+        let c = self.run.as_ref()?.ceilings?;
         (c.hbm_bytes_per_s > 0.0 || c.l2_bytes_per_s > 0.0).then_some(c)
     }
 }
@@ -129,9 +121,7 @@ pub fn write_run_report(
     let run_id = source
         .run
         .as_ref()
-        .and_then(|r| r["run_id"].as_str())
-        .unwrap_or("run")
-        .to_string();
+        .map_or("run".to_string(), |r| r.run_id.clone());
     let page = build(&PageData {
         title: format!("DLRM-Bench run {run_id}"),
         sources: vec![source],
@@ -333,88 +323,75 @@ fn run_section(h: &mut String, sources: &[Source]) {
             h.push_str("<p class=\"note\">No readable run.json beside it.</p>\n");
             continue;
         };
-        if r["timings_are_gpu_timings"].as_bool() == Some(false) {
+        if !r.timings_are_gpu_timings {
             h.push_str(
                 "<p class=\"warn\">This set ran on the CPU emulator: its timings are NOT GPU \
                  timings.</p>\n",
             );
         }
-        let dev = &r["device"];
-        let gb = |v: &Value| v.as_f64().map(|x| format!("{:.1} GB", x / 1e9));
-        let mib = |v: &Value| v.as_f64().map(|x| format!("{:.0} MiB", x / 1048576.0));
-        let cc = dev["compute_capability"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join(".")
-            })
-            .unwrap_or_default();
-        let c = &r["ceilings"];
-        let rate = |k: &str, scale: f64, unit: &str| {
-            c[k].as_f64()
-                .map(|x| format!("{:.0} {unit}", x / scale))
-                .unwrap_or_else(|| "not measured".into())
-        };
-        let seeds = r["public_seeds"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_else(|| "–".into());
-        let text = |v: &Value| match v {
-            Value::Null => "–".to_string(),
-            Value::String(s) => s.clone(),
-            v => v.to_string(),
-        };
-        let items: Vec<(&str, String)> = vec![
-            ("run id", text(&r["run_id"])),
-            (
-                "device",
-                format!(
-                    "{} (compute capability {cc}, {} SMs, {} memory, {} L2; {})",
-                    text(&dev["name"]),
-                    text(&dev["multiprocessors"]),
-                    gb(&dev["memory_bytes"]).unwrap_or_default(),
-                    mib(&dev["l2_bytes"]).unwrap_or_default(),
-                    text(&dev["driver"])
-                ),
-            ),
-            ("backend", text(&r["backend"])),
-            (
-                "ceilings (measured)",
-                format!(
-                    "HBM copy {}, L2 read {}, fp32 {}",
-                    rate("hbm_bytes_per_s", 1e9, "GB/s"),
-                    rate("l2_bytes_per_s", 1e9, "GB/s"),
-                    rate("fp32_flops_per_s", 1e9, "GFLOP/s")
-                ),
-            ),
-            ("commit", text(&r["git_commit"])),
-            ("public seeds", seeds),
-            ("secret seed", text(&r["secret_seed"])),
-            ("command", text(&r["command"])),
-            (
-                "started / finished",
-                format!("{} / {}", text(&r["started"]), text(&r["finished"])),
-            ),
-            (
-                "wall time",
-                r["wall_s"]
-                    .as_f64()
-                    .map_or("–".into(), |s| format!("{s:.0} s")),
-            ),
-        ];
+        let items = run_items(r);
         h.push_str("<dl class=\"kv\">");
         for (k, v) in items {
             let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
         }
         h.push_str("</dl>\n");
     }
+}
+
+/// The facts of one `run.json` the page lists, as (label, text).
+fn run_items(r: &RunMeta) -> Vec<(&'static str, String)> {
+    let dev = &r.device;
+    let text = |v: Option<&str>| v.map_or("–".to_string(), str::to_string);
+    let cc = dev
+        .compute_capability
+        .map(|(a, b)| format!("{a}.{b}"))
+        .unwrap_or_default();
+    let rate = |v: Option<f64>, unit: &str| {
+        v.map(|x| format!("{:.0} {unit}", x / 1e9))
+            .unwrap_or_else(|| "not measured".into())
+    };
+    let c = r.ceilings.as_ref();
+    let seeds: Vec<String> = r.public_seeds.iter().map(u64::to_string).collect();
+    let secret = match &r.secret_seed {
+        SecretSeed::Published(s) => s.to_string(),
+        SecretSeed::Withheld(s) => s.clone(),
+    };
+    vec![
+        ("run id", r.run_id.clone()),
+        (
+            "device",
+            format!(
+                "{} (compute capability {cc}, {} SMs, {:.1} GB memory, {:.0} MiB L2; {})",
+                dev.name,
+                dev.multiprocessors,
+                dev.memory_bytes as f64 / 1e9,
+                dev.l2_bytes as f64 / 1048576.0,
+                text(dev.driver.as_deref())
+            ),
+        ),
+        ("backend", r.backend.clone()),
+        (
+            "ceilings (measured)",
+            format!(
+                "HBM copy {}, L2 read {}, fp32 {}",
+                rate(c.map(|c| c.hbm_bytes_per_s), "GB/s"),
+                rate(c.map(|c| c.l2_bytes_per_s), "GB/s"),
+                rate(c.map(|c| c.fp32_flops_per_s), "GFLOP/s")
+            ),
+        ),
+        ("commit", r.git_commit.clone()),
+        ("public seeds", seeds.join(", ")),
+        ("secret seed", secret),
+        ("command", r.command.clone()),
+        (
+            "started / finished",
+            format!("{} / {}", r.started, text(r.finished.as_deref())),
+        ),
+        (
+            "wall time",
+            r.wall_s.map_or("–".into(), |s| format!("{s:.0} s")),
+        ),
+    ]
 }
 
 fn speedup_section(h: &mut String, records: &[Record], plot: &Plot) {

@@ -9,6 +9,7 @@
 //! the run had ended) before it rewrites `run.json`, so a resume killed at any point leaves the
 //! seed in one of the two.
 use crate::backend::DeviceInfo;
+use crate::results::{RunMeta, SecretSeed};
 use anyhow::Context;
 use bench_problems::Preset;
 use std::path::{Path, PathBuf};
@@ -77,13 +78,13 @@ pub fn store_secret(dir: &Path, seed: u64) -> anyhow::Result<()> {
     write_atomically(&dir.join(SECRET_FILE), seed.to_string().as_bytes())
 }
 
-/// The secret seed of the run in `dir` whose `run.json` is `run_json`: from [`SECRET_FILE`],
-/// else from `run.json` (a run that ended). Either way it is (re)stored in [`SECRET_FILE`]
+/// The secret seed of the run in `dir` whose `run.json` says `in_run_json`: from
+/// [`SECRET_FILE`], else from `run.json` (a run that ended). Either way it is (re)stored in [`SECRET_FILE`]
 /// before returning, so the caller may rewrite `run.json` without losing it. Also says
 /// whether `run.json` had published it.
-pub fn resume_secret(dir: &Path, run_json: &serde_json::Value) -> anyhow::Result<(u64, bool)> {
+pub fn resume_secret(dir: &Path, in_run_json: &SecretSeed) -> anyhow::Result<(u64, bool)> {
     let file = dir.join(SECRET_FILE);
-    let published = run_json["secret_seed"].as_u64();
+    let published = in_run_json.published();
     let seed = match std::fs::read_to_string(&file) {
         Ok(s) => s
             .trim()
@@ -106,27 +107,16 @@ pub fn resume_secret(dir: &Path, run_json: &serde_json::Value) -> anyhow::Result
 /// would be mixed with ones they cannot be compared with. The message names both.
 pub fn check_resume_backend(
     dir: &Path,
-    run_json: &serde_json::Value,
+    run: &RunMeta,
     on_gpu: bool,
     info: &DeviceInfo,
     preset: Preset,
 ) -> anyhow::Result<()> {
-    let field = |key: &str| {
-        run_json
-            .get(key)
-            .filter(|v| !v.is_null())
-            .with_context(|| format!("{}/run.json: no field `{key}`", dir.display()))
-    };
-    let was_gpu = field("timings_are_gpu_timings")?
-        .as_bool()
-        .with_context(|| format!("{}/run.json: `timings_are_gpu_timings`", dir.display()))?;
-    let was_device = field("device")?["name"].as_str().unwrap_or("?").to_string();
-    let was_preset = field("config")?["preset"]
-        .as_str()
-        .unwrap_or("?")
-        .to_string();
+    let was_gpu = run.timings_are_gpu_timings;
+    let was_device = &run.device.name;
+    let was_preset = run.config["preset"].as_str().unwrap_or("?");
     let kind = |gpu: bool| if gpu { "the GPU" } else { "the CPU emulator" };
-    if was_gpu != on_gpu || was_device != info.name || was_preset != preset.name() {
+    if was_gpu != on_gpu || *was_device != info.name || was_preset != preset.name() {
         anyhow::bail!(
             "cannot resume {}: it ran on {} `{was_device}` at preset `{was_preset}`, but this \
              resume would run on {} `{}` at preset `{}`; records of different backends, devices \
@@ -188,13 +178,11 @@ mod tests {
         let dir = tmp("secret");
         std::fs::create_dir_all(&dir).unwrap();
         // An ended run: the seed is in run.json only.
-        let ended = serde_json::json!({"secret_seed": 42u64});
-        write_json(&dir.join("run.json"), &ended).unwrap();
+        let ended = SecretSeed::Published(42);
         assert!(!dir.join(SECRET_FILE).exists());
         assert_eq!(resume_secret(&dir, &ended).unwrap(), (42, true));
         // The resume rewrote run.json without the seed, then was killed: the file has it.
-        let hidden = serde_json::json!({"secret_seed": SECRET_HIDDEN});
-        write_json(&dir.join("run.json"), &hidden).unwrap();
+        let hidden = SecretSeed::Withheld(SECRET_HIDDEN.into());
         assert_eq!(resume_secret(&dir, &hidden).unwrap(), (42, false));
         let left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()

@@ -20,7 +20,8 @@ use crate::peer::{
 use crate::projection::{self, Workload};
 use crate::record::{read_records, Ceilings, Record, RecordLog, Status, GIT_COMMIT};
 use crate::report;
-use crate::run_dir::{self, write_json, SECRET_FILE, SECRET_HIDDEN};
+use crate::results::{self, RunMeta, SecretSeed, ShardMeta};
+use crate::run_dir::{self, SECRET_FILE, SECRET_HIDDEN};
 use crate::shard::{self, Shard};
 use crate::worker::{Event, WorkerSpec};
 use crate::worker_exit::death_message;
@@ -165,8 +166,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     let (wide, given_secret) = (opts.wide, opts.given_secret);
     let (mut opts, original) = match resume {
         Some(dir) => {
-            let (opts, run_json) = resumed(dir)?;
-            (opts, Some((dir, run_json)))
+            let (opts, run) = resumed(dir)?;
+            (opts, Some((dir, run)))
         }
         None => (opts, None),
     };
@@ -206,8 +207,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     }
     let preset = opts.preset.unwrap_or(Preset::Full);
     opts.eval.preset = preset;
-    if let Some((dir, run_json)) = &original {
-        run_dir::check_resume_backend(dir, run_json, on_gpu, &info, preset)?;
+    if let Some((dir, run)) = &original {
+        run_dir::check_resume_backend(dir, run, on_gpu, &info, preset)?;
     }
     let (answers, bad_answers) = kernelbench::discover(&opts.kernelbench);
     if opts.problems.is_empty() && !opts.kernelbench.is_empty() {
@@ -235,10 +236,10 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
 
     let started = chrono::Utc::now();
     let (dir, secret_seed, published) = match &original {
-        Some((dir, run_json)) => {
+        Some((dir, run)) => {
             eprintln!("resuming {}", dir.display());
             // Stored in SECRET_FILE again before run.json is rewritten (run_dir's doc).
-            let (seed, published) = resumed_secret(dir, run_json, given_secret)?;
+            let (seed, published) = resumed_secret(dir, run, given_secret)?;
             (dir.to_path_buf(), seed, published)
         }
         None => {
@@ -294,28 +295,46 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         None
     };
     setup.insert("ceilings".into(), json!(clock.elapsed().as_secs_f64()));
-    let mut run_json = json!({
-        "run_id": run_id,
-        "started": started.to_rfc3339(),
-        "finished": null,
-        "command": opts.command_line,
-        "git_commit": GIT_COMMIT,
-        "backend": why,
-        "device": info,
-        "timings_are_gpu_timings": on_gpu,
-        "ceilings": ceilings,
-        "config": opts.eval,
-        "public_seeds": (0..opts.eval.public_sets).map(|k| crate::evaluate::public_seed(opts.eval.seed, k)).collect::<Vec<_>>(),
+    let mut meta = RunMeta {
+        format: results::meta::FORMAT,
+        run_id: run_id.clone(),
+        started: started.to_rfc3339(),
+        finished: None,
+        command: opts.command_line.clone(),
+        git_commit: GIT_COMMIT.into(),
+        backend: why.clone(),
+        device: info.clone(),
+        timings_are_gpu_timings: on_gpu,
+        ceilings,
+        config: serde_json::to_value(&opts.eval)?,
+        public_seeds: (0..opts.eval.public_sets)
+            .map(|k| crate::evaluate::public_seed(opts.eval.seed, k))
+            .collect(),
         // Once published it stays so (a resume of a run that had ended).
-        "secret_seed": if published { json!(secret_seed) } else { json!(SECRET_HIDDEN) },
-        "peer_files": opts.peer,
-        "devices": opts.devices,
-        "options": opts,
-        "problems": problems.iter().map(|p| json!({
-            "name": p.name(), "number": p.number(), "sizes": p.sizes(preset), "recipe": p.recipe(preset),
-        })).collect::<Vec<_>>(),
-    });
-    write_json(&dir.join("run.json"), &run_json)?;
+        secret_seed: if published {
+            SecretSeed::Published(secret_seed)
+        } else {
+            SecretSeed::Withheld(SECRET_HIDDEN.into())
+        },
+        peer_files: opts.peer.clone(),
+        devices: Some(opts.devices.clone()),
+        options: Some(serde_json::to_value(&opts)?),
+        problems: problems
+            .iter()
+            .map(|p| json!({"name": p.name(), "number": p.number(), "sizes": p.sizes(preset), "recipe": p.recipe(preset)}))
+            .collect(),
+        shard: None,
+        secret_seed_sha256: None,
+        metrics: None,
+        input_stats: None,
+        wall_s: None,
+        phases: None,
+        projection: None,
+        complete: None,
+        merged_shards: None,
+        extra: Default::default(),
+    };
+    meta.write(&dir)?;
 
     let (candidates, invalid) = load_all(&opts.candidate_roots);
     let mut fresh = Vec::new();
@@ -356,12 +375,15 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     let owns = |problem: &str, origin: &str| owned.contains(&(problem.into(), origin.into()));
     if let Some(s) = opts.shard {
         let range = s.range(all_items.len());
-        run_json["shard"] = json!({
-            "index": s.index, "count": s.count, "items": all_items.len(),
-            "first_item": range.start, "end_item": range.end,
+        meta.shard = Some(ShardMeta {
+            index: s.index,
+            count: s.count,
+            items: all_items.len(),
+            first_item: range.start,
+            end_item: range.end,
         });
-        run_json["secret_seed_sha256"] = json!(shard::secret_digest(secret_seed));
-        write_json(&dir.join("run.json"), &run_json)?;
+        meta.secret_seed_sha256 = Some(shard::secret_digest(secret_seed));
+        meta.write(&dir)?;
         eprintln!(
             "shard {s}: items {}..{} of {}",
             range.start,
@@ -398,8 +420,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     // Started at the first problem's peer job, kept for the whole run.
     let mut peer_server = PeerServer::torch();
     if torch {
-        run_json["peer_files"] = json!(peer_files(&opts.peer, &peer_file));
-        write_json(&dir.join("run.json"), &run_json)?;
+        meta.peer_files = peer_files(&opts.peer, &peer_file);
+        meta.write(&dir)?;
     }
     let units = units::plan(&problems, &candidates, &answers, &owns, &opts.devices);
     let touched: BTreeSet<&str> = units.iter().map(|u| u.problem.name()).collect();
@@ -439,30 +461,24 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
 
     let records = read_records(&dir.join("results.jsonl"));
     let metrics = Summary::new(&records, touched.len(), opts.basis);
-    run_json["finished"] = json!(chrono::Utc::now().to_rfc3339());
+    meta.finished = Some(chrono::Utc::now().to_rfc3339());
     // A shard's seed is the other shards' too: only their merge publishes it.
-    run_json["secret_seed"] = match opts.shard {
-        Some(_) => json!(shard::SECRET_WITH_MERGE),
-        None => json!(secret_seed),
+    meta.secret_seed = match opts.shard {
+        Some(_) => SecretSeed::Withheld(shard::SECRET_WITH_MERGE.into()),
+        None => SecretSeed::Published(secret_seed),
     };
-    run_json["metrics"] = serde_json::to_value(&metrics)?;
-    run_json["input_stats"] = records
-        .iter()
-        .filter(|r| r.is_reference())
-        .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
-        .collect::<serde_json::Map<_, _>>()
-        .into();
+    meta.metrics = Some(serde_json::to_value(&metrics)?);
+    meta.input_stats = Some(input_stats(&records));
     let wall_s = (chrono::Utc::now() - started).as_seconds_f64();
-    run_json["wall_s"] = json!(wall_s);
-    run_json["phases"] = phase_table(&records);
+    meta.wall_s = Some(wall_s);
     // Where the wall time went outside the phases: the run's setup, and each problem's
     // session beyond its phases (worker start-up, device contexts, cache removal).
     let in_setup: f64 = setup.values().filter_map(|v| v.as_f64()).sum();
-    run_json["phases"]["setup_s"] = setup.into();
-    run_json["phases"]["sessions_s"] = sessions.into();
-    run_json["phases"]["outside_sessions_s"] = json!(wall_s - in_sessions - in_setup);
-    write_json(&dir.join("run.json"), &run_json)?;
-    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
+    let mut phases = phase_table(&records);
+    phases["setup_s"] = setup.into();
+    phases["sessions_s"] = sessions.into();
+    phases["outside_sessions_s"] = json!(wall_s - in_sessions - in_setup);
+    meta.phases = Some(phases);
     // Emulator timings say nothing about a GPU step: no projection from them.
     let projection = workload
         .as_ref()
@@ -471,10 +487,9 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     if workload.is_some() && !on_gpu {
         eprintln!("no end-to-end projection: the emulator's timings are not GPU timings");
     }
-    if let Some(p) = &projection {
-        run_json["projection"] = p.to_json();
-    }
-    write_json(&dir.join("run.json"), &run_json)?;
+    meta.projection = projection.as_ref().map(|p| p.to_json());
+    meta.write(&dir)?;
+    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
     let heading = heading(&run_id, &info, on_gpu, ceilings);
     report::write_markdown(&dir, &heading, &records, &metrics)?;
     report::write_csv(&dir, &records)?;
@@ -572,6 +587,16 @@ fn evaluate_answer(
     )
 }
 
+/// Each problem's input statistics, from its reference's record (for `run.json`).
+pub fn input_stats(records: &[Record]) -> serde_json::Value {
+    records
+        .iter()
+        .filter(|r| r.is_reference())
+        .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// Where the run's time went: per problem, the seconds of each phase summed over its reference
 /// (with the problem's preparation) and its candidates, and the same over all problems.
 pub fn phase_table(records: &[Record]) -> serde_json::Value {
@@ -625,15 +650,11 @@ pub fn exit_code(records: &[Record]) -> ExitCode {
 }
 
 /// Reads the `run.json` of the run in `dir` and rebuilds its options (changing nothing).
-fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, serde_json::Value)> {
-    let run_json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("run.json"))
-            .map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?,
-    )
-    .map_err(|e| anyhow::anyhow!("{}/run.json: {e}", dir.display()))?;
-    let opts: RunOptions = serde_json::from_value(run_json["options"].clone())
+fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, RunMeta)> {
+    let meta = RunMeta::load(dir)?;
+    let opts: RunOptions = serde_json::from_value(meta.options.clone().unwrap_or_default())
         .map_err(|e| anyhow::anyhow!("{}/run.json: field `options`: {e}", dir.display()))?;
-    Ok((opts, run_json))
+    Ok((opts, meta))
 }
 
 /// The run's one probe of the device: what it is, whether it is a GPU, and why it was chosen.
@@ -668,16 +689,16 @@ fn probe_device(
 /// The secret seed of the run being resumed in `dir` ([`run_dir::resume_secret`]); a shard
 /// that ended has published none and kept none, so it takes the scheduler's (`given`) when
 /// that matches the digest in its `run.json`.
-fn resumed_secret(
-    dir: &Path,
-    run_json: &serde_json::Value,
-    given: Option<u64>,
-) -> anyhow::Result<(u64, bool)> {
-    match (run_dir::resume_secret(dir, run_json), given) {
-        (Ok(found), _) => Ok(found),
-        (Err(_), Some(seed)) if run_json["secret_seed_sha256"].is_string() => {
+fn resumed_secret(dir: &Path, run: &RunMeta, given: Option<u64>) -> anyhow::Result<(u64, bool)> {
+    match (
+        run_dir::resume_secret(dir, &run.secret_seed),
+        given,
+        &run.secret_seed_sha256,
+    ) {
+        (Ok(found), _, _) => Ok(found),
+        (Err(_), Some(seed), Some(digest)) => {
             anyhow::ensure!(
-                run_json["secret_seed_sha256"] == json!(shard::secret_digest(seed)),
+                *digest == shard::secret_digest(seed),
                 "{}/run.json: field `secret_seed_sha256`: the secret seed given is not this \
                  shard's",
                 dir.display()
@@ -685,13 +706,13 @@ fn resumed_secret(
             run_dir::store_secret(dir, seed)?;
             Ok((seed, false))
         }
-        (Err(e), None) if run_json["secret_seed_sha256"].is_string() => Err(e.context(format!(
+        (Err(e), None, Some(_)) => Err(e.context(format!(
             "{}: a shard that ended keeps no secret seed: give the shards' with \
              --secret-seed-file or {}",
             dir.display(),
             shard::SECRET_ENV
         ))),
-        (Err(e), _) => Err(e),
+        (Err(e), _, _) => Err(e),
     }
 }
 

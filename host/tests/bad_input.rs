@@ -180,7 +180,15 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
     let emulator = dlrm_bench::backend::emu::EmuBackend::new();
     let mut run_json = serde_json::json!({
         "run_id": "20260101T000000Z-cpu-ci",
+        "started": "2026-01-01T00:00:00Z",
         "finished": null,
+        "command": "dlrm-bench run --cpu",
+        "git_commit": "abc",
+        "backend": "CPU emulator",
+        "ceilings": null,
+        "public_seeds": [],
+        "peer_files": [],
+        "problems": [],
         "device": emulator.info(),
         "timings_are_gpu_timings": false,
         "config": eval,

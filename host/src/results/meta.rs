@@ -73,7 +73,7 @@ pub struct RunMeta {
     pub config: Value,
     pub public_seeds: Vec<u64>,
     pub secret_seed: SecretSeed,
-    pub peer_files: Vec<Value>,
+    pub peer_files: Vec<std::path::PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<usize>>,
     /// The run's options (`runner::RunOptions`), from which a resume rebuilds them.
@@ -141,6 +141,24 @@ impl RunMeta {
     }
 }
 
+/// A complete `run.json` of a finished emulator run (one problem, no shard), for tests to edit.
+#[cfg(test)]
+pub(crate) fn sample_run_json() -> Value {
+    serde_json::json!({
+        "run_id": "r", "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:01:00Z",
+        "command": "dlrm-bench run", "backend": "emulator", "ceilings": null, "peer_files": [],
+        "git_commit": "abc", "public_seeds": [1, 2], "secret_seed": 7,
+        "timings_are_gpu_timings": false,
+        "device": {"kind": "cpu-emulator", "name": "emu", "driver": null,
+            "compute_capability": null, "multiprocessors": 2, "l2_bytes": 0,
+            "memory_bytes": 0, "max_threads_per_block": 1024,
+            "max_shared_bytes_per_block": 49152},
+        "config": {"preset": "ci", "seed": 2026, "public_sets": 3},
+        "problems": [{"name": "embedding_bag_sum"}],
+        "options": {"basis": "reference"},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +194,11 @@ mod tests {
     }
 
     #[test]
+    fn the_test_sample_is_a_run_json() {
+        RunMeta::parse(&sample_run_json().to_string()).unwrap();
+    }
+
+    #[test]
     fn a_field_of_the_wrong_type_is_named() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../results/20261204T213806Z-gpu-full/run.json");
@@ -187,7 +210,11 @@ mod tests {
         v2["device"]["multiprocessors"] = serde_json::json!(132);
         v2["unknown_later_field"] = serde_json::json!({"kept": [1, 2]});
         let meta = RunMeta::parse(&v2.to_string()).unwrap();
-        assert_eq!(serde_json::to_value(&meta).unwrap(), v2, "unknown fields kept");
+        assert_eq!(
+            serde_json::to_value(&meta).unwrap(),
+            v2,
+            "unknown fields kept"
+        );
         assert_eq!(meta.format, 1, "a set without `format` is format 1");
     }
 }
