@@ -3,7 +3,7 @@
 //! optional scratch buffers and the launch plan. The runner never executes a candidate's host
 //! code. A bad manifest is an error naming the file and the field; it never stops a run.
 pub use crate::backend::{CudaFlags, ModuleSource};
-pub use crate::manifest::Manifest;
+pub use crate::manifest::{CandidateError, Manifest};
 pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec};
 use std::collections::BTreeMap;
@@ -23,32 +23,6 @@ pub struct Candidate {
     pub launches: Vec<LaunchSpec>,
     /// The status it must end with, if the manifest says.
     pub expect: Option<String>,
-}
-
-/// A candidate that could not be loaded: the file and what is wrong with it.
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("{file}: {message}")]
-pub struct CandidateError {
-    pub file: PathBuf,
-    /// The field at fault, when one is.
-    pub field: Option<String>,
-    pub message: String,
-}
-
-impl CandidateError {
-    /// An error in `file`, at `field` when there is one (the message then starts with it).
-    pub fn new(file: &Path, field: Option<&str>, message: impl Into<String>) -> Self {
-        let message = message.into();
-        let message = match field {
-            Some(f) => format!("field `{f}`: {message}"),
-            None => message,
-        };
-        CandidateError {
-            file: file.to_path_buf(),
-            field: field.map(String::from),
-            message,
-        }
-    }
 }
 
 /// Reads and validates `dir/candidate.toml` and its source file.

@@ -341,8 +341,8 @@ fn main() -> anyhow::Result<ExitCode> {
             workload,
             group,
         } => {
-            report::warn_emulator_sets(&results);
-            let records = report::pool_runs(&results)?;
+            dlrm_bench::results::warn_emulator_sets(&results);
+            let records = dlrm_bench::results::pool_runs(&results)?;
             let text = match workload.as_slice() {
                 [one] if !one.is_dir() => {
                     projection::project_file(one, &records, group.as_deref())?

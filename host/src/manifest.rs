@@ -4,11 +4,36 @@
 //! value of the wrong kind is an error naming its field rather than a serde message about an
 //! untagged enum; a TOML syntax or type error is located at its field by its position.
 use crate::backend::triton::{self, TritonSpec};
-use crate::candidate::CandidateError;
 use crate::record::Status;
 use bench_problems::{Dim, LaunchSpec, ScratchSpec};
 use serde::Deserialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A candidate that could not be loaded: the file and what is wrong with it.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct CandidateError {
+    pub file: PathBuf,
+    /// The field at fault, when one is.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl CandidateError {
+    /// An error in `file`, at `field` when there is one (the message then starts with it).
+    pub fn new(file: &Path, field: Option<&str>, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let message = match field {
+            Some(f) => format!("field `{f}`: {message}"),
+            None => message,
+        };
+        CandidateError {
+            file: file.to_path_buf(),
+            field: field.map(String::from),
+            message,
+        }
+    }
+}
 
 /// `candidate.toml`, checked field by field.
 #[derive(Clone, Debug)]

@@ -15,6 +15,7 @@
 //! it (`--secret-seed-file` or `DLRM_BENCH_SECRET_SEED`) and it matches the shards' digest.
 use crate::metrics::{Basis, Summary};
 use crate::record::{read_records, Record};
+use crate::results::shards::{field, merge_records, problem_names, shard_of, SAME};
 use crate::results::{RunMeta, SecretSeed};
 use crate::shard::{secret_digest, Shard};
 use anyhow::Context;
@@ -30,22 +31,6 @@ struct ShardSet {
     view: Value,
     shard: Shard,
     records: Vec<Record>,
-}
-
-/// The `run.json` fields every shard of one run must have alike (dotted paths).
-const SAME: &[&str] = &[
-    "git_commit",
-    "public_seeds",
-    "secret_seed_sha256",
-    "timings_are_gpu_timings",
-    "device.kind",
-    "device.name",
-    "shard.count",
-    "shard.items",
-];
-
-fn field<'a>(v: &'a Value, path: &str) -> &'a Value {
-    path.split('.').fold(v, |v, k| &v[k])
 }
 
 fn read_shard(dir: &Path) -> anyhow::Result<ShardSet> {
@@ -78,39 +63,6 @@ fn read_shard(dir: &Path) -> anyhow::Result<ShardSet> {
         run,
         shard,
     })
-}
-
-fn shard_of(meta: &crate::results::ShardMeta) -> Shard {
-    Shard {
-        index: meta.index,
-        count: meta.count,
-    }
-}
-
-/// The shard a result set's `run.json` says it is, with what identifies its run: the fields
-/// every shard of one run has alike ([`SAME`], the problems' names, the configuration) as one
-/// value, equal for the shards of one run and only for them (as [`check`] compares them).
-/// `None` when the set is not a shard of `run --shard i/n` (a whole run, or a merged one).
-pub(crate) fn shard_of_run(run: &RunMeta) -> Option<(Value, Shard)> {
-    let shard = shard_of(run.shard.as_ref()?);
-    let view = serde_json::to_value(run).ok()?;
-    let mut key = serde_json::Map::new();
-    for path in SAME {
-        key.insert(path.to_string(), field(&view, path).clone());
-    }
-    key.insert("problems".into(), json!(problem_names(&view)));
-    key.insert("config".into(), run.config.clone());
-    Some((Value::Object(key), shard))
-}
-
-/// The problems' names in a `run.json`.
-fn problem_names(run: &Value) -> Vec<Value> {
-    run["problems"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| p["name"].clone())
-        .collect()
 }
 
 /// Refuses `sets` unless they are the shards of one run, each once, all there.
@@ -166,43 +118,6 @@ fn check(sets: &[ShardSet]) -> anyhow::Result<()> {
         sets.iter().map(name).collect::<Vec<_>>().join(", ")
     );
     Ok(())
-}
-
-/// The merged records of shards (each its directory and records, in shard index order):
-/// candidates of every shard, one reference per problem (the lowest shard index's), in problem
-/// order. Two shards with a record of one candidate are refused. [`crate::report::pool_runs`]
-/// pools the shards of one run with it too.
-pub(crate) fn merge_records<'a>(
-    sets: impl IntoIterator<Item = (&'a Path, &'a [Record])>,
-) -> anyhow::Result<Vec<Record>> {
-    let mut out: Vec<Record> = Vec::new();
-    let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
-    let mut referenced: BTreeSet<String> = BTreeSet::new();
-    for (dir, records) in sets {
-        for r in records {
-            if r.is_reference() {
-                if referenced.insert(r.problem.clone()) {
-                    out.push(r.clone());
-                }
-                continue;
-            }
-            let key = (r.problem.clone(), r.group.clone(), r.candidate.clone());
-            anyhow::ensure!(
-                seen.insert(key),
-                "{}/results.jsonl: candidate `{}` ({}) of `{}` is in another shard too: the \
-                 shards overlap",
-                dir.display(),
-                r.candidate,
-                r.group,
-                r.problem
-            );
-            out.push(r.clone());
-        }
-    }
-    let number =
-        |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
-    out.sort_by_key(number);
-    Ok(out)
 }
 
 /// Merges the shard result sets in `dirs` into `out`; `secret` is the run's secret seed when the
@@ -323,8 +238,8 @@ fn merged_meta(
     run.wall_s = None;
     run.projection = None;
     run.metrics = Some(serde_json::to_value(&metrics)?);
-    run.input_stats = Some(crate::runner::input_stats(records));
-    run.phases = Some(crate::runner::phase_table(records));
+    run.input_stats = Some(crate::results::derived::input_stats(records));
+    run.phases = Some(crate::results::derived::phase_table(records));
     Ok((run, metrics))
 }
 

@@ -230,12 +230,6 @@ impl Record {
         self.group == "reference"
     }
 
-    /// Takes the candidate's name and expected status from its manifest.
-    pub fn name_from(&mut self, c: &crate::candidate::Candidate) {
-        self.candidate = c.name.clone();
-        self.expected_status = c.expect.clone();
-    }
-
     /// Whether the status differs from the one the manifest expects.
     pub fn unexpected(&self) -> bool {
         self.expected_status

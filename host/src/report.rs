@@ -1,144 +1,22 @@
 //! A run's outputs (docs/design.md §9): `results/<run-id>/` with `run.json`, `results.jsonl` (appended
-//! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout; and
-//! [`pool_runs`], which merges the records of several runs for `dlrm-bench report` ([`report`])
-//! and `project`. The terminal's default table fits [`TERMINAL_WIDTH`] columns
+//! as each record is measured), `summary.md`, `summary.csv`, and the table on stdout, of one
+//! run or of several pooled ([`crate::results::pool_runs`]) for `dlrm-bench report`
+//! ([`report`]). The terminal's default table fits [`TERMINAL_WIDTH`] columns
 //! ([`narrow_table`]); `--wide`, `summary.md` and `summary.csv` have every column
 //! ([`COLUMNS`]).
 use crate::metrics::{
     loses_to_compile, with_reference_peers, Basis, GroupMetrics, Summary, FAST_P,
 };
-use crate::record::{read_records, Record, RecordLog, Status};
-use crate::results::RunMeta;
+use crate::record::{Record, RecordLog, Status};
+use crate::results::{pool_runs, warn_emulator_sets};
 use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The records of several result sets (directories or `results.jsonl` files), pooled by
-/// problem: each problem's native records (reference, candidates) all come from the last run
-/// given that measured candidates of it (or, when none did, from the last that measured it), so
-/// a candidate's time and the reference's and PyTorch's it is compared with are from one run.
-/// KernelBench answers (origin `kernelbench:…`) carry their own comparisons: each (problem,
-/// group) of them comes from the last run that has it, beside the native records. Ordered by
-/// problem number, then as recorded.
-///
-/// The shards of one run (`run --shard i/n`, told apart by their `run.json`) are one run here,
-/// in the place of the last of them given: their records are those their merge
-/// (`report --merge`) holds, every shard's candidates and each problem's reference from the
-/// lowest shard index that has one (each candidate keeps the pairing with its own shard's
-/// reference it was measured with). A shard given twice counts once (the later path); missing
-/// shards are simply not there (only `--merge` insists on the whole run).
-pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
-    let answer = |r: &Record| r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX);
-    // The result sets as runs: a plain set alone, the shards of one run together (by index).
-    type Shards = Vec<(usize, PathBuf, Vec<Record>)>;
-    // (the run's identity, its shard count, the shards read of it)
-    let mut runs: Vec<(Option<serde_json::Value>, usize, Shards)> = Vec::new();
-    for path in paths {
-        let (file, dir) = if path.is_dir() {
-            (path.join("results.jsonl"), path.as_path())
-        } else {
-            (path.clone(), path.parent().unwrap_or(Path::new(".")))
-        };
-        anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
-        let found = read_records(&file);
-        anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
-        let shard = RunMeta::load(dir)
-            .ok()
-            .and_then(|run| crate::merge::shard_of_run(&run));
-        let Some((run, shard)) = shard else {
-            runs.push((None, 1, vec![(0, dir.to_path_buf(), found)]));
-            continue;
-        };
-        let mut shards = match runs.iter().position(|(r, _, _)| r.as_ref() == Some(&run)) {
-            Some(i) => runs.remove(i).2,
-            None => Vec::new(),
-        };
-        shards.retain(|(index, _, _)| *index != shard.index);
-        shards.push((shard.index, dir.to_path_buf(), found));
-        shards.sort_by_key(|(index, _, _)| *index);
-        runs.push((Some(run), shard.count, shards));
-    }
-    let mut pooled: Vec<Record> = Vec::new();
-    for (_, count, mut shards) in runs {
-        let present: Vec<usize> = shards.iter().map(|(index, _, _)| *index).collect();
-        if let Some(warning) = incomplete_run_warning(&present, count) {
-            let dirs: Vec<String> = shards
-                .iter()
-                .map(|(_, d, _)| d.display().to_string())
-                .collect();
-            eprintln!("warning: {} — {warning}", dirs.join(", "));
-        }
-        let found = match shards.len() {
-            1 => shards.pop().expect("one").2,
-            _ => crate::merge::merge_records(
-                shards.iter().map(|(_, d, r)| (d.as_path(), r.as_slice())),
-            )?,
-        };
-        let (answers, native): (Vec<Record>, Vec<Record>) = found.into_iter().partition(answer);
-        let replaces = |problem: &str, pooled: &[Record]| {
-            native
-                .iter()
-                .any(|r| r.problem == problem && !r.is_reference())
-                || !pooled.iter().any(|p| p.problem == problem && !answer(p))
-        };
-        let problems: BTreeSet<String> = native
-            .iter()
-            .map(|r| r.problem.clone())
-            .filter(|p| replaces(p, &pooled))
-            .collect();
-        pooled.retain(|p| answer(p) || !problems.contains(&p.problem));
-        pooled.extend(native.into_iter().filter(|r| problems.contains(&r.problem)));
-        pooled.retain(|p| {
-            !answer(p)
-                || !answers
-                    .iter()
-                    .any(|a| a.problem == p.problem && a.group == p.group)
-        });
-        pooled.extend(answers);
-    }
-    let number =
-        |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
-    pooled.sort_by_key(number); // stable: recorded order inside a problem
-    Ok(pooled)
-}
-
-/// The result sets among `paths` (directories or their results.jsonl) whose `run.json` says
-/// they ran on the CPU emulator (`timings_are_gpu_timings: false`).
-pub fn emulator_sets(paths: &[PathBuf]) -> Vec<PathBuf> {
-    paths
-        .iter()
-        .filter(|path| RunMeta::beside(path).is_some_and(|run| !run.timings_are_gpu_timings))
-        .cloned()
-        .collect()
-}
-
-/// The warning for a run of `count` shards of which only `present` (indices) were given: what
-/// the report then leaves out. `None` when every shard is there.
-fn incomplete_run_warning(present: &[usize], count: usize) -> Option<String> {
-    let missing: Vec<String> = (0..count)
-        .filter(|i| !present.contains(i))
-        .map(|i| format!("{i}/{count}"))
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "{} of the run's {count} shards; shard(s) {} missing, so their problems are not in              this report",
-            present.len(),
-            missing.join(", ")
-        )
-    })
-}
-
-/// Warns on stderr about each of [`emulator_sets`]: its timings say nothing about a GPU, so
-/// neither does a projection from them.
-pub fn warn_emulator_sets(paths: &[PathBuf]) {
-    for path in emulator_sets(paths) {
-        eprintln!(
-            "warning: {} ran on the CPU emulator: its timings are NOT GPU timings, and a \
-             projection from them says nothing about a GPU step",
-            path.display()
-        );
-    }
+/// The line `summary.md` links the plots and the page with (after its heading).
+pub fn markdown_links() -> &'static str {
+    "Plots: [speedups](speedups.svg), [roofline](roofline.svg), [share of the floor]\
+     (floor.svg); the whole report with input statistics: [report.html](report.html).\n\n"
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
@@ -845,10 +723,7 @@ pub fn write_markdown(
 /// The text of `summary.md`: the records, then the metrics on each basis measured, the
 /// headline first.
 pub fn markdown(heading: &str, records: &[Record], summary: &Summary) -> String {
-    let mut s = format!(
-        "{heading}\n\n{}## Results\n\n",
-        crate::report_html::markdown_links()
-    );
+    let mut s = format!("{heading}\n\n{}## Results\n\n", markdown_links());
     s += &markdown_table(&COLUMNS, &markdown_rows(records));
     if let Some(parity) = parity_markdown(records) {
         s += &format!("\n## Reference parity\n\n{parity}");
@@ -1086,6 +961,8 @@ fn write_pooled(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::read_records;
+    use crate::results::pool::incomplete_run_warning;
 
     #[test]
     fn an_incomplete_set_of_shards_is_named_with_the_missing_ones() {

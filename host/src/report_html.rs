@@ -14,8 +14,9 @@
 use crate::metrics::{with_reference_peers, Basis, Summary, FAST_P};
 use crate::projection::{Projection, Workload};
 use crate::record::{Ceilings, Record, Status};
-use crate::report::{self, pool_runs};
-use crate::report_plots::{self as plots, Plot};
+use crate::report;
+use crate::report_plots::{self as plots, escape, Plot};
+use crate::results::pool_runs;
 use crate::results::{RunMeta, SecretSeed};
 use anyhow::Context;
 use serde_json::Value;
@@ -25,28 +26,6 @@ use std::path::{Path, PathBuf};
 
 /// The plot files written next to `summary.md` (the projection's only with a workload).
 pub const PLOT_FILES: [&str; 4] = ["speedups", "roofline", "floor", "projection"];
-
-/// The line `summary.md` links the plots and the page with (after its heading).
-pub fn markdown_links() -> &'static str {
-    "Plots: [speedups](speedups.svg), [roofline](roofline.svg), [share of the floor]\
-     (floor.svg); the whole report with input statistics: [report.html](report.html).\n\n"
-}
-
-/// `text` with `& < > " '` escaped, safe in HTML text and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut s = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => s.push_str("&amp;"),
-            '<' => s.push_str("&lt;"),
-            '>' => s.push_str("&gt;"),
-            '"' => s.push_str("&quot;"),
-            '\'' => s.push_str("&#39;"),
-            c => s.push(c),
-        }
-    }
-    s
-}
 
 /// One result set the page was made from: its path and its `run.json` (if readable).
 #[derive(Clone, Debug)]

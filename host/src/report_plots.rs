@@ -13,7 +13,6 @@
 use crate::metrics::{with_reference_peers, Basis};
 use crate::projection::Projection;
 use crate::record::{Ceilings, Record, Status};
-use crate::report_html::escape;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -896,4 +895,20 @@ pub fn stat_plot(problem: &str, set: &str, a: &StatArray) -> anyhow::Result<Plot
         svg,
         points: a.points(),
     })
+}
+
+/// `text` with `& < > " '` escaped, safe in HTML text and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => s.push_str("&amp;"),
+            '<' => s.push_str("&lt;"),
+            '>' => s.push_str("&gt;"),
+            '"' => s.push_str("&quot;"),
+            '\'' => s.push_str("&#39;"),
+            c => s.push(c),
+        }
+    }
+    s
 }

@@ -20,6 +20,7 @@ use crate::peer::{
 use crate::projection::{self, Workload};
 use crate::record::{read_records, Ceilings, Record, RecordLog, Status, GIT_COMMIT};
 use crate::report;
+use crate::results::derived::{input_stats, phase_table, phase_totals};
 use crate::results::{self, RunMeta, SecretSeed, ShardMeta};
 use crate::run_dir::{self, SECRET_FILE, SECRET_HIDDEN};
 use crate::shard::{self, Shard};
@@ -29,7 +30,7 @@ use bench_problems::{all_problems, Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -587,37 +588,6 @@ fn evaluate_answer(
     )
 }
 
-/// Each problem's input statistics, from its reference's record (for `run.json`).
-pub fn input_stats(records: &[Record]) -> serde_json::Value {
-    records
-        .iter()
-        .filter(|r| r.is_reference())
-        .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
-        .collect::<serde_json::Map<_, _>>()
-        .into()
-}
-
-/// Where the run's time went: per problem, the seconds of each phase summed over its reference
-/// (with the problem's preparation) and its candidates, and the same over all problems.
-pub fn phase_table(records: &[Record]) -> serde_json::Value {
-    let (per_problem, all) = phase_totals(records);
-    json!({"problems": per_problem, "all": all, "all_s": all.total()})
-}
-
-/// The phase seconds of `records`, per problem and over all of them.
-fn phase_totals(records: &[Record]) -> (BTreeMap<&str, PhaseTimes>, PhaseTimes) {
-    let mut per_problem: BTreeMap<&str, PhaseTimes> = BTreeMap::new();
-    let mut all = PhaseTimes::default();
-    for p in records
-        .iter()
-        .filter_map(|r| r.phases.as_ref().map(|p| (&r.problem, p)))
-    {
-        per_problem.entry(p.0).or_default().add(p.1);
-        all.add(p.1);
-    }
-    (per_problem, all)
-}
-
 /// One line for each reference among `records` that failed its own check (a status other
 /// than `correct`), naming its problem, status and the first line of its message.
 pub fn reference_failures(records: &[Record]) -> Vec<String> {
@@ -946,7 +916,9 @@ impl ProblemSession<'_> {
         r.message = message;
         if origin != "reference" {
             if let Ok(c) = load_candidate(Path::new(origin)) {
-                r.name_from(&c);
+                // The candidate's name and expected status, from its manifest.
+                r.candidate = c.name.clone();
+                r.expected_status = c.expect.clone();
             }
         }
         self.record(r, out)

@@ -6,18 +6,19 @@
 //! are never where a candidate writes, plus the initial values of in-out tensors, copied back
 //! into the outputs before every run. An in-out tensor with a row-update oracle also gets the
 //! fingerprint its other rows keep
-//! ([`super::verify::ExpectedRows`]), so its checks copy back only the rows that change. Every
+//! ([`super::expected::ExpectedRows`]), so its checks copy back only the rows that change. Every
 //! input and output buffer lies between guard regions ([`super::guard`]).
 use super::cache::{CachedSet, InputCache, StoreQueue};
 use super::config::SetPlan;
+use super::expected::{expected_outputs, expected_rows, Expected, ExpectedRows};
 use super::guard;
-use super::verify::{expected_outputs, expected_rows, Expected, ExpectedRows};
+pub(super) use super::specs::{input_specs, output_specs};
 use crate::activity::{Phase, PhaseTimes};
 use crate::backend::{Backend, BackendError, Buffer};
 use crate::plan::Buffers;
 use bench_problems::check::poison_pattern;
 use bench_problems::spec::shape_of;
-use bench_problems::{InputSet, OracleOutput, Preset, Problem, Role, TensorSpec, Work};
+use bench_problems::{InputSet, OracleOutput, Preset, Problem, Role, Work};
 use data_gen::DType;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -78,7 +79,7 @@ pub(super) struct DeviceSet {
     /// Fingerprints of the inputs and of the initial values of in-out tensors, as uploaded.
     pub fingerprints: BTreeMap<String, u64>,
     /// The bytes a correct kernel writes to each exact output and their fingerprint, so that
-    /// its checks compare fingerprints on the device ([`super::verify::expected_outputs`]; set
+    /// its checks compare fingerprints on the device ([`super::expected::expected_outputs`]; set
     /// by [`DeviceSet::prepare_checks`]).
     pub expected: BTreeMap<String, Expected>,
     /// For each in-out output with a row-update oracle: its row ids on the device and the
@@ -112,22 +113,6 @@ impl SharedUploads {
         self.0.push((bytes.clone(), buf, fp));
         Ok((buf, fp))
     }
-}
-
-/// The problem's input tensors.
-pub(super) fn input_specs(p: &dyn Problem) -> Vec<TensorSpec> {
-    p.tensors()
-        .into_iter()
-        .filter(|t| t.role == Role::Input)
-        .collect()
-}
-
-/// The problem's output and in-out tensors.
-pub(super) fn output_specs(p: &dyn Problem) -> Vec<TensorSpec> {
-    p.tensors()
-        .into_iter()
-        .filter(|t| t.role != Role::Input)
-        .collect()
 }
 
 /// A set on the host: inputs, oracle and work.
@@ -264,7 +249,7 @@ impl DeviceSet {
     /// Computes once what the checks of exact outputs compare fingerprints with (see
     /// [`Expected`]).
     pub fn prepare_checks(&mut self, problem: &dyn Problem) -> anyhow::Result<()> {
-        self.expected = expected_outputs(problem, self)?;
+        self.expected = expected_outputs(problem, &self.oracle, &self.input.sizes)?;
         Ok(())
     }
 

@@ -15,10 +15,12 @@
 //! candidate wrote are put back before the next.
 mod cache;
 mod config;
+mod expected;
 mod fresh;
 mod guard;
 mod inputs;
 mod load;
+mod specs;
 mod timing;
 mod verify;
 

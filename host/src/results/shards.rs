@@ -1,0 +1,95 @@
+//! The shards of one run (`run --shard i/n`): what identifies their run in each `run.json`, and
+//! their records as one set (every shard's candidates, one reference per problem). The merge
+//! command (`report --merge`) and the pooling of sets both build on these.
+use super::RunMeta;
+use crate::record::Record;
+use crate::shard::Shard;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The `run.json` fields every shard of one run must have alike (dotted paths).
+pub(crate) const SAME: &[&str] = &[
+    "git_commit",
+    "public_seeds",
+    "secret_seed_sha256",
+    "timings_are_gpu_timings",
+    "device.kind",
+    "device.name",
+    "shard.count",
+    "shard.items",
+];
+
+pub(crate) fn field<'a>(v: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(v, |v, k| &v[k])
+}
+
+pub(crate) fn shard_of(meta: &crate::results::ShardMeta) -> Shard {
+    Shard {
+        index: meta.index,
+        count: meta.count,
+    }
+}
+
+/// The shard a result set's `run.json` says it is, with what identifies its run: the fields
+/// every shard of one run has alike ([`SAME`], the problems' names, the configuration) as one
+/// value, equal for the shards of one run and only for them (as [`check`] compares them).
+/// `None` when the set is not a shard of `run --shard i/n` (a whole run, or a merged one).
+pub(crate) fn shard_of_run(run: &RunMeta) -> Option<(Value, Shard)> {
+    let shard = shard_of(run.shard.as_ref()?);
+    let view = serde_json::to_value(run).ok()?;
+    let mut key = serde_json::Map::new();
+    for path in SAME {
+        key.insert(path.to_string(), field(&view, path).clone());
+    }
+    key.insert("problems".into(), json!(problem_names(&view)));
+    key.insert("config".into(), run.config.clone());
+    Some((Value::Object(key), shard))
+}
+
+/// The problems' names in a `run.json`.
+pub(crate) fn problem_names(run: &Value) -> Vec<Value> {
+    run["problems"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["name"].clone())
+        .collect()
+}
+
+/// The merged records of shards (each its directory and records, in shard index order):
+/// candidates of every shard, one reference per problem (the lowest shard index's), in problem
+/// order. Two shards with a record of one candidate are refused. [`crate::report::pool_runs`]
+/// pools the shards of one run with it too.
+pub(crate) fn merge_records<'a>(
+    sets: impl IntoIterator<Item = (&'a Path, &'a [Record])>,
+) -> anyhow::Result<Vec<Record>> {
+    let mut out: Vec<Record> = Vec::new();
+    let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    for (dir, records) in sets {
+        for r in records {
+            if r.is_reference() {
+                if referenced.insert(r.problem.clone()) {
+                    out.push(r.clone());
+                }
+                continue;
+            }
+            let key = (r.problem.clone(), r.group.clone(), r.candidate.clone());
+            anyhow::ensure!(
+                seen.insert(key),
+                "{}/results.jsonl: candidate `{}` ({}) of `{}` is in another shard too: the \
+                 shards overlap",
+                dir.display(),
+                r.candidate,
+                r.group,
+                r.problem
+            );
+            out.push(r.clone());
+        }
+    }
+    let number =
+        |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
+    out.sort_by_key(number);
+    Ok(out)
+}

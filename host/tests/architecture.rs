@@ -1,0 +1,224 @@
+//! The host crate's module graph has no loops: a module that uses another (`crate::a::b`,
+//! `super::x`, in `use` or inline) never is used back by it, directly or through others. A
+//! module may use its ancestors and descendants (a folder's `mod.rs` and its files are one
+//! unit); tests (`#[cfg(test)] mod tests`) and comments are left out. Read from the sources, so a new loop
+//! fails here with the modules that form it.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every module of the crate (`a::b`) with its file's text, tests cut off.
+fn modules() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![src()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let name = module_name(&path);
+                if name == "main" || name.is_empty() {
+                    continue; // the binary and lib.rs use everything
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = match text.find("#[cfg(test)]\nmod tests") {
+                    Some(at) => &text[..at],
+                    None => &text,
+                };
+                // Comments (doc links among them) are not dependencies.
+                let code: String = code
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                out.insert(name, code);
+            }
+        }
+    }
+    out
+}
+
+fn module_name(path: &Path) -> String {
+    let rel = path.strip_prefix(src()).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The modules `code` (of module `name`) refers to, resolved to the longest known prefix.
+fn references(name: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let parent = |n: &str| {
+        n.rsplit_once("::")
+            .map_or(String::new(), |(p, _)| p.to_string())
+    };
+    let mut found = BTreeSet::new();
+    let bytes = code.as_bytes();
+    for (prefix, base) in [("crate::", String::new()), ("super::", parent(name))] {
+        let mut from = 0;
+        while let Some(k) = code[from..].find(prefix) {
+            let at = from + k;
+            from = at + prefix.len();
+            if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+                continue;
+            }
+            let rest: String = code[from..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let mut path: Vec<&str> = rest.split("::").filter(|s| !s.is_empty()).collect();
+            if !base.is_empty() {
+                path.insert(0, &base);
+            }
+            let full = path.join("::");
+            let mut parts: Vec<&str> = full.split("::").collect();
+            while !parts.is_empty() {
+                let candidate = parts.join("::");
+                if known.contains(&candidate) {
+                    found.insert(candidate);
+                    break;
+                }
+                parts.pop();
+            }
+        }
+    }
+    found
+}
+
+fn related(a: &str, b: &str) -> bool {
+    let under = |x: &str, y: &str| x == y || x.starts_with(&format!("{y}::"));
+    under(a, b) || under(b, a)
+}
+
+/// The strongly connected components of more than one module (Tarjan's algorithm).
+fn loops(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct State<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        let i = s.index.len();
+        s.index.insert(v, i);
+        s.low.insert(v, i);
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        for w in s.edges.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on_stack.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                component.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                s.out.push(component);
+            }
+        }
+    }
+    let mut s = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules();
+    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    modules
+        .iter()
+        .map(|(name, code)| {
+            let to = references(name, code, &known)
+                .into_iter()
+                .filter(|t| !related(name, t))
+                .collect();
+            (name.clone(), to)
+        })
+        .collect()
+}
+
+#[test]
+fn the_loop_finder_finds_a_loop_and_only_loops() {
+    let edges: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(loops(&edges), vec![vec!["a", "b", "c"]]);
+    let known: BTreeSet<String> = ["evaluate", "evaluate::verify", "record"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let code = "use crate::record::Record;\nuse super::verify::Verifier;\nfoo::crate::x;";
+    let found = references("evaluate::timing", code, &known);
+    assert_eq!(
+        found,
+        ["evaluate::verify", "record"]
+            .into_iter()
+            .map(String::from)
+            .collect()
+    );
+}
+
+#[test]
+fn the_host_crate_has_no_import_loops() {
+    let graph = graph();
+    assert!(graph.len() > 40, "only {} modules found", graph.len());
+    let found = loops(&graph);
+    let described: Vec<String> = found
+        .iter()
+        .map(|c| {
+            let inner: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    graph[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(move |b| format!("{a} → {b}"))
+                })
+                .collect();
+            format!("{{{}}}: {}", c.join(", "), inner.join("; "))
+        })
+        .collect();
+    assert!(found.is_empty(), "import loops:\n{}", described.join("\n"));
+}
