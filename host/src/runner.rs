@@ -162,8 +162,58 @@ pub fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
     }
 }
 
-/// Runs the suite (or finishes the run in `resume`).
+/// Runs the suite (or finishes the run in `resume`): [`prepare`]s it, measures the device's
+/// ceilings and writes `run.json`, [`execute`]s every problem's unit, and [`finish`]es with the
+/// metrics, `run.json` complete, the reports and the phase table.
 pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome> {
+    let (p, log) = prepare(opts, resume)?;
+    let exe = std::env::current_exe()?;
+    // Wall seconds outside the problems' workers (ceilings, the torch probe) and of each
+    // problem's session, so run.json accounts for the whole wall time.
+    let mut setup = serde_json::Map::new();
+    let clock = Instant::now();
+    let ceilings = measure_run_ceilings(&p, &exe)?;
+    setup.insert("ceilings".into(), json!(clock.elapsed().as_secs_f64()));
+    let mut meta = initial_meta(&p, ceilings)?;
+    meta.write(&p.dir)?;
+    let executed = execute(&p, log, &exe, ceilings, &mut meta, &mut setup)?;
+    finish(p, meta, setup, ceilings, executed)
+}
+
+/// A run made ready: its options as they will be recorded, the device, the work, its
+/// directory and secret seed, and what an earlier attempt of it recorded.
+struct Prepared {
+    opts: RunOptions,
+    info: DeviceInfo,
+    on_gpu: bool,
+    why: String,
+    preset: Preset,
+    answers: Vec<kernelbench::Answer>,
+    bad_answers: Vec<(PathBuf, String)>,
+    problems: Vec<&'static dyn Problem>,
+    workload: Option<Workload>,
+    started: chrono::DateTime<chrono::Utc>,
+    dir: PathBuf,
+    run_id: String,
+    secret_seed: u64,
+    published: bool,
+    cache_root: PathBuf,
+    previous: Vec<Record>,
+    done: BTreeSet<(String, String)>,
+}
+
+/// What [`execute`] leaves for [`finish`].
+struct Executed {
+    fresh: usize,
+    touched: usize,
+    sessions: serde_json::Map<String, serde_json::Value>,
+    in_sessions: f64,
+}
+
+/// Resolves the options (a resume's from its `run.json`), probes the device, selects the
+/// problems and answers, and opens the run's directory (a new one, or the resumed one with its
+/// secret seed and records); the record log opened for appending.
+fn prepare(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<(Prepared, RecordLog)> {
     let (wide, given_secret) = (opts.wide, opts.given_secret);
     let (mut opts, original) = match resume {
         Some(dir) => {
@@ -212,8 +262,68 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         run_dir::check_resume_backend(dir, run, on_gpu, &info, preset)?;
     }
     let (answers, bad_answers) = kernelbench::discover(&opts.kernelbench);
+    problems_of_answers(&mut opts, &answers)?;
+    let problems = select_problems(&opts.problems)?;
+    // A bad profile or a missing candidate directory is an error before anything is measured
+    // or written; the roots are recorded absolute, so a resume from elsewhere finds them.
+    let workload = opts.workload.as_deref().map(Workload::load).transpose()?;
+    opts.candidate_roots = crate::candidate::check_roots(&opts.candidate_roots)?;
+
+    let started = chrono::Utc::now();
+    let (dir, secret_seed, published) = open_run_dir(
+        &opts,
+        original.as_ref(),
+        given_secret,
+        on_gpu,
+        preset,
+        &started,
+    )?;
+    let run_id = dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cache_root = opts
+        .input_cache
+        .clone()
+        .unwrap_or_else(|| default_input_cache(&dir, &run_id));
+    eprintln!("input cache: {}", cache_root.display());
+    let log = RecordLog::open(&dir)?;
+    let previous = read_records(&dir.join("results.jsonl"));
+    let done: BTreeSet<(String, String)> = previous
+        .iter()
+        .map(|r| (r.problem.clone(), r.origin.clone()))
+        .collect();
+
+    Ok((
+        Prepared {
+            opts,
+            info,
+            on_gpu,
+            why,
+            preset,
+            answers,
+            bad_answers,
+            problems,
+            workload,
+            started,
+            dir,
+            run_id,
+            secret_seed,
+            published,
+            cache_root,
+            previous,
+            done,
+        },
+        log,
+    ))
+}
+
+/// `kernelbench DIR...` without --problem: the problems the answers are for.
+fn problems_of_answers(
+    opts: &mut RunOptions,
+    answers: &[kernelbench::Answer],
+) -> anyhow::Result<()> {
     if opts.problems.is_empty() && !opts.kernelbench.is_empty() {
-        // `kernelbench DIR...` without --problem: the problems the answers are for.
         opts.problems = bench_problems::all_problems()
             .iter()
             .filter(|p| answers.iter().any(|a| a.problem == p.name()))
@@ -229,14 +339,20 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
                 .join(", ")
         );
     }
-    let problems = select_problems(&opts.problems)?;
-    // A bad profile or a missing candidate directory is an error before anything is measured
-    // or written; the roots are recorded absolute, so a resume from elsewhere finds them.
-    let workload = opts.workload.as_deref().map(Workload::load).transpose()?;
-    opts.candidate_roots = crate::candidate::check_roots(&opts.candidate_roots)?;
+    Ok(())
+}
 
-    let started = chrono::Utc::now();
-    let (dir, secret_seed, published) = match &original {
+/// The run's directory, secret seed and whether `run.json` had published it: the resumed run's
+/// (`original`), or a new directory with the seed kept in its secret file.
+fn open_run_dir(
+    opts: &RunOptions,
+    original: Option<&(&Path, RunMeta)>,
+    given_secret: Option<u64>,
+    on_gpu: bool,
+    preset: Preset,
+    started: &chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<(PathBuf, u64, bool)> {
+    Ok(match original {
         Some((dir, run)) => {
             eprintln!("resuming {}", dir.display());
             // Stored in SECRET_FILE again before run.json is rewritten (run_dir's doc).
@@ -259,32 +375,89 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
             run_dir::store_secret(&dir, secret)?;
             (dir, secret, false)
         }
-    };
-    let run_id = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let cache_root = opts
-        .input_cache
-        .clone()
-        .unwrap_or_else(|| default_input_cache(&dir, &run_id));
-    eprintln!("input cache: {}", cache_root.display());
-    let mut log = RecordLog::open(&dir)?;
-    let previous = read_records(&dir.join("results.jsonl"));
-    let done: BTreeSet<(String, String)> = previous
-        .iter()
-        .map(|r| (r.problem.clone(), r.origin.clone()))
-        .collect();
+    })
+}
 
-    let exe = std::env::current_exe()?;
-    // Wall seconds outside the problems' workers (ceilings, the torch probe) and of each
-    // problem's session, so run.json accounts for the whole wall time.
-    let mut setup = serde_json::Map::new();
-    let mut sessions = serde_json::Map::new();
+/// Candidates and KernelBench answers that cannot run, as (origin, name, what, why): each gets
+/// one `invalid_manifest` record.
+fn refused_items(
+    invalid: &[crate::candidate::CandidateError],
+    bad_answers: &[(PathBuf, String)],
+) -> Vec<(String, String, &'static str, String)> {
+    invalid
+        .iter()
+        .map(|err| {
+            let origin = err.file.parent().unwrap_or(&err.file).display().to_string();
+            (origin.clone(), origin, "candidate", err.to_string())
+        })
+        .chain(bad_answers.iter().map(|(file, why)| {
+            let origin = format!("{}{}", kernelbench::ORIGIN_PREFIX, file.display());
+            (
+                origin,
+                file.display().to_string(),
+                "KernelBench answer",
+                why.clone(),
+            )
+        }))
+        .collect()
+}
+
+/// A shard's part of `run.json` (which items it holds, the secret seed's digest), written.
+fn record_shard(
+    opts: &RunOptions,
+    items: usize,
+    secret_seed: u64,
+    meta: &mut RunMeta,
+    dir: &Path,
+) -> anyhow::Result<()> {
+    if let Some(s) = opts.shard {
+        let range = s.range(items);
+        meta.shard = Some(ShardMeta {
+            index: s.index,
+            count: s.count,
+            items,
+            first_item: range.start,
+            end_item: range.end,
+        });
+        meta.secret_seed_sha256 = Some(shard::secret_digest(secret_seed));
+        meta.write(dir)?;
+        eprintln!(
+            "shard {s}: items {}..{} of {}",
+            range.start, range.end, items
+        );
+    }
+    Ok(())
+}
+
+/// Whether PyTorch is timed beside the references: asked for, on a GPU, and importable (the
+/// probe's seconds go to `setup`); a warning says why not when asked for.
+fn torch_peer(
+    opts: &RunOptions,
+    on_gpu: bool,
+    setup: &mut serde_json::Map<String, serde_json::Value>,
+) -> bool {
     let clock = Instant::now();
-    let ceilings = if on_gpu {
+    let torch = opts.torch && on_gpu && torch_available();
+    setup.insert("torch_probe".into(), json!(clock.elapsed().as_secs_f64()));
+    if opts.torch && !torch {
+        eprintln!(
+            "warning: --torch: no PyTorch peer ({}): python3 with torch and a GPU are needed",
+            if on_gpu {
+                "python3 cannot import torch"
+            } else {
+                "no GPU"
+            }
+        );
+    }
+    torch
+}
+
+/// The device's ceilings, measured on the first device when the run is on a GPU.
+fn measure_run_ceilings(p: &Prepared, exe: &Path) -> anyhow::Result<Option<Ceilings>> {
+    let (opts, on_gpu, secret_seed) = (&p.opts, p.on_gpu, p.secret_seed);
+    Ok(if on_gpu {
         // On the first device; `probe_device` made sure the others are of its model.
-        let c = measure_ceilings(&exe, &opts, secret_seed)?;
+        let c = measure_ceilings(exe, opts, secret_seed)?;
         eprintln!(
             "ceilings: HBM copy {:.0} GB/s, L2 read {:.0} GB/s, fp32 {:.1} TFLOP/s",
             c.hbm_bytes_per_s / 1e9,
@@ -294,9 +467,26 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         Some(c)
     } else {
         None
-    };
-    setup.insert("ceilings".into(), json!(clock.elapsed().as_secs_f64()));
-    let mut meta = RunMeta {
+    })
+}
+
+/// `run.json` as the run starts (or resumes).
+fn initial_meta(p: &Prepared, ceilings: Option<Ceilings>) -> anyhow::Result<RunMeta> {
+    let Prepared {
+        opts,
+        info,
+        on_gpu,
+        why,
+        preset,
+        problems,
+        started,
+        run_id,
+        secret_seed,
+        published,
+        ..
+    } = p;
+    let (on_gpu, preset, secret_seed, published) = (*on_gpu, *preset, *secret_seed, *published);
+    Ok(RunMeta {
         format: results::meta::FORMAT,
         run_id: run_id.clone(),
         started: started.to_rfc3339(),
@@ -319,7 +509,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         },
         peer_files: opts.peer.clone(),
         devices: Some(opts.devices.clone()),
-        options: Some(serde_json::to_value(&opts)?),
+        options: Some(serde_json::to_value(opts)?),
         problems: problems
             .iter()
             .map(|p| json!({"name": p.name(), "number": p.number(), "sizes": p.sizes(preset), "recipe": p.recipe(preset)}))
@@ -334,29 +524,40 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         complete: None,
         merged_shards: None,
         extra: Default::default(),
-    };
-    meta.write(&dir)?;
+    })
+}
 
+/// Records the candidates and answers that cannot run, then runs every unit of this shard's
+/// work (each problem's reference, candidates and answers, in workers) with PyTorch's peer when
+/// asked for; every record is appended to `results.jsonl` as it comes.
+fn execute(
+    p: &Prepared,
+    mut log: RecordLog,
+    exe: &Path,
+    ceilings: Option<Ceilings>,
+    meta: &mut RunMeta,
+    setup: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Executed> {
+    let Prepared {
+        opts,
+        on_gpu,
+        answers,
+        bad_answers,
+        problems,
+        dir,
+        secret_seed,
+        cache_root,
+        previous,
+        done,
+        ..
+    } = p;
+    let (on_gpu, secret_seed) = (*on_gpu, *secret_seed);
+    let mut sessions = serde_json::Map::new();
     let (candidates, invalid) = load_all(&opts.candidate_roots);
     let mut fresh = Vec::new();
     // Candidates and KernelBench answers that cannot run: one `invalid_manifest` record each
     // (once: a resumed run has them already).
-    let refused: Vec<(String, String, &str, String)> = invalid
-        .iter()
-        .map(|err| {
-            let origin = err.file.parent().unwrap_or(&err.file).display().to_string();
-            (origin.clone(), origin, "candidate", err.to_string())
-        })
-        .chain(bad_answers.into_iter().map(|(file, why)| {
-            let origin = format!("{}{}", kernelbench::ORIGIN_PREFIX, file.display());
-            (
-                origin,
-                file.display().to_string(),
-                "KernelBench answer",
-                why,
-            )
-        }))
-        .collect();
+    let refused = refused_items(&invalid, bad_answers);
     // This shard's items (all of them without --shard).
     let names: Vec<&str> = problems.iter().map(|p| p.name()).collect();
     let all_items = shard::items(
@@ -374,24 +575,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     let this_shard = opts.shard.unwrap_or(Shard::WHOLE);
     let owned = shard::owned(&all_items, this_shard);
     let owns = |problem: &str, origin: &str| owned.contains(&(problem.into(), origin.into()));
-    if let Some(s) = opts.shard {
-        let range = s.range(all_items.len());
-        meta.shard = Some(ShardMeta {
-            index: s.index,
-            count: s.count,
-            items: all_items.len(),
-            first_item: range.start,
-            end_item: range.end,
-        });
-        meta.secret_seed_sha256 = Some(shard::secret_digest(secret_seed));
-        meta.write(&dir)?;
-        eprintln!(
-            "shard {s}: items {}..{} of {}",
-            range.start,
-            range.end,
-            all_items.len()
-        );
-    }
+    record_shard(opts, all_items.len(), secret_seed, meta, dir)?;
     for (origin, name, what, why) in refused {
         if done.contains(&("-".to_string(), origin.clone())) || !owns("-", &origin) {
             continue;
@@ -404,27 +588,15 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         fresh.push(r);
     }
     let mut peers = load_peers(&opts.peer);
-    let clock = Instant::now();
-    let torch = opts.torch && on_gpu && torch_available();
-    setup.insert("torch_probe".into(), json!(clock.elapsed().as_secs_f64()));
-    if opts.torch && !torch {
-        eprintln!(
-            "warning: --torch: no PyTorch peer ({}): python3 with torch and a GPU are needed",
-            if on_gpu {
-                "python3 cannot import torch"
-            } else {
-                "no GPU"
-            }
-        );
-    }
+    let torch = torch_peer(opts, on_gpu, setup);
     let peer_file = dir.join("peer.jsonl");
     // Started at the first problem's peer job, kept for the whole run.
     let mut peer_server = PeerServer::torch();
     if torch {
         meta.peer_files = peer_files(&opts.peer, &peer_file);
-        meta.write(&dir)?;
+        meta.write(dir)?;
     }
-    let units = units::plan(&problems, &candidates, &answers, &owns, &opts.devices);
+    let units = units::plan(problems, &candidates, answers, &owns, &opts.devices);
     let touched: BTreeSet<&str> = units.iter().map(|u| u.problem.name()).collect();
     let total: usize = units
         .iter()
@@ -434,17 +606,17 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let log = Mutex::new(log);
     let ctx = UnitContext {
-        opts: &opts,
-        exe: &exe,
+        opts,
+        exe,
         secret_seed,
         ceilings,
         log: &log,
         bar: &bar,
-        done: &done,
-        previous: &previous,
-        cache_root: &cache_root,
+        done,
+        previous,
+        cache_root,
         per_device_cache: opts.devices.len() > 1,
-        dir: &dir,
+        dir,
         peer_file: &peer_file,
         torch,
     };
@@ -456,12 +628,47 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         for &d in &opts.devices {
             let _ = std::fs::remove_dir(cache_root.join(device_cache(d)));
         }
-        let _ = std::fs::remove_dir(&cache_root);
+        let _ = std::fs::remove_dir(cache_root);
     }
     bar.finish_and_clear();
 
+    Ok(Executed {
+        fresh: fresh.len(),
+        touched: touched.len(),
+        sessions,
+        in_sessions,
+    })
+}
+
+/// The run's end: its metrics and `run.json` complete (secret seed published, phases,
+/// projection), the secret file removed, the reports written and the tables and phase times
+/// printed.
+fn finish(
+    p: Prepared,
+    mut meta: RunMeta,
+    setup: serde_json::Map<String, serde_json::Value>,
+    ceilings: Option<Ceilings>,
+    executed: Executed,
+) -> anyhow::Result<RunOutcome> {
+    let Prepared {
+        opts,
+        info,
+        on_gpu,
+        workload,
+        started,
+        dir,
+        run_id,
+        secret_seed,
+        ..
+    } = p;
+    let Executed {
+        fresh,
+        touched,
+        sessions,
+        in_sessions,
+    } = executed;
     let records = read_records(&dir.join("results.jsonl"));
-    let metrics = Summary::new(&records, touched.len(), opts.basis);
+    let metrics = Summary::new(&records, touched, opts.basis);
     meta.finished = Some(chrono::Utc::now().to_rfc3339());
     // A shard's seed is the other shards' too: only their merge publishes it.
     meta.secret_seed = match opts.shard {
@@ -513,7 +720,7 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
         md += &format!("\n{text}");
         std::fs::write(&summary, md)?;
     }
-    println!("results: {} ({} new records)", dir.display(), fresh.len());
+    println!("results: {} ({fresh} new records)", dir.display());
     let (_, all) = phase_totals(&records);
     let phases: Vec<String> = all
         .0
