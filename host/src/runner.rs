@@ -1138,201 +1138,268 @@ impl ProblemSession<'_> {
             return Ok(out);
         }
         loop {
-            self.bar.set_message(format!(
-                "{}: generating inputs and checking the reference",
-                self.problem.name()
-            ));
-            let spec = WorkerSpec {
-                problem: self.problem.name().to_string(),
-                candidates: pending.clone(),
-                report_reference: !self.reference_done,
-                ceilings: self.ceilings,
-                input_cache: Some(self.input_cache.clone()),
-                wait_after_prepare: self.peer.is_some(),
-                device: self.device,
-                ..base_spec(self.opts, self.secret_seed)
-            };
-            let mut worker = spawn_worker(self.exe, &spec)?;
-            let mut current: Option<(String, Instant)> = None;
-            // The harness's last phase (for the message of a worker that dies).
-            let mut phase: Option<String> = None;
-            let mut ready = false;
-            let mut reference_failed = false;
-            let mut device_lost = None;
-            let mut started = Instant::now();
             let progress_before = pending.len();
-            // While a candidate is current, the limit counts only its own device work (from
-            // `Running` to `Done`); between executions the harness may take its time, and only a
-            // silence of HARNESS_STALL_S is cut (and not charged to the candidate).
-            let mut running: Option<Instant> = None;
-            let outcome = loop {
-                let (limit, since, stall) = match (&current, running) {
-                    (Some(_), Some(t)) => (
-                        execution_limit_s(self.opts.timeout_s, self.reference_ms),
-                        t,
-                        Stall::Execution,
-                    ),
-                    (Some((_, t)), None) => (HARNESS_STALL_S, *t, Stall::Harness),
-                    (None, _) => (
-                        PREPARE_TIMEOUT_S.max(self.opts.timeout_s),
-                        started,
-                        Stall::Prepare,
-                    ),
-                };
-                let left = Duration::from_secs_f64(limit).saturating_sub(since.elapsed());
-                let event = worker
-                    .events
-                    .recv_timeout(left.max(Duration::from_millis(1)));
-                if let (Ok(Some(_)), Some((_, last))) = (&event, current.as_mut()) {
-                    *last = Instant::now();
-                }
-                match event {
-                    Ok(Some(Event::Record { record })) => {
-                        let record = *record;
-                        if record.is_reference() && record.status != Status::Correct {
-                            reference_failed = true;
-                        }
-                        pending.retain(|p| p.display().to_string() != record.origin);
-                        current = None;
-                        running = None;
-                        phase = None;
-                        self.record(record, &mut out)?;
-                    }
-                    Ok(Some(Event::Start { candidate })) => {
-                        self.bar
-                            .set_message(format!("{}: {candidate}", self.problem.name()));
-                        current = Some((candidate, Instant::now()));
-                        phase = None;
-                    }
-                    Ok(Some(Event::Phase { phase: p })) => {
-                        let what = current.as_ref().map_or("reference", |(c, _)| c.as_str());
-                        self.bar.set_message(format!(
-                            "{}: {what}: {}",
-                            self.problem.name(),
-                            p.describe()
-                        ));
-                        phase = Some(p.describe().to_string());
-                    }
-                    Ok(Some(Event::Running)) => running = Some(Instant::now()),
-                    Ok(Some(Event::Done)) => running = None,
-                    Ok(Some(Event::Ready)) => ready = true,
-                    Ok(Some(Event::Prepared { phases })) => {
-                        self.carried.add(&phases);
-                        if let Some(job) = self.peer.take() {
-                            self.bar
-                                .set_message(format!("{}: PyTorch eager", self.problem.name()));
-                            let opts = self.opts;
-                            self.carried.add(&run_peer(
-                                job.server,
-                                &opts.eval,
-                                self.problem,
-                                &job.cache,
-                                &job.file,
-                                opts.torch_compile,
-                            ));
-                            *self.peers = load_peers(&peer_files(&opts.peer, &job.file));
-                            started = Instant::now();
-                        }
-                        worker.go();
-                    }
-                    Ok(Some(Event::DeviceLost { message })) => device_lost = Some(message),
-                    Ok(Some(Event::Ceilings { .. })) => {}
-                    Ok(None) => break None,
-                    Err(RecvTimeoutError::Timeout) => {
-                        worker.kill();
-                        break Some((limit, stall));
-                    }
-                    Err(RecvTimeoutError::Disconnected) => break None,
-                }
-            };
-            let status = worker.child.wait().ok();
-            let tail = worker.stderr_tail();
-            match (outcome, current) {
-                (Some((limit, Stall::Execution)), Some((cand, _))) => {
-                    pending.retain(|p| p.display().to_string() != cand);
-                    let msg = format!(
-                        "one execution of its launch plan ran past {limit:.0} s on the device: the \
-                         worker was killed (a hang or an endless kernel; the limit counts only the \
-                         candidate's own device work)"
-                    );
-                    self.fail(&cand, Status::Timeout, msg, &mut out)?;
-                }
-                (Some((limit, _)), Some((cand, _))) => {
-                    pending.retain(|p| p.display().to_string() != cand);
-                    let msg = format!(
-                        "the harness made no progress for {limit:.0} s while evaluating this \
-                         candidate (outside its device work): the worker was killed"
-                    );
-                    self.fail(&cand, Status::RuntimeError, msg, &mut out)?;
-                }
-                (None, Some((cand, _))) => {
-                    pending.retain(|p| p.display().to_string() != cand);
-                    let what = format!("candidate {cand} of {}", self.problem.name());
-                    let msg = death_message(&what, phase.as_deref(), status, &tail);
-                    self.fail(&cand, Status::RuntimeError, msg, &mut out)?;
-                }
-                (outcome, None) if !ready => {
-                    // Preparation (inputs, oracle, reference) failed or hung: nothing can be compared.
-                    let why = match outcome {
-                        Some((limit, _)) => {
-                            format!("preparing the inputs and the reference took over {limit:.0} s")
-                        }
-                        None => format!(
-                            "the worker failed while preparing the inputs and the reference: {}",
-                            death_message(
-                                &format!("the reference of {}", self.problem.name()),
-                                phase.as_deref(),
-                                status,
-                                &tail
-                            )
-                        ),
-                    };
-                    if !self.reference_done {
-                        self.fail("reference", Status::RuntimeError, why.clone(), &mut out)?;
-                    }
-                    for p in std::mem::take(pending) {
-                        self.fail(
-                            &p.display().to_string(),
-                            Status::Skipped,
-                            format!("not run: {why}"),
-                            &mut out,
-                        )?;
-                    }
-                    return Ok(out);
-                }
-                _ => {}
-            }
-            if reference_failed {
-                for p in std::mem::take(pending) {
-                    let msg =
-                        "not run: the reference failed its own check on this device".to_string();
-                    self.fail(&p.display().to_string(), Status::Skipped, msg, &mut out)?;
-                }
-            }
-            if pending.is_empty() {
-                return Ok(out);
-            }
-            if let Some(m) = device_lost {
-                eprintln!(
-                    "device lost ({m}); starting a fresh worker for the {} candidates left",
-                    pending.len()
-                );
-            }
-            if pending.len() == progress_before {
-                // No progress and no candidate to blame: do not loop forever.
-                for p in std::mem::take(pending) {
-                    let msg = format!("not run: the worker stopped without a result:\n{tail}");
-                    self.fail(
-                        &p.display().to_string(),
-                        Status::RuntimeError,
-                        msg,
-                        &mut out,
-                    )?;
-                }
+            let attempt = self.attempt(pending, &mut out)?;
+            if self.conclude(attempt, pending, progress_before, &mut out)? {
                 return Ok(out);
             }
         }
     }
+
+    /// One worker on `pending`: spawned, its events followed until it ends, stops reporting
+    /// within its limit (then killed), or its channel closes.
+    fn attempt(
+        &mut self,
+        pending: &mut Vec<PathBuf>,
+        out: &mut Vec<Record>,
+    ) -> anyhow::Result<Attempt> {
+        self.bar.set_message(format!(
+            "{}: generating inputs and checking the reference",
+            self.problem.name()
+        ));
+        let spec = WorkerSpec {
+            problem: self.problem.name().to_string(),
+            candidates: pending.clone(),
+            report_reference: !self.reference_done,
+            ceilings: self.ceilings,
+            input_cache: Some(self.input_cache.clone()),
+            wait_after_prepare: self.peer.is_some(),
+            device: self.device,
+            ..base_spec(self.opts, self.secret_seed)
+        };
+        let mut worker = spawn_worker(self.exe, &spec)?;
+        let mut w = Watch {
+            current: None,
+            phase: None,
+            ready: false,
+            reference_failed: false,
+            device_lost: None,
+            started: Instant::now(),
+            running: None,
+        };
+        let outcome = loop {
+            // While a candidate is current, the limit counts only its own device work (from
+            // `Running` to `Done`); between executions the harness may take its time, and only a
+            // silence of HARNESS_STALL_S is cut (and not charged to the candidate).
+            let (limit, since, stall) = match (&w.current, w.running) {
+                (Some(_), Some(t)) => (
+                    execution_limit_s(self.opts.timeout_s, self.reference_ms),
+                    t,
+                    Stall::Execution,
+                ),
+                (Some((_, t)), None) => (HARNESS_STALL_S, *t, Stall::Harness),
+                (None, _) => (
+                    PREPARE_TIMEOUT_S.max(self.opts.timeout_s),
+                    w.started,
+                    Stall::Prepare,
+                ),
+            };
+            let left = Duration::from_secs_f64(limit).saturating_sub(since.elapsed());
+            let event = worker
+                .events
+                .recv_timeout(left.max(Duration::from_millis(1)));
+            if let (Ok(Some(_)), Some((_, last))) = (&event, w.current.as_mut()) {
+                *last = Instant::now();
+            }
+            match event {
+                Ok(Some(event)) => self.on_event(event, &mut w, &mut worker, pending, out)?,
+                Ok(None) => break None,
+                Err(RecvTimeoutError::Timeout) => {
+                    worker.kill();
+                    break Some((limit, stall));
+                }
+                Err(RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        Ok(Attempt {
+            outcome,
+            status: worker.child.wait().ok(),
+            tail: worker.stderr_tail(),
+            watch: w,
+        })
+    }
+
+    /// What one event of the worker changes.
+    fn on_event(
+        &mut self,
+        event: Event,
+        w: &mut Watch,
+        worker: &mut Worker,
+        pending: &mut Vec<PathBuf>,
+        out: &mut Vec<Record>,
+    ) -> anyhow::Result<()> {
+        match event {
+            Event::Record { record } => {
+                let record = *record;
+                if record.is_reference() && record.status != Status::Correct {
+                    w.reference_failed = true;
+                }
+                pending.retain(|p| p.display().to_string() != record.origin);
+                w.current = None;
+                w.running = None;
+                w.phase = None;
+                self.record(record, out)?;
+            }
+            Event::Start { candidate } => {
+                self.bar
+                    .set_message(format!("{}: {candidate}", self.problem.name()));
+                w.current = Some((candidate, Instant::now()));
+                w.phase = None;
+            }
+            Event::Phase { phase: p } => {
+                let what = w.current.as_ref().map_or("reference", |(c, _)| c.as_str());
+                self.bar
+                    .set_message(format!("{}: {what}: {}", self.problem.name(), p.describe()));
+                w.phase = Some(p.describe().to_string());
+            }
+            Event::Running => w.running = Some(Instant::now()),
+            Event::Done => w.running = None,
+            Event::Ready => w.ready = true,
+            Event::Prepared { phases } => {
+                self.carried.add(&phases);
+                if let Some(job) = self.peer.take() {
+                    self.bar
+                        .set_message(format!("{}: PyTorch eager", self.problem.name()));
+                    let opts = self.opts;
+                    self.carried.add(&run_peer(
+                        job.server,
+                        &opts.eval,
+                        self.problem,
+                        &job.cache,
+                        &job.file,
+                        opts.torch_compile,
+                    ));
+                    *self.peers = load_peers(&peer_files(&opts.peer, &job.file));
+                    w.started = Instant::now();
+                }
+                worker.go();
+            }
+            Event::DeviceLost { message } => w.device_lost = Some(message),
+            Event::Ceilings { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Records what `attempt` left undone (a candidate that hung or killed its worker, a failed
+    /// preparation, candidates a failed reference or a stopped worker leaves); true when
+    /// nothing more is to be tried.
+    fn conclude(
+        &mut self,
+        attempt: Attempt,
+        pending: &mut Vec<PathBuf>,
+        progress_before: usize,
+        out: &mut Vec<Record>,
+    ) -> anyhow::Result<bool> {
+        let Attempt {
+            outcome,
+            status,
+            tail,
+            watch: w,
+        } = attempt;
+        let (current, phase, ready) = (w.current, w.phase, w.ready);
+        let (reference_failed, device_lost) = (w.reference_failed, w.device_lost);
+        match (outcome, current) {
+            (Some((limit, Stall::Execution)), Some((cand, _))) => {
+                pending.retain(|p| p.display().to_string() != cand);
+                let msg = format!(
+                    "one execution of its launch plan ran past {limit:.0} s on the device: the \
+                 worker was killed (a hang or an endless kernel; the limit counts only the \
+                 candidate's own device work)"
+                );
+                self.fail(&cand, Status::Timeout, msg, out)?;
+            }
+            (Some((limit, _)), Some((cand, _))) => {
+                pending.retain(|p| p.display().to_string() != cand);
+                let msg = format!(
+                    "the harness made no progress for {limit:.0} s while evaluating this \
+                 candidate (outside its device work): the worker was killed"
+                );
+                self.fail(&cand, Status::RuntimeError, msg, out)?;
+            }
+            (None, Some((cand, _))) => {
+                pending.retain(|p| p.display().to_string() != cand);
+                let what = format!("candidate {cand} of {}", self.problem.name());
+                let msg = death_message(&what, phase.as_deref(), status, &tail);
+                self.fail(&cand, Status::RuntimeError, msg, out)?;
+            }
+            (outcome, None) if !ready => {
+                // Preparation (inputs, oracle, reference) failed or hung: nothing can be compared.
+                let why = match outcome {
+                    Some((limit, _)) => {
+                        format!("preparing the inputs and the reference took over {limit:.0} s")
+                    }
+                    None => format!(
+                        "the worker failed while preparing the inputs and the reference: {}",
+                        death_message(
+                            &format!("the reference of {}", self.problem.name()),
+                            phase.as_deref(),
+                            status,
+                            &tail
+                        )
+                    ),
+                };
+                if !self.reference_done {
+                    self.fail("reference", Status::RuntimeError, why.clone(), out)?;
+                }
+                for p in std::mem::take(pending) {
+                    self.fail(
+                        &p.display().to_string(),
+                        Status::Skipped,
+                        format!("not run: {why}"),
+                        out,
+                    )?;
+                }
+                return Ok(true);
+            }
+            _ => {}
+        }
+        if reference_failed {
+            for p in std::mem::take(pending) {
+                let msg = "not run: the reference failed its own check on this device".to_string();
+                self.fail(&p.display().to_string(), Status::Skipped, msg, out)?;
+            }
+        }
+        if pending.is_empty() {
+            return Ok(true);
+        }
+        if let Some(m) = device_lost {
+            eprintln!(
+                "device lost ({m}); starting a fresh worker for the {} candidates left",
+                pending.len()
+            );
+        }
+        if pending.len() == progress_before {
+            // No progress and no candidate to blame: do not loop forever.
+            for p in std::mem::take(pending) {
+                let msg = format!("not run: the worker stopped without a result:\n{tail}");
+                self.fail(&p.display().to_string(), Status::RuntimeError, msg, out)?;
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// What the runner follows of a worker while it runs.
+struct Watch {
+    /// The candidate being evaluated and when the worker last reported on it.
+    current: Option<(String, Instant)>,
+    /// The harness's last phase (for the message of a worker that dies).
+    phase: Option<String>,
+    ready: bool,
+    reference_failed: bool,
+    device_lost: Option<String>,
+    started: Instant,
+    /// Since when the current candidate's own device work runs.
+    running: Option<Instant>,
+}
+
+/// How one worker ended: killed at a limit (`outcome`), or not; its exit status and stderr.
+struct Attempt {
+    outcome: Option<(f64, Stall)>,
+    status: Option<std::process::ExitStatus>,
+    tail: String,
+    watch: Watch,
 }
 
 fn heading(run_id: &str, info: &DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -> String {
