@@ -110,7 +110,7 @@ fn write_ptx(src: &Path, dest: &Path) {
         .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", dest.display())));
 }
 
-/// Writes `$OUT_DIR/problem_sources.rs` for `src/prompt.rs`: every KernelBench file
+/// Writes `$OUT_DIR/problem_sources.rs` for `src/cmd/prompt.rs`: every KernelBench file
 /// (`bench-problems/kernelbench/*.py`) and every problem module
 /// (`bench-problems/src/problems/*.rs`) as `(file name, include_str!(..))`, sorted by name, so a
 /// problem added with `new-problem` is embedded without a line written for it here.

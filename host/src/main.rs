@@ -4,15 +4,14 @@
 use bench_problems::Preset;
 use clap::{CommandFactory, Parser, Subcommand};
 use dlrm_bench::arg_bounds::{at_least_one, positive_seconds, win_threshold};
+use dlrm_bench::cmd::gen::{self, GenArgs};
+use dlrm_bench::cmd::prompt::Format;
+use dlrm_bench::cmd::stats::{self, StatsArgs};
+use dlrm_bench::cmd::{check, list, new_problem, prompt};
 use dlrm_bench::evaluate::EvalConfig;
-use dlrm_bench::input_files::{self, GenArgs};
-use dlrm_bench::input_stats::{self, StatsArgs};
 use dlrm_bench::metrics::Basis;
-use dlrm_bench::prompt::Format;
 use dlrm_bench::runner::{self, RunOptions};
-use dlrm_bench::{
-    catalog, parse_preset, projection, prompt, report, scaffold, static_check, worker,
-};
+use dlrm_bench::{parse_preset, projection, report, worker};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -280,9 +279,9 @@ struct RunArgs {
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse_from(bare_torch_before_positionals(std::env::args_os()));
     match cli.command {
-        Command::List { names } => println!("{}", catalog::render(names)),
-        Command::Gen(args) => input_files::gen(&args)?,
-        Command::Stats(args) => print!("{}", input_stats::render(&args)?),
+        Command::List { names } => println!("{}", list::render(names)),
+        Command::Gen(args) => gen::gen(&args)?,
+        Command::Stats(args) => print!("{}", stats::render(&args)?),
         Command::Run(args) => return run(args, Vec::new(), 600.0),
         Command::Kernelbench {
             dirs,
@@ -297,14 +296,14 @@ fn main() -> anyhow::Result<ExitCode> {
         }
         Command::Worker => worker::main()?,
         Command::NewProblem { name, like, repo } => {
-            println!("{}", scaffold::new_problem_command(&repo, &name, &like)?)
+            println!("{}", new_problem::new_problem_command(&repo, &name, &like)?)
         }
         Command::Prompt {
             problem,
             format,
             preset,
         } => print!("{}", prompt::render(&problem, format, preset)?),
-        Command::Check { dirs, arch } => static_check::check_dirs(&dirs, &arch)?,
+        Command::Check { dirs, arch } => check::check_dirs(&dirs, &arch)?,
         Command::Selftest { preset, allclose } => return selftest(preset, allclose),
         Command::Report {
             results,

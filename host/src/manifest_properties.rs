@@ -243,7 +243,7 @@ proptest! {
                 // A manifest that loads is checked as `check` does (geometry at every size):
                 // an error or a plan, never a panic.
                 let problem = bench_problems::find_problem(&cand.problem).unwrap();
-                let (_, sizes, scalars) = &crate::static_check::check_sizes(problem)[0];
+                let (_, sizes, scalars) = &crate::cmd::check::check_sizes(problem)[0];
                 let mut params = |_: &str| Ok(vec![8; 64]);
                 let _ = plan::resolve(&cand, sizes, scalars, &LaunchLimits::H100_CLASS, &mut params, &|_| None);
             }
@@ -263,7 +263,7 @@ proptest! {
         l.shared_bytes = Dim::Expr(exprs[2].clone());
         l.args[6] = exprs[3].clone();
         cand.scratch.push(bench_problems::ScratchSpec::new("s", exprs[4].as_str()));
-        for (label, sizes, scalars) in crate::static_check::check_sizes(problem) {
+        for (label, sizes, scalars) in crate::cmd::check::check_sizes(problem) {
             let n = cand.launches[0].args.len();
             let mut params = |_: &str| Ok(vec![8; n]);
             let address = |a: &str| (a == "weight").then_some(0);

@@ -6,7 +6,7 @@
 //! first, with the wins over the reference that lose to `torch.compile` ([`CompileLoss`]) and
 //! the problems whose Model failed to compile.
 use crate::record::{PeerTime, Record, Status};
-use crate::stats;
+use crate::timing_stats;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -275,9 +275,9 @@ fn group_metrics(group: &str, rs: &[&Record], problems: usize, basis: Basis) -> 
         problems,
         wins: wins.len(),
         win_rate: wins.len() as f64 / problems.max(1) as f64,
-        median_speedup_wins: opt(stats::median(&wins)),
-        median_speedup_correct: opt(stats::median(&speedups)),
-        geomean_speedup_correct: opt(stats::geomean(&speedups)),
+        median_speedup_wins: opt(timing_stats::median(&wins)),
+        median_speedup_correct: opt(timing_stats::median(&speedups)),
+        geomean_speedup_correct: opt(timing_stats::geomean(&speedups)),
         fast_p,
         candidates: rs.len(),
         correct: correct.len(),

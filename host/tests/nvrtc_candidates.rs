@@ -4,8 +4,8 @@
 //! libnvrtc, or the CUDA headers it needs, are not here (`.ci/run` installs both).
 use dlrm_bench::backend::cuda::{compile_cuda, nvrtc_version};
 use dlrm_bench::candidate::{load_candidate, ModuleSource};
+use dlrm_bench::cmd::check::check_candidate;
 use dlrm_bench::cuda_include;
-use dlrm_bench::static_check::check_candidate;
 use std::path::{Path, PathBuf};
 
 fn examples() -> PathBuf {

@@ -9,7 +9,7 @@
 //! - `native`: a prompt for a candidate directory (`candidate.toml` plus device code): the
 //!   problem's tensors with the preset's sizes, its semantics (the problem module's doc
 //!   comment), its output bounds, the kernel parameters the runner passes, a `candidate.toml`
-//!   template ([`crate::scaffold::candidate_template`]) and the rules a candidate must survive.
+//!   template ([`crate::cmd::new_problem::candidate_template`]) and the rules a candidate must survive.
 //!
 //! The rules are [`RULES`], the one copy of them in code: a digest of README.md's "What a
 //! candidate must survive" and docs/design.md §6, which stay the source of truth (a test checks that
@@ -19,7 +19,7 @@
 //! `include_str!` for every file of `bench-problems/kernelbench/` and
 //! `bench-problems/src/problems/`), so the command works from any directory and a problem
 //! added with `new-problem` needs no line here.
-use crate::scaffold::{self, SizeKind, TemplateParam};
+use crate::cmd::new_problem::{self, SizeKind, TemplateParam};
 use bench_problems::{all_problems, Preset, Problem, Role, Sizes};
 use std::fmt::Write as _;
 
@@ -338,8 +338,8 @@ fn indent(text: &str, by: &str) -> String {
 pub fn native(problem: &dyn Problem, preset: Preset) -> String {
     let (n, name, p) = (problem.number(), problem.name(), preset.name());
     let sizes = problem.sizes(preset);
-    let params = scaffold::template_params(problem);
-    let symbols = scaffold::size_symbols(problem);
+    let params = new_problem::template_params(problem);
+    let symbols = new_problem::size_symbols(problem);
     // Shapes are given in numbers for the fixed sizes only.
     let mut shape_sizes = sizes.clone();
     for sym in symbols.iter().filter(|s| s.kind == SizeKind::DataDependent) {
@@ -372,7 +372,7 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
             t.name,
             role(t.role),
             t.dtype.name(),
-            scaffold::cuda_type(t.dtype),
+            new_problem::cuda_type(t.dtype),
             symbolic(t.shape),
             concrete(t.shape, &shape_sizes)
         );
@@ -443,7 +443,7 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
          long as each kernel's parameters match its `args`. Declare kernels `extern \"C\"` so \
          their names are not mangled. `__half` needs `<cuda_fp16.h>`, `__nv_bfloat16` \
          `<cuda_bf16.h>` (the CUDA headers, CUB included, are on NVRTC's include path).\n\n",
-        kernel = scaffold::template_kernel(problem),
+        kernel = new_problem::template_kernel(problem),
         decls = decls.join(",\n"),
     );
 
@@ -458,7 +458,7 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
          `[triton]` table); CUDA C++ may set `arch` (such as `sm_90a`), `options` (NVRTC \
          flags such as `--use_fast_math`, `-DNAME=VALUE`) and `include` (directories inside \
          the candidate's).\n\n",
-        template = scaffold::candidate_template(problem),
+        template = new_problem::candidate_template(problem),
     );
 
     let _ = write!(
@@ -648,7 +648,7 @@ mod tests {
             std::fs::write(dir.join("kernel.cu"), "// the author's\n").unwrap();
             crate::candidate::load_candidate(&dir).unwrap_or_else(|e| panic!("{}: {e}", p.name()));
             // The kernel shown has one parameter per argument.
-            let kernel = scaffold::template_kernel(p);
+            let kernel = new_problem::template_kernel(p);
             let proto = &text[text.find(&format!("void {kernel}(")).unwrap()..];
             let proto = &proto[..proto.find(");").unwrap()];
             assert_eq!(proto.matches(',').count() + 1, args.len(), "{}", p.name());
