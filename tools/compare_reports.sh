@@ -2,7 +2,8 @@
 # Behaviour check for refactors (issue 33): renders every committed result set with two builds
 # of dlrm-bench and diffs everything they write — `report DIR --out --html` per set (stdout,
 # stderr, exit status, summary.md/csv, results.jsonl, the HTML page and plots), the ci shards
-# pooled, and their `report --merge` (run.json included) — with the two binaries' commit
+# pooled, and their `report --merge` (run.json included), and one set with a workload profile
+# in every output format — with the two binaries' commit
 # (in the HTML footer) and paths normalised. Exit 0 when identical.
 #   tools/compare_reports.sh OLD_BINARY NEW_BINARY [SCRATCH_DIR]
 set -u
@@ -19,6 +20,12 @@ render() { # side binary
     "$bin" report "$d" --out "$out/$name" --html "$out/$name.html" >"$out/$name.stdout" 2>"$out/$name.stderr"
     echo "rc=$?" >>"$out/$name.stdout"
   done
+  # One set with a workload profile, in each output format.
+  local full=results/20261204T213806Z-gpu-full w=workloads/dlrm-dot-mlperf-tables-train-h200.toml
+  "$bin" report "$full" --workload "$w" --out "$out/w" --html "$out/w.html" >"$out/w.stdout" 2>&1
+  "$bin" report "$full" --workload "$w" --csv >"$out/w.csv" 2>&1
+  "$bin" report "$full" --workload "$w" --json >"$out/w.json" 2>&1
+  "$bin" report "$full" --basis eager --wide >"$out/eager.stdout" 2>&1
   local shards
   shards=$(ls -d results/20261202T003800Z-gpu-ci-shards/*-shard?of2 | sort)
   "$bin" report $shards --html "$out/pooled.html" >"$out/pooled.stdout" 2>&1

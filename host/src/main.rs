@@ -9,7 +9,9 @@ use dlrm_bench::cmd::prompt::Format;
 use dlrm_bench::cmd::stats::{self, StatsArgs};
 use dlrm_bench::cmd::{check, list, new_problem, prompt};
 use dlrm_bench::evaluate::EvalConfig;
-use dlrm_bench::metrics::Basis;
+use dlrm_bench::metrics::{Basis, Summary};
+use dlrm_bench::projection::Workload;
+use dlrm_bench::results::pool::Pooled;
 use dlrm_bench::runner::{self, RunOptions};
 use dlrm_bench::{parse_preset, projection, report, worker};
 use std::ffi::OsString;
@@ -329,10 +331,21 @@ fn main() -> anyhow::Result<ExitCode> {
                 (true, _, _) => report::ReportFormat::Wide,
                 _ => report::ReportFormat::Tables,
             };
-            report::report(&results, workload.as_deref(), out.as_deref(), basis, format)?;
+            // Each set's run.json and records read once, pooled once, summarised once.
+            let pooled = Pooled::read(&results)?;
+            if workload.is_some() {
+                pooled.warn_emulator();
+            }
+            let summary = Summary::new(&pooled.records, pooled.problem_count(), basis);
+            let workload = workload.as_deref().map(Workload::load).transpose()?;
+            let projection = workload
+                .as_ref()
+                .map(|w| projection::project(w, &pooled.records, None));
+            let projected = workload.as_ref().zip(projection.as_ref());
+            report::report(&pooled, &summary, projected, out.as_deref(), format)?;
             if out.is_some() || html.is_some() {
-                let (w, o, h) = (workload.as_deref(), out.as_deref(), html.as_deref());
-                dlrm_bench::report_html::write_pooled_report(&results, w, o, h, basis)?;
+                let (o, h) = (out.as_deref(), html.as_deref());
+                dlrm_bench::report_html::write_pooled_report(&pooled, &summary, projected, o, h)?;
             }
         }
         Command::Project {

@@ -184,7 +184,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Resul
             ""
         }
     );
-    crate::report::write_markdown(out, &heading, &records, &metrics)?;
+    crate::report::write_markdown(out, &heading, &records, &metrics, "")?;
     crate::report::write_csv(out, &records)?;
     crate::report_html::write_run_report(out, &records, &metrics, None)?;
     println!("{heading}\n");

@@ -7,8 +7,9 @@
 use crate::metrics::{
     loses_to_compile, with_reference_peers, Basis, GroupMetrics, Summary, FAST_P,
 };
+use crate::projection::{Projection, Workload};
 use crate::record::{Record, RecordLog, Status};
-use crate::results::{pool_runs, warn_emulator_sets};
+use crate::results::pool::Pooled;
 use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::path::{Path, PathBuf};
@@ -716,8 +717,10 @@ pub fn write_markdown(
     heading: &str,
     records: &[Record],
     summary: &Summary,
+    suffix: &str,
 ) -> std::io::Result<()> {
-    std::fs::write(dir.join("summary.md"), markdown(heading, records, summary))
+    let text = markdown(heading, records, summary) + suffix;
+    std::fs::write(dir.join("summary.md"), text)
 }
 
 /// The text of `summary.md`: the records, then the metrics on each basis measured, the
@@ -837,22 +840,24 @@ pub enum ReportFormat {
     Json,
 }
 
-/// `dlrm-bench report`: the tables and metrics of the pooled `results`; with `out`, also
-/// `summary.md`, `summary.csv` and the pooled `results.jsonl` there (never over one of the
-/// result sets read); with `workload`, the projection.
+/// `dlrm-bench report` (without `--merge`): the pooled sets' tables (or CSV, or JSON) on stdout,
+/// with the projection onto `workload` when given, and with `out` the pooled files there.
 pub fn report(
-    results: &[PathBuf],
-    workload: Option<&Path>,
+    pooled: &Pooled,
+    summary: &Summary,
+    workload: Option<(&Workload, &Projection)>,
     out: Option<&Path>,
-    basis: Basis,
     format: ReportFormat,
 ) -> anyhow::Result<()> {
-    print!("{}", report_text(results, workload, out, basis, format)?);
+    print!(
+        "{}",
+        pooled_report_text(pooled, summary, workload, out, format)?
+    );
     Ok(())
 }
 
-/// What [`report`] prints on stdout (with `--csv` and `--json` nothing else: the note on
-/// `--out` goes to stderr, and with `--csv` the projection too).
+/// [`pooled_report_text`] of the sets at `results`, read and pooled here, with the profile at
+/// `workload` (emulator sets warned about when it is given).
 pub fn report_text(
     results: &[PathBuf],
     workload: Option<&Path>,
@@ -860,22 +865,36 @@ pub fn report_text(
     basis: Basis,
     format: ReportFormat,
 ) -> anyhow::Result<String> {
+    let pooled = Pooled::read(results)?;
     if workload.is_some() {
-        warn_emulator_sets(results);
+        pooled.warn_emulator();
     }
-    let records = pool_runs(results)?;
-    let mut problems: Vec<&str> = records.iter().map(|r| r.problem.as_str()).collect();
-    problems.dedup();
-    let summary = Summary::new(&records, problems.len(), basis);
+    let summary = Summary::new(&pooled.records, pooled.problem_count(), basis);
+    let workload = workload.map(Workload::load).transpose()?;
+    let projection = workload
+        .as_ref()
+        .map(|w| crate::projection::project(w, &pooled.records, None));
+    let projected = workload.as_ref().zip(projection.as_ref());
+    pooled_report_text(&pooled, &summary, projected, out, format)
+}
+
+/// What [`report`] prints on stdout (with `--csv` and `--json` nothing else: the note on
+/// `--out` goes to stderr, and with `--csv` the projection too).
+pub fn pooled_report_text(
+    pooled: &Pooled,
+    summary: &Summary,
+    workload: Option<(&Workload, &Projection)>,
+    out: Option<&Path>,
+    format: ReportFormat,
+) -> anyhow::Result<String> {
+    let records = &pooled.records;
+    let projection_md = workload.map(|(w, p)| p.markdown(w));
     if let Some(dir) = out {
-        write_pooled(dir, results, &records, &summary)?;
-        if let Some(w) = workload {
-            // The projection section, as a run with --workload appends it to its summary.md.
-            let text = crate::projection::project_file(w, &records, None)?;
-            let path = dir.join("summary.md");
-            let md = std::fs::read_to_string(&path)?;
-            std::fs::write(&path, format!("{md}\n{text}\n"))?;
-        }
+        // The projection section, as a run with --workload appends it to its summary.md.
+        let suffix = projection_md
+            .as_ref()
+            .map_or(String::new(), |t| format!("\n{t}\n"));
+        write_pooled(dir, &pooled.paths(), records, summary, &suffix)?;
     }
     let wrote = out.map(|dir| format!("wrote {}", dir.display()));
     let mut s = String::new();
@@ -883,38 +902,32 @@ pub fn report_text(
         ReportFormat::Tables | ReportFormat::Wide => {
             s += &format!(
                 "{}\n",
-                terminal_tables(&records, &summary, format == ReportFormat::Wide)
+                terminal_tables(records, summary, format == ReportFormat::Wide)
             );
-            if let Some(kb) = crate::kernelbench::verdicts_markdown(&records) {
+            if let Some(kb) = crate::kernelbench::verdicts_markdown(records) {
                 s += &format!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}\n");
             }
             if let Some(w) = wrote {
                 s += &format!("{w}\n");
             }
-            if let Some(w) = workload {
-                s += &format!("{}\n", crate::projection::project_file(w, &records, None)?);
+            if let Some(text) = &projection_md {
+                s += &format!("{text}\n");
             }
         }
         ReportFormat::Csv => {
-            s += &csv(&records);
+            s += &csv(records);
             if let Some(w) = wrote {
                 eprintln!("{w}");
             }
-            if let Some(w) = workload {
-                eprintln!("{}", crate::projection::project_file(w, &records, None)?);
+            if let Some(text) = &projection_md {
+                eprintln!("{text}");
             }
         }
         ReportFormat::Json => {
-            let projection = match workload {
-                Some(w) => {
-                    let w = crate::projection::Workload::load(w)?;
-                    Some(crate::projection::project(&w, &records, None).to_json())
-                }
-                None => None,
-            };
+            let projection = workload.map(|(_, p)| p.to_json());
             s += &format!(
                 "{}\n",
-                serde_json::to_string_pretty(&json(&records, &summary, projection))?
+                serde_json::to_string_pretty(&json(records, summary, projection))?
             );
             if let Some(w) = wrote {
                 eprintln!("{w}");
@@ -930,6 +943,7 @@ fn write_pooled(
     results: &[PathBuf],
     records: &[Record],
     summary: &Summary,
+    summary_suffix: &str,
 ) -> anyhow::Result<()> {
     let same = |p: &PathBuf| {
         let input = if p.is_dir() {
@@ -949,7 +963,7 @@ fn write_pooled(
     let _ = std::fs::remove_file(dir.join("results.jsonl"));
     let sources: Vec<String> = results.iter().map(|p| p.display().to_string()).collect();
     let heading = format!("# DLRM-Bench report\n\nPooled from: {}", sources.join(", "));
-    write_markdown(dir, &heading, records, summary)?;
+    write_markdown(dir, &heading, records, summary, summary_suffix)?;
     write_csv(dir, records)?;
     let mut log = RecordLog::open(dir)?;
     for r in records {
@@ -963,6 +977,7 @@ mod tests {
     use super::*;
     use crate::record::read_records;
     use crate::results::pool::incomplete_run_warning;
+    use crate::results::pool_runs;
 
     #[test]
     fn an_incomplete_set_of_shards_is_named_with_the_missing_ones() {
@@ -1767,7 +1782,7 @@ mod tests {
                 rec("kjt_permute", "y", 2.0),
             ],
         );
-        let err = report(
+        let err = report_text(
             &[run.join("results.jsonl")],
             None,
             Some(&run),
@@ -1782,7 +1797,7 @@ mod tests {
         let out = dir.join("pooled");
         for _ in 0..2 {
             // Twice: the pooled results.jsonl is written afresh, not appended to.
-            report(
+            report_text(
                 std::slice::from_ref(&run),
                 None,
                 Some(&out),

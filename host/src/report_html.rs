@@ -16,7 +16,7 @@ use crate::projection::{Projection, Workload};
 use crate::record::{Ceilings, Record, Status};
 use crate::report;
 use crate::report_plots::{self as plots, escape, Plot};
-use crate::results::pool_runs;
+use crate::results::pool::Pooled;
 use crate::results::{RunMeta, SecretSeed};
 use anyhow::Context;
 use serde_json::Value;
@@ -111,30 +111,33 @@ pub fn write_run_report(
     page.write(Some(dir), None)
 }
 
-/// `dlrm-bench report … --html`: the page of the pooled `results` (to `html`, and with its
-/// plots into `out` when given).
+/// `dlrm-bench report … --html`: the page of the pooled sets (to `html`, and with its plots
+/// into `out` when given).
 pub fn write_pooled_report(
-    results: &[PathBuf],
-    workload: Option<&Path>,
+    pooled: &Pooled,
+    summary: &Summary,
+    workload: Option<(&Workload, &Projection)>,
     out: Option<&Path>,
     html: Option<&Path>,
-    basis: Basis,
 ) -> anyhow::Result<()> {
-    let records = pool_runs(results)?;
-    let mut problems: Vec<&str> = records.iter().map(|r| r.problem.as_str()).collect();
-    problems.dedup();
-    let summary = Summary::new(&records, problems.len(), basis);
-    let workload = workload.map(Workload::load).transpose()?;
-    let projection = workload
-        .as_ref()
-        .map(|w| crate::projection::project(w, &records, None));
-    let names: Vec<String> = results.iter().map(|p| p.display().to_string()).collect();
+    let names: Vec<String> = pooled
+        .sets
+        .iter()
+        .map(|(p, _)| p.display().to_string())
+        .collect();
     let page = build(&PageData {
         title: format!("DLRM-Bench report: {}", names.join(", ")),
-        sources: results.iter().map(|p| Source::read(p)).collect(),
-        records: &records,
-        summary: &summary,
-        projection: workload.as_ref().zip(projection.as_ref()),
+        sources: pooled
+            .sets
+            .iter()
+            .map(|(path, run)| Source {
+                path: path.clone(),
+                run: run.clone(),
+            })
+            .collect(),
+        records: &pooled.records,
+        summary,
+        projection: workload,
     })?;
     page.write(out, html)?;
     if let Some(h) = html {
@@ -696,6 +699,7 @@ fn messages_section(h: &mut String, records: &[Record]) {
 mod tests {
     use super::*;
     use crate::record::{PeerTime, Speedup, Timing};
+    use crate::results::pool_runs;
 
     fn committed() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results/20261201T193405Z-gpu-full")
@@ -862,19 +866,20 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dlrm-html-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let html = dir.join("page/r.html");
-        write_pooled_report(
-            &[committed()],
-            Some(
-                &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                    .join("../workloads/dlrm-dot-mlperf-tables-train-h200.toml"),
-            )
-            .filter(|p| p.is_file())
-            .map(|p| p.as_path()),
-            Some(&dir),
-            Some(&html),
-            Basis::Eager,
-        )
-        .unwrap();
+        let pooled = Pooled::read(&[committed()]).unwrap();
+        let summary = Summary::new(&pooled.records, pooled.problem_count(), Basis::Eager);
+        let profile = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../workloads/dlrm-dot-mlperf-tables-train-h200.toml");
+        let workload = Workload::load(&profile).ok();
+        let projection = workload
+            .as_ref()
+            .map(|w| crate::projection::project(w, &pooled.records, None));
+        let projected = workload.as_ref().zip(projection.as_ref());
+        write_pooled_report(&pooled, &summary, projected, Some(&dir), Some(&html)).unwrap();
+        assert_eq!(projected.is_some(), profile.is_file());
+        if projected.is_some() {
+            assert!(dir.join("projection.svg").is_file());
+        }
         assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
         for f in ["speedups.svg", "roofline.svg", "floor.svg"] {
             assert!(dir.join(f).is_file(), "{f}");

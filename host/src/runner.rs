@@ -699,7 +699,14 @@ fn finish(
     meta.write(&dir)?;
     let _ = std::fs::remove_file(dir.join(SECRET_FILE));
     let heading = heading(&run_id, &info, on_gpu, ceilings);
-    report::write_markdown(&dir, &heading, &records, &metrics)?;
+    let projection_md = workload
+        .as_ref()
+        .zip(projection.as_ref())
+        .map(|(w, p)| p.markdown(w));
+    let suffix = projection_md
+        .as_ref()
+        .map_or(String::new(), |t| format!("\n{t}"));
+    report::write_markdown(&dir, &heading, &records, &metrics, &suffix)?;
     report::write_csv(&dir, &records)?;
     crate::report_html::write_run_report(
         &dir,
@@ -712,13 +719,8 @@ fn finish(
     if let Some(kb) = kernelbench::verdicts_markdown(&records) {
         println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
     }
-    if let (Some(w), Some(p)) = (&workload, &projection) {
-        let text = p.markdown(w);
+    if let Some(text) = &projection_md {
         println!("\n{text}");
-        let summary = dir.join("summary.md");
-        let mut md = std::fs::read_to_string(&summary)?;
-        md += &format!("\n{text}");
-        std::fs::write(&summary, md)?;
     }
     println!("results: {} ({fresh} new records)", dir.display());
     let (_, all) = phase_totals(&records);

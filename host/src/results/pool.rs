@@ -21,12 +21,57 @@ use std::path::{Path, PathBuf};
 /// reference it was measured with). A shard given twice counts once (the later path); missing
 /// shards are simply not there (only `--merge` insists on the whole run).
 pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
+    Ok(Pooled::read(paths)?.records)
+}
+
+/// Result sets read once: each path with its `run.json` (when readable), and their records
+/// pooled ([`pool_runs`]).
+pub struct Pooled {
+    pub sets: Vec<(PathBuf, Option<RunMeta>)>,
+    pub records: Vec<Record>,
+}
+
+impl Pooled {
+    /// Reads the sets at `paths` (directories or their `results.jsonl`) and pools them.
+    pub fn read(paths: &[PathBuf]) -> anyhow::Result<Pooled> {
+        let sets: Vec<(PathBuf, Option<RunMeta>)> = paths
+            .iter()
+            .map(|p| (p.clone(), RunMeta::beside(p)))
+            .collect();
+        let records = pool_sets(&sets)?;
+        Ok(Pooled { sets, records })
+    }
+
+    /// The paths given.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.sets.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    /// The number of problems the pooled records cover.
+    pub fn problem_count(&self) -> usize {
+        let mut problems: Vec<&str> = self.records.iter().map(|r| r.problem.as_str()).collect();
+        problems.dedup();
+        problems.len()
+    }
+
+    /// Warns on stderr about each set that ran on the CPU emulator ([`warn_emulator_sets`]).
+    pub fn warn_emulator(&self) {
+        for (path, run) in &self.sets {
+            if run.as_ref().is_some_and(|r| !r.timings_are_gpu_timings) {
+                warn_emulator(path);
+            }
+        }
+    }
+}
+
+/// [`pool_runs`] of sets already read.
+fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)]) -> anyhow::Result<Vec<Record>> {
     let answer = |r: &Record| r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX);
     // The result sets as runs: a plain set alone, the shards of one run together (by index).
     type Shards = Vec<(usize, PathBuf, Vec<Record>)>;
     // (the run's identity, its shard count, the shards read of it)
     let mut runs: Vec<(Option<serde_json::Value>, usize, Shards)> = Vec::new();
-    for path in paths {
+    for (path, meta) in sets {
         let (file, dir) = if path.is_dir() {
             (path.join("results.jsonl"), path.as_path())
         } else {
@@ -35,9 +80,7 @@ pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
         let found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
-        let shard = RunMeta::load(dir)
-            .ok()
-            .and_then(|run| super::shards::shard_of_run(&run));
+        let shard = meta.as_ref().and_then(super::shards::shard_of_run);
         let Some((run, shard)) = shard else {
             runs.push((None, 1, vec![(0, dir.to_path_buf(), found)]));
             continue;
@@ -114,7 +157,7 @@ pub(crate) fn incomplete_run_warning(present: &[usize], count: usize) -> Option<
         .collect();
     (!missing.is_empty()).then(|| {
         format!(
-            "{} of the run's {count} shards; shard(s) {} missing, so their problems are not in              this report",
+            "{} of the run's {count} shards; shard(s) {} missing, so their problems are not in this report",
             present.len(),
             missing.join(", ")
         )
@@ -125,10 +168,14 @@ pub(crate) fn incomplete_run_warning(present: &[usize], count: usize) -> Option<
 /// neither does a projection from them.
 pub fn warn_emulator_sets(paths: &[PathBuf]) {
     for path in emulator_sets(paths) {
-        eprintln!(
-            "warning: {} ran on the CPU emulator: its timings are NOT GPU timings, and a \
-             projection from them says nothing about a GPU step",
-            path.display()
-        );
+        warn_emulator(&path);
     }
+}
+
+fn warn_emulator(path: &Path) {
+    eprintln!(
+        "warning: {} ran on the CPU emulator: its timings are NOT GPU timings, and a \
+         projection from them says nothing about a GPU step",
+        path.display()
+    );
 }
