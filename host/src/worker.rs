@@ -4,11 +4,14 @@
 //! enforces the time limit, and starts a fresh worker for the candidates left.
 //!
 //! Protocol: the spec arrives as one JSON line on stdin (then, with `wait_after_prepare`, a go
-//! line once the orchestrator is ready); stdout carries [`Event`] lines.
+//! line once the orchestrator is ready); stdout carries [`Event`] lines, and only them: the worker
+//! moves its own descriptor 1 to stderr first, so a kernel's device `printf` cannot forge one.
 //!
 //! Fault injection for the tests: with [`FAULT_ENV`]`=prepare` in its environment (inherited
 //! from `dlrm-bench run`), a worker fails while preparing the inputs, as one whose generator or
-//! oracle failed would; the reference is then recorded as `runtime_error`.
+//! oracle failed would; the reference is then recorded as `runtime_error`. With `=forge` it
+//! first prints, on descriptor 1, the event line a kernel's device `printf` could print (the
+//! reference `correct`): the record must still be `runtime_error`.
 use crate::activity::{Activity, Phase, PhaseTimes};
 use crate::backend;
 use crate::candidate::load_candidate;
@@ -85,14 +88,45 @@ pub enum Event {
     },
 }
 
+/// Where events go: the worker's original stdout, moved off descriptor 1 by
+/// [`take_event_channel`] so that nothing else the process prints lands among them.
+static EVENTS: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
+
+/// Moves the event channel off descriptor 1 before any device code runs: a kernel's device
+/// `printf` (which the driver writes to descriptor 1) could otherwise print a forged event line,
+/// a record saying `correct`. The original stdout is duplicated for the events and descriptor 1
+/// then points at stderr, where stray output is only a message.
+fn take_event_channel() -> anyhow::Result<()> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain descriptor calls; the duplicate is owned by the File from here on.
+    let events = unsafe {
+        let fd = libc::dup(1);
+        anyhow::ensure!(fd >= 0, "dup(stdout): {}", std::io::Error::last_os_error());
+        anyhow::ensure!(
+            libc::dup2(2, 1) >= 0,
+            "dup2(stderr, stdout): {}",
+            std::io::Error::last_os_error()
+        );
+        std::fs::File::from_raw_fd(fd)
+    };
+    let _ = EVENTS.set(std::sync::Mutex::new(events));
+    Ok(())
+}
+
 fn emit(event: &Event) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "{}",
-        serde_json::to_string(event).expect("events serialise")
-    );
-    let _ = out.flush();
+    let line = serde_json::to_string(event).expect("events serialise");
+    match EVENTS.get() {
+        Some(events) => {
+            let mut out = events.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
 }
 
 /// Reports of [`crate::activity`] as events.
@@ -138,10 +172,21 @@ fn watch_parent() -> std::sync::mpsc::Receiver<()> {
 
 /// Entry point of `dlrm-bench worker`: reads the spec from stdin and runs it.
 pub fn main() -> anyhow::Result<()> {
+    take_event_channel()?;
     crate::activity::set_observer(emit_activity);
     let mut text = String::new();
     std::io::stdin().lock().read_line(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;
+    if std::env::var_os(FAULT_ENV).is_some_and(|v| v == "forge") {
+        // What a kernel's device printf could print: a record line on descriptor 1.
+        let mut forged = Record::new(&spec.problem, "reference", "reference", "reference");
+        forged.status = Status::Correct;
+        forged.message = "forged".into();
+        let line = serde_json::to_string(&Event::Record {
+            record: Box::new(forged),
+        })?;
+        println!("\n{line}");
+    }
     let go = watch_parent();
     let mut backend = backend::open(spec.force_cpu, spec.device)?;
     if spec.ceilings_only {
@@ -158,8 +203,8 @@ pub fn main() -> anyhow::Result<()> {
         .input_cache
         .as_deref()
         .map(|root| InputCache::new(root, problem));
-    if std::env::var_os(FAULT_ENV).is_some_and(|v| v == "prepare") {
-        anyhow::bail!("{FAULT_ENV}=prepare: a fault injected while preparing the inputs");
+    if std::env::var_os(FAULT_ENV).is_some_and(|v| v == "prepare" || v == "forge") {
+        anyhow::bail!("{FAULT_ENV}: a fault injected while preparing the inputs");
     }
     let mut run = ProblemRun::prepare(&mut *backend, problem, eval, spec.ceilings, cache.as_ref())?;
     emit(&Event::Prepared {

@@ -8,9 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn dlrm_bench(args: &[&str], fault: bool) -> Output {
+    dlrm_bench_with(args, fault.then_some("prepare"))
+}
+
+fn dlrm_bench_with(args: &[&str], fault: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"));
-    if fault {
-        cmd.env(dlrm_bench::worker::FAULT_ENV, "prepare");
+    if let Some(fault) = fault {
+        cmd.env(dlrm_bench::worker::FAULT_ENV, fault);
     }
     cmd.args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -58,7 +62,7 @@ fn a_failed_reference_makes_run_and_resume_exit_non_zero() {
     assert!(!run.status.success(), "exit status {}", run.status);
     assert!(stderr.contains(line), "{stderr}");
     assert!(
-        stderr.contains("DLRM_BENCH_INJECT_FAULT=prepare"),
+        stderr.contains("DLRM_BENCH_INJECT_FAULT: a fault injected"),
         "{stderr}"
     );
 
@@ -68,5 +72,35 @@ fn a_failed_reference_makes_run_and_resume_exit_non_zero() {
     assert!(!resumed.status.success(), "exit status {}", resumed.status);
     assert!(stderr.contains(line), "{stderr}");
     assert!(String::from_utf8_lossy(&resumed.stdout).contains("(0 new records)"));
+    std::fs::remove_dir_all(&root).ok();
+}
+
+/// A worker's descriptor 1 is not its event channel: the line a kernel's device `printf` could
+/// print there (a forged record saying the reference is `correct`) reaches stderr, not the
+/// records, and the reference is recorded as what the worker reported (`runtime_error`).
+#[test]
+fn an_event_printed_on_the_workers_stdout_is_not_a_record() {
+    let root = std::env::temp_dir().join(format!("dlrm-bench-forge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let out = root.join("results");
+    let run = dlrm_bench_with(
+        &[
+            "run",
+            "--cpu",
+            "--problem",
+            "embedding_bag_sum",
+            "--no-candidates",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Some("forge"),
+    );
+    assert!(!run.status.success(), "exit status {}", run.status);
+    let records = std::fs::read_to_string(run_dir(&out).join("results.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), 1, "{records}");
+    assert!(records.contains("\"runtime_error\""), "{records}");
+    assert!(!records.contains("forged"), "{records}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("\"forged\""), "the forged line went to stderr: {stderr}");
     std::fs::remove_dir_all(&root).ok();
 }
