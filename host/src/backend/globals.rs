@@ -211,8 +211,9 @@ pub fn elf_globals(image: &[u8]) -> Result<Vec<String>, String> {
     use object::{Object, ObjectSection, ObjectSymbol, SymbolSection};
     let file = object::File::parse(image).map_err(|e| format!("not a readable ELF image: {e}"))?;
     let is_global = |n: &str| n == ".nv.global" || n.starts_with(".nv.global.");
-    let mut names = Vec::new();
-    let mut covered = std::collections::BTreeMap::<usize, u64>::new();
+    let mut names: Vec<String> = Vec::new();
+    // Per section: the (start, end) of every named object in it.
+    let mut spans = std::collections::BTreeMap::<usize, Vec<(u64, u64, String)>>::new();
     for sym in file.symbols() {
         let SymbolSection::Section(index) = sym.section() else {
             continue;
@@ -230,23 +231,59 @@ pub fn elf_globals(image: &[u8]) -> Result<Vec<String>, String> {
                 ));
             }
             (object::SymbolKind::Data, Ok(name)) if !name.is_empty() => {
+                if names.iter().any(|n| n == name) {
+                    return Err(format!("its global `{name}` is named twice"));
+                }
                 names.push(name.to_string());
-                *covered.entry(index.0).or_default() += sym.size();
+                let Some(start) = sym.address().checked_sub(section.address()) else {
+                    return Err(format!("its global `{name}` lies before its section"));
+                };
+                spans
+                    .entry(index.0)
+                    .or_default()
+                    .push((start, start.saturating_add(sym.size()), name.to_string()));
             }
             _ => {}
         }
     }
     for section in file.sections() {
         let Ok(name) = section.name() else { continue };
-        let named = covered.get(&section.index().0).copied().unwrap_or(0);
-        if is_global(name) && section.size() > named {
-            return Err(format!(
-                "its section {name} holds {} bytes, of which named variables cover {named}: module global memory without a name cannot be reset between runs",
-                section.size()
-            ));
+        if is_global(name) {
+            let objects = spans.remove(&section.index().0).unwrap_or_default();
+            exactly_covered(name, section.size(), objects)?;
         }
     }
     Ok(names)
+}
+
+/// Refuses a global section unless its named objects lie side by side, each byte of it in
+/// exactly one: bytes no name covers could not be reset, and objects that overlap would let
+/// their sizes count twice.
+fn exactly_covered(
+    section: &str,
+    size: u64,
+    mut objects: Vec<(u64, u64, String)>,
+) -> Result<(), String> {
+    objects.sort();
+    let mut at = 0u64;
+    for (start, end, name) in &objects {
+        if *start < at {
+            return Err(format!(
+                "in its section {section}, `{name}` overlaps the global before it: module global memory must be named once to be reset between runs"
+            ));
+        }
+        if *start > at {
+            break;
+        }
+        at = *end;
+    }
+    if at != size || objects.last().is_some_and(|(_, end, _)| *end > size) {
+        let named: u64 = objects.iter().map(|(s, e, _)| e - s).sum();
+        return Err(format!(
+            "its section {section} holds {size} bytes, of which named variables cover {named} side by side from its start: module global memory without a name cannot be reset between runs"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -342,6 +379,22 @@ mod tests {
             vec!["g_hidden", "after_label", "second", "memo"]
         );
         assert!(ptx_globals(body).is_empty(), "none of them at module scope");
+    }
+
+    #[test]
+    fn a_section_must_be_covered_once_by_its_names() {
+        let o = |s: u64, e: u64, n: &str| (s, e, n.to_string());
+        assert!(exactly_covered(".nv.global", 16, vec![o(8, 16, "b"), o(0, 8, "a")]).is_ok());
+        assert!(exactly_covered(".nv.global", 0, vec![]).is_ok());
+        // Two names over the lower half: their sizes add up to the section, but half is unnamed.
+        let alias = exactly_covered(".nv.global", 16, vec![o(0, 8, "a"), o(0, 8, "b")]);
+        assert!(alias.unwrap_err().contains("overlaps"));
+        let gap = exactly_covered(".nv.global", 16, vec![o(0, 4, "a"), o(8, 16, "b")]);
+        assert!(gap.unwrap_err().contains("cover"));
+        let short = exactly_covered(".nv.global", 16, vec![o(0, 8, "a")]);
+        assert!(short.unwrap_err().contains("cover"));
+        let past = exactly_covered(".nv.global", 8, vec![o(0, 16, "a")]);
+        assert!(past.is_err());
     }
 
     #[test]
