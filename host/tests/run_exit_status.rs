@@ -101,6 +101,9 @@ fn an_event_printed_on_the_workers_stdout_is_not_a_record() {
     assert!(records.contains("\"runtime_error\""), "{records}");
     assert!(!records.contains("forged"), "{records}");
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(stderr.contains("\"forged\""), "the forged line went to stderr: {stderr}");
+    assert!(
+        stderr.contains("\"forged\""),
+        "the forged line went to stderr: {stderr}"
+    );
     std::fs::remove_dir_all(&root).ok();
 }

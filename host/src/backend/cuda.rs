@@ -74,6 +74,8 @@ pub struct CudaBackend {
 #[derive(Default)]
 struct Scrubber {
     threads_per_sm: u32,
+    /// The context's per-thread stack limit when it opened.
+    stack_bytes: usize,
     local_need: usize,
     asked: std::collections::HashSet<(usize, String)>,
     local: Option<(usize, sys::CUmodule, sys::CUfunction)>,
@@ -135,9 +137,43 @@ impl CudaBackend {
             shared_opt_in: std::collections::HashMap::new(),
             scrub: Scrubber {
                 threads_per_sm: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) as u32,
+                stack_bytes: stack_limit(),
                 ..Scrubber::default()
             },
         })
+    }
+
+    /// Takes the local frame of a candidate's plan kernel into what the scrub covers, when its
+    /// plan is bound (before any of its launches); refuses a frame past
+    /// [`scrub::MAX_LOCAL_BYTES`], whose contents could not be cleared between runs at a
+    /// reasonable cost.
+    fn note_local_frame(&mut self, module: ModuleId, kernel: &str) -> BackendResult<()> {
+        let m = &self.modules[module.0];
+        if m.builtin || !self.scrub.asked.insert((module.0, kernel.to_string())) {
+            return Ok(());
+        }
+        let name = CString::new(m.symbol(kernel))
+            .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
+        let Ok(f) = (unsafe { result::module::get_function(m.handle, name) }) else {
+            return Ok(()); // the parameter lookup says the kernel is missing
+        };
+        let mut local = 0i32;
+        let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES;
+        unsafe {
+            check(
+                sys::cuFuncGetAttribute(&mut local, attr, f),
+                "local frame size",
+            )?
+        };
+        let local = local.max(0) as usize;
+        if local > scrub::MAX_LOCAL_BYTES {
+            return Err(BackendError::BadLaunch(format!(
+                "kernel `{kernel}` needs {local} bytes of local memory per thread, more than the {} KiB the harness clears between runs (state could hide there); keep large per-thread arrays in [[scratch]]",
+                scrub::MAX_LOCAL_BYTES >> 10
+            )));
+        }
+        self.scrub.local_need = self.scrub.local_need.max(local);
+        Ok(())
     }
 
     /// Loads one of [`scrub`]'s PTX modules and finds its kernel.
@@ -154,14 +190,9 @@ impl CudaBackend {
     /// Overwrites every thread slot's local memory (the largest candidate frame so far plus the
     /// stack limit) and every SM's shared memory ([`scrub`]).
     fn scrub_thread_state(&mut self) -> BackendResult<()> {
-        let mut stack = 0usize;
-        unsafe {
-            check(
-                sys::cuCtxGetLimit(&mut stack, sys::CUlimit::CU_LIMIT_STACK_SIZE),
-                "stack limit",
-            )?
-        };
-        let frame = scrub::frame_bytes(self.scrub.local_need + stack);
+        // The stack limit as the context opened: the driver raises it for a launch that needs
+        // more (the scrub's own among them), so reading it now would grow the frame each time.
+        let frame = scrub::frame_bytes(self.scrub.local_need + self.scrub.stack_bytes);
         if self.scrub.local.is_none_or(|(f, _, _)| f < frame) {
             let (handle, f) = Self::load_scrubber(&scrub::local_ptx(frame), scrub::LOCAL_KERNEL)?;
             if let Some((_, old, _)) = self.scrub.local.replace((frame, handle, f)) {
@@ -353,6 +384,17 @@ fn track_globals(handle: sys::CUmodule, names: &[String]) -> BackendResult<Vec<T
         });
     }
     Ok(tracked)
+}
+
+/// The current context's per-thread stack limit (1 KiB when the driver will not say).
+fn stack_limit() -> usize {
+    let mut stack = 0usize;
+    let r = unsafe { sys::cuCtxGetLimit(&mut stack, sys::CUlimit::CU_LIMIT_STACK_SIZE) };
+    if r == sys::CUresult::CUDA_SUCCESS && stack > 0 {
+        stack
+    } else {
+        1024
+    }
 }
 
 /// PTX text as the driver loads it: NUL-terminated, with no NUL inside.
@@ -759,6 +801,7 @@ impl Backend for CudaBackend {
     }
 
     fn kernel_params(&mut self, module: ModuleId, kernel: &str) -> BackendResult<Vec<usize>> {
+        self.note_local_frame(module, kernel)?;
         let m = &self.modules[module.0];
         let symbol = m.symbol(kernel);
         let no_kernel = || BackendError::BadLaunch(format!("the module has no kernel `{kernel}`"));
@@ -803,17 +846,6 @@ impl Backend for CudaBackend {
             .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
         let f = unsafe { result::module::get_function(m.handle, name) }
             .map_err(|e| BackendError::BadLaunch(format!("no kernel `{}`: {e}", launch.kernel)))?;
-        if !m.builtin && self.scrub.asked.insert((module.0, launch.kernel.clone())) {
-            let mut local = 0i32;
-            let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES;
-            unsafe {
-                check(
-                    sys::cuFuncGetAttribute(&mut local, attr, f),
-                    "local frame size",
-                )?
-            };
-            self.scrub.local_need = self.scrub.local_need.max(local.max(0) as usize);
-        }
         // Static plus dynamic shared memory past 48 KB needs the opt-in attribute (a kernel
         // with 35 KB of static arrays fails a 36 KB dynamic launch without it).
         let key = (module.0, launch.kernel.clone());

@@ -238,10 +238,11 @@ pub fn elf_globals(image: &[u8]) -> Result<Vec<String>, String> {
                 let Some(start) = sym.address().checked_sub(section.address()) else {
                     return Err(format!("its global `{name}` lies before its section"));
                 };
-                spans
-                    .entry(index.0)
-                    .or_default()
-                    .push((start, start.saturating_add(sym.size()), name.to_string()));
+                spans.entry(index.0).or_default().push((
+                    start,
+                    start.saturating_add(sym.size()),
+                    name.to_string(),
+                ));
             }
             _ => {}
         }

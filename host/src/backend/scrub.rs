@@ -11,8 +11,10 @@
 //!   blocks of 1024 threads, two per SM.
 //!
 //! Nothing is optimised away: the local kernel reads one word back at an index known only at
-//! run time (to a sink that is null), and the shared one stores with `st.volatile`. The frame covers the largest
-//! local frame of any candidate kernel launched so far plus the context's stack limit.
+//! run time (to a sink that is null), and the shared one stores with `st.volatile`. The frame
+//! covers the largest local frame of any candidate kernel bound so far (each asked when its plan
+//! is bound, before it runs; a frame past [`MAX_LOCAL_BYTES`] is refused) plus the context's
+//! stack limit as it opened.
 
 /// Kernel of [`local_ptx`]'s module.
 pub const LOCAL_KERNEL: &str = "dlrm_scrub_local";
@@ -24,6 +26,11 @@ pub const LOCAL_BLOCK: u32 = 256;
 pub const SHARED_BLOCK: u32 = 1024;
 /// The value written (not a finite float a stale read could pass for an answer: a NaN).
 pub const PATTERN: u32 = 0x7FC0_5C2B;
+
+/// The largest local frame a candidate kernel may have, per thread (16 KiB): clearing it on
+/// every one of an H200's 270k thread slots, twice, writes about 9 GB (some 2 ms) before each
+/// execution, and the driver reserves 4.4 GB for it.
+pub const MAX_LOCAL_BYTES: usize = 16 << 10;
 
 /// Frame sizes are rounded up to this, so few modules are built.
 const GRANULE: usize = 1024;

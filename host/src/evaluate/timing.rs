@@ -104,6 +104,10 @@ impl Timer<'_> {
         }
         if !self.cfg.warm_l2 {
             self.backend.flush_l2()?;
+        } else if side == Side::Reference {
+            // The candidate's runs follow the thread-state scrub, which sweeps L2: with a warm
+            // L2 the reference's must start from the same.
+            self.backend.clear_thread_state()?;
         }
         let ms = {
             let _running = CandidateRun::start(side == Side::Candidate);
