@@ -98,9 +98,11 @@ static EVENTS: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync:
 /// then points at stderr, where stray output is only a message.
 fn take_event_channel() -> anyhow::Result<()> {
     use std::os::fd::FromRawFd;
-    // SAFETY: plain descriptor calls; the duplicate is owned by the File from here on.
+    // SAFETY: plain descriptor calls; the duplicate is owned by the File from here on. It is
+    // close-on-exec, so no helper process the worker starts (Triton's compiler runs a
+    // candidate's Python) inherits it.
     let events = unsafe {
-        let fd = libc::dup(1);
+        let fd = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
         anyhow::ensure!(fd >= 0, "dup(stdout): {}", std::io::Error::last_os_error());
         anyhow::ensure!(
             libc::dup2(2, 1) >= 0,
