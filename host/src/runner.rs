@@ -1233,6 +1233,23 @@ impl ProblemSession<'_> {
         match event {
             Event::Record { record } => {
                 let record = *record;
+                // Only what this worker was given, each once: the reference (when asked for)
+                // and the candidates still pending.
+                let expected = if record.is_reference() {
+                    !self.reference_done && record.origin == "reference"
+                } else {
+                    pending
+                        .iter()
+                        .any(|p| p.display().to_string() == record.origin)
+                };
+                if !expected {
+                    eprintln!(
+                        "warning: {}: the worker reported a record of `{}`, which it was not given (or gave already): ignored",
+                        self.problem.name(),
+                        record.origin
+                    );
+                    return Ok(());
+                }
                 if record.is_reference() && record.status != Status::Correct {
                     w.reference_failed = true;
                 }
