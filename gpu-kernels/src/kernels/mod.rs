@@ -6,7 +6,7 @@
 
 pub mod bag_pool;
 pub mod block_bucketize_sparse_features;
-pub mod block_bucketize_tuned;
+pub mod block_bucketize_sparse_features_tuned;
 pub mod ceilings;
 pub mod compare;
 pub mod dot_interaction;
