@@ -34,7 +34,7 @@ kernel! {
         }
         sync_threads();
         if *seen == 0 {
-            super::embedding_bag_sum::warp_per_bag(weight, indices, offsets, out, num_bags, dim);
+            super::embedding_bag_sum_tuned::warp_per_bag(weight, indices, offsets, out, num_bags, dim);
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod embedding_backward_rowwise_adagrad;
 pub mod embedding_backward_rowwise_adagrad_tuned;
 pub mod embedding_bag_int8_rowwise;
 pub mod embedding_bag_sum;
+pub mod embedding_bag_sum_tuned;
 pub mod embedding_bag_weighted_sum_bf16;
 pub mod faults;
 pub mod fingerprint;
