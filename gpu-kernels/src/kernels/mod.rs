@@ -33,6 +33,7 @@ pub mod selftest;
 pub mod sequence_gather_padded_bf16;
 pub mod sequence_gather_padded_bf16_tuned;
 pub mod tbe_forward_fp16;
+pub mod tbe_forward_fp16_tuned;
 pub mod torch_ops;
 pub mod unique_indices;
 pub mod unique_indices_tuned;

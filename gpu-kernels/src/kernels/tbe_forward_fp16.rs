@@ -13,6 +13,8 @@
 //!     out[:, t·D:(t+1)·D] = pooled                             # aten_copy_f16_to_f32_2d
 //! ```
 //! The `.tolist()` copy and its host sync are not in the plan (a plan is kernel launches only).
+//!
+//! The project's tuned kernel is in [`super::tbe_forward_fp16_tuned`].
 use super::torch_ops::{block_dividers, ew4, legacy_loop, offsets_2d};
 use crate::dev::*;
 
@@ -138,99 +140,12 @@ kernel! {
     }
 }
 
-/// Lookups in flight per lane in [`tbe_forward_fp16_warp_per_bag`].
-const TBE_UNROLL: usize = 4;
-
-kernel! {
-    /// The project's tuned kernel: every table in one launch, one warp per (table, sample) bag
-    /// in the table-major order of `offsets` (consecutive warps walk one table's samples, so
-    /// its hot rows are shared in L2 while it is read). Each lane owns four consecutive columns,
-    /// read with one 8-byte non-coherent load of four fp16 and widened exactly; a bag's indices
-    /// are loaded 32 at a time and broadcast by shuffles, four lookups in flight per lane, fp32
-    /// accumulation, one 16-byte store into the table's column slice of `out`. Needs D % 4 == 0
-    /// (the problem's D = 128; a scalar path covers the rest). Launch: block (256, 1, 1), grid
-    /// ceil_div(T·B·32, 256).
-    pub unsafe fn tbe_forward_fp16_warp_per_bag(
-        weight: *const u16,
-        table_offsets: *const i64,
-        indices: *const i64,
-        offsets: *const i64,
-        out: *mut f32,
-        num_tables: i64,
-        batch: i64,
-        dim: i64,
-    ) {
-        let bag = ((block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE) as i64;
-        if bag >= num_tables * batch {
-            return; // whole warps leave together
-        }
-        let lane = lane_id() as i64;
-        let (table, sample) = (bag / batch, bag % batch);
-        let (begin, end) = (*offsets.add(bag as usize), *offsets.add(bag as usize + 1));
-        let rows = weight.add((*table_offsets.add(table as usize) * dim) as usize);
-        let out = out.add((sample * num_tables * dim + table * dim) as usize);
-        let vec4 = dim % 4 == 0;
-        let (step, per_lane) = if vec4 { (WARP_SIZE as i64 * 4, 4) } else { (WARP_SIZE as i64, 1) };
-        let mut pass = 0;
-        while pass < dim {
-            let col = pass + lane * per_lane;
-            let active = col < dim;
-            let mut acc = [[0.0f32; 4]; TBE_UNROLL];
-            let mut base = begin;
-            while base < end {
-                let count = (end - base).min(WARP_SIZE as i64) as usize;
-                let mine = if (lane as usize) < count { *indices.add((base + lane) as usize) } else { 0 };
-                let mut k = 0;
-                while k < count {
-                    let group = (count - k).min(TBE_UNROLL);
-                    let mut r = [0i64; TBE_UNROLL];
-                    for (u, ru) in r.iter_mut().enumerate() {
-                        // Every lane shuffles (the index repeats past `group`, unused).
-                        *ru = shfl_idx_i64(mine, (k + u.min(group - 1)) as u32);
-                    }
-                    if active {
-                        // Every slot in turn, taken when it holds a lookup: a loop bound of
-                        // `group` would index `acc` at run time and put it in local memory.
-                        for u in 0..TBE_UNROLL {
-                            if u < group {
-                                let src = rows.add((r[u] * dim + col) as usize);
-                                if vec4 {
-                                    let h = load_nc_u16x4(src);
-                                    for c in 0..4 {
-                                        acc[u][c] += f16_to_f32(h[c]);
-                                    }
-                                } else {
-                                    acc[u][0] += f16_to_f32(*src);
-                                }
-                            }
-                        }
-                    }
-                    k += group;
-                }
-                base += WARP_SIZE as i64;
-            }
-            if active {
-                let mut sum = [0.0f32; 4];
-                for (c, s) in sum.iter_mut().enumerate() {
-                    *s = (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]);
-                }
-                if vec4 {
-                    store_f32x4(out.add(col as usize), sum);
-                } else {
-                    *out.add(col as usize) = sum[0];
-                }
-            }
-            pass += step;
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use crate::dev::{f16_to_f32, f32_to_f16_rn};
 
     /// The value of IEEE half `h` from its definition, in f64.
-    fn f16_value(h: u16) -> f64 {
+    pub(in crate::kernels) fn f16_value(h: u16) -> f64 {
         let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
         let exp = ((h >> 10) & 0x1f) as i32;
         let man = (h & 0x3ff) as f64;
@@ -239,79 +154,6 @@ mod tests {
             31 if man == 0.0 => sign * f64::INFINITY,
             31 => f64::NAN,
             _ => sign * (1.0 + man / 1024.0) * 2f64.powi(exp - 15),
-        }
-    }
-
-    /// The tuned kernel on the emulator against an f64 sum: T tables of different sizes, bags
-    /// of 0..70 lookups (several 32-chunks, remainders of the 4-wide unroll), for D = 8 (the
-    /// 8-byte path) and D = 6 (the scalar path).
-    #[test]
-    fn the_tuned_kernel_sums_every_bag_of_every_table() {
-        use super::tbe_forward_fp16_warp_per_bag;
-        use crate::emu::{launch_kernel, LaunchConfig};
-        for d in [8usize, 6] {
-            let (t, b) = (3usize, 21usize);
-            let rows_per_table = [5usize, 17, 64];
-            let mut table_offsets = vec![0i64];
-            for r in rows_per_table {
-                table_offsets.push(table_offsets.last().unwrap() + r as i64);
-            }
-            let e = *table_offsets.last().unwrap() as usize;
-            let weight: Vec<u16> = (0..e * d)
-                .map(|i| f32_to_f16_rn(((i * 7919) % 2003) as f32 / 1001.0 - 1.0))
-                .collect();
-            let (mut indices, mut offsets) = (Vec::new(), vec![0i64]);
-            for (table, &rows) in rows_per_table.iter().enumerate() {
-                for sample in 0..b {
-                    let len = (sample * 13 + table * 5) % 71;
-                    for j in 0..len {
-                        indices.push(((j * 31 + sample) % rows) as i64);
-                    }
-                    offsets.push(indices.len() as i64);
-                }
-            }
-            let mut out = vec![f32::NAN; b * t * d];
-            let cfg = LaunchConfig {
-                grid: [((t * b * 32).div_ceil(256)) as u32, 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            };
-            unsafe {
-                launch_kernel(
-                    &tbe_forward_fp16_warp_per_bag::EMU,
-                    &cfg,
-                    &[
-                        weight.as_ptr() as u64,
-                        table_offsets.as_ptr() as u64,
-                        indices.as_ptr() as u64,
-                        offsets.as_ptr() as u64,
-                        out.as_mut_ptr() as u64,
-                        t as u64,
-                        b as u64,
-                        d as u64,
-                    ],
-                )
-                .unwrap();
-            }
-            for table in 0..t {
-                for sample in 0..b {
-                    let bag = table * b + sample;
-                    for c in 0..d {
-                        let want: f64 = (offsets[bag]..offsets[bag + 1])
-                            .map(|j| {
-                                let row =
-                                    table_offsets[table] as usize + indices[j as usize] as usize;
-                                f16_value(weight[row * d + c])
-                            })
-                            .sum();
-                        let got = out[sample * t * d + table * d + c] as f64;
-                        assert!(
-                            (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                            "D {d} table {table} sample {sample} column {c}: {got} vs {want}"
-                        );
-                    }
-                }
-            }
         }
     }
 
