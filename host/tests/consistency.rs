@@ -152,3 +152,43 @@ fn the_workload_profilers_problem_list_is_the_catalogs() {
         "tools/kernel_classes.py PROBLEMS, in the catalog's order"
     );
 }
+
+/// One rule for the tuned Rust kernels: a `candidates/tuned/PROBLEM/` Rust candidate launches
+/// kernels of `gpu-kernels/src/kernels/PROBLEM_tuned.rs` (and shared building blocks, such as
+/// the scans), never one of the reference's file `PROBLEM.rs` (so `new-problem --like` copies no
+/// tuned kernel).
+#[test]
+fn tuned_kernels_live_in_their_problems_tuned_file() {
+    let (candidates, _) = load_all(&[repo().join("candidates/tuned")]);
+    let kernels = repo().join("gpu-kernels/src/kernels");
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for c in candidates
+        .iter()
+        .filter(|c| c.source == ModuleSource::Builtin)
+    {
+        let tuned = kernels.join(format!("{}_tuned.rs", c.problem));
+        let text = std::fs::read_to_string(&tuned).unwrap_or_default();
+        let reference =
+            std::fs::read_to_string(kernels.join(format!("{}.rs", c.problem))).unwrap_or_default();
+        let defined = |t: &str, k: &str| t.contains(&format!("fn {k}("));
+        if !c.launches.iter().any(|l| defined(&text, &l.kernel)) {
+            wrong.push(format!(
+                "{}: none of its kernels is in {}",
+                c.name,
+                tuned.display()
+            ));
+        }
+        for l in &c.launches {
+            if defined(&reference, &l.kernel) {
+                wrong.push(format!(
+                    "{}: `{}` is in the reference's file",
+                    c.name, l.kernel
+                ));
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 12, "only {seen} tuned Rust candidates found");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
