@@ -9,9 +9,7 @@ use dlrm_bench::cmd::prompt::Format;
 use dlrm_bench::cmd::stats::{self, StatsArgs};
 use dlrm_bench::cmd::{check, list, new_problem, prompt};
 use dlrm_bench::evaluate::EvalConfig;
-use dlrm_bench::metrics::{Basis, Summary};
-use dlrm_bench::projection::Workload;
-use dlrm_bench::results::pool::Pooled;
+use dlrm_bench::metrics::Basis;
 use dlrm_bench::runner::{self, RunOptions};
 use dlrm_bench::{parse_preset, projection, report, worker};
 use std::ffi::OsString;
@@ -332,20 +330,17 @@ fn main() -> anyhow::Result<ExitCode> {
                 _ => report::ReportFormat::Tables,
             };
             // Each set's run.json and records read once, pooled once, summarised once.
-            let pooled = Pooled::read(&results)?;
-            if workload.is_some() {
-                pooled.warn_emulator();
-            }
-            let summary = Summary::new(&pooled.records, pooled.problem_count(), basis);
-            let workload = workload.as_deref().map(Workload::load).transpose()?;
-            let projection = workload
-                .as_ref()
-                .map(|w| projection::project(w, &pooled.records, None));
-            let projected = workload.as_ref().zip(projection.as_ref());
-            report::report(&pooled, &summary, projected, out.as_deref(), format)?;
+            let r = report::PooledReport::read(&results, workload.as_deref(), basis)?;
+            report::report(&r.pooled, &r.summary, r.projected(), out.as_deref(), format)?;
             if out.is_some() || html.is_some() {
                 let (o, h) = (out.as_deref(), html.as_deref());
-                dlrm_bench::report_html::write_pooled_report(&pooled, &summary, projected, o, h)?;
+                dlrm_bench::report_html::write_pooled_report(
+                    &r.pooled,
+                    &r.summary,
+                    r.projected(),
+                    o,
+                    h,
+                )?;
             }
         }
         Command::Project {

@@ -856,8 +856,47 @@ pub fn report(
     Ok(())
 }
 
-/// [`pooled_report_text`] of the sets at `results`, read and pooled here, with the profile at
-/// `workload` (emulator sets warned about when it is given).
+/// What every rendering of `report` starts from: the sets read and pooled once, their summary
+/// on a basis, and the projection onto a workload profile when one is given (emulator sets are
+/// then warned about).
+pub struct PooledReport {
+    pub pooled: Pooled,
+    pub summary: Summary,
+    workload: Option<Workload>,
+    projection: Option<Projection>,
+}
+
+impl PooledReport {
+    /// Reads and pools the sets at `results`, with the profile at `workload`.
+    pub fn read(
+        results: &[PathBuf],
+        workload: Option<&Path>,
+        basis: Basis,
+    ) -> anyhow::Result<Self> {
+        let pooled = Pooled::read(results)?;
+        if workload.is_some() {
+            pooled.warn_emulator();
+        }
+        let summary = Summary::new(&pooled.records, pooled.problem_count(), basis);
+        let workload = workload.map(Workload::load).transpose()?;
+        let projection = workload
+            .as_ref()
+            .map(|w| crate::projection::project(w, &pooled.records, None));
+        Ok(PooledReport {
+            pooled,
+            summary,
+            workload,
+            projection,
+        })
+    }
+
+    /// The workload profile and the projection onto it, when one was given.
+    pub fn projected(&self) -> Option<(&Workload, &Projection)> {
+        self.workload.as_ref().zip(self.projection.as_ref())
+    }
+}
+
+/// [`pooled_report_text`] of the sets at `results`, with the profile at `workload`.
 pub fn report_text(
     results: &[PathBuf],
     workload: Option<&Path>,
@@ -865,17 +904,8 @@ pub fn report_text(
     basis: Basis,
     format: ReportFormat,
 ) -> anyhow::Result<String> {
-    let pooled = Pooled::read(results)?;
-    if workload.is_some() {
-        pooled.warn_emulator();
-    }
-    let summary = Summary::new(&pooled.records, pooled.problem_count(), basis);
-    let workload = workload.map(Workload::load).transpose()?;
-    let projection = workload
-        .as_ref()
-        .map(|w| crate::projection::project(w, &pooled.records, None));
-    let projected = workload.as_ref().zip(projection.as_ref());
-    pooled_report_text(&pooled, &summary, projected, out, format)
+    let r = PooledReport::read(results, workload, basis)?;
+    pooled_report_text(&r.pooled, &r.summary, r.projected(), out, format)
 }
 
 /// What [`report`] prints on stdout (with `--csv` and `--json` nothing else: the note on

@@ -2,11 +2,12 @@
 //! `skipped`, `compile_error` or `runtime_error`), its scratch buffers allocated for every input
 //! set (between guard regions), and its launches bound to each set's buffers on one side.
 use super::guard;
-use super::inputs::{DeviceSet, Side};
+use super::inputs::{DeviceSet, OutputFill, Side};
 use crate::backend::{Backend, BackendError, Buffer, Launch, ModuleId};
 use crate::candidate::Candidate;
 use crate::plan;
 use crate::record::Status;
+use bench_problems::Problem;
 
 /// A loaded plan: its module, the launches bound for every input set, and its scratch.
 pub(super) struct Loaded {
@@ -190,6 +191,27 @@ impl Loaded {
             backend.fill(&s.buffer, &[byte])?;
         }
         guard::clear_slack(backend, self.scratch.iter().map(|s| &s.buffer))
+    }
+
+    /// What every execution of the plan on `set` starts from: the outputs as `fill` says, all
+    /// scratch filled with `scratch_byte`, the bytes rounding each buffer up cleared, and for a
+    /// candidate the local and shared memory earlier launches left overwritten.
+    pub fn prepare_run(
+        &self,
+        backend: &mut dyn Backend,
+        set: &DeviceSet,
+        problem: &dyn Problem,
+        side: Side,
+        fill: OutputFill,
+        scratch_byte: u8,
+    ) -> Result<(), BackendError> {
+        set.reset_outputs(backend, problem, side, fill)?;
+        self.fill_scratch(backend, scratch_byte)?;
+        set.clear_slack(backend, side)?;
+        if side == Side::Candidate {
+            backend.clear_thread_state()?;
+        }
+        Ok(())
     }
 
     /// Frees the scratch buffers (the module stays loaded).

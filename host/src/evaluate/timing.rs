@@ -95,11 +95,8 @@ impl Timer<'_> {
             }
             Side::Reference => {}
             Side::Candidate => {
-                let fill = OutputFill::Canary(salt);
-                set.reset_outputs(&mut *self.backend, self.problem, side, fill)?;
-                plan.fill_scratch(&mut *self.backend, salt.to_le_bytes()[3] | 1)?;
-                set.clear_slack(&mut *self.backend, side)?;
-                self.backend.clear_thread_state()?;
+                let (fill, byte) = (OutputFill::Canary(salt), salt.to_le_bytes()[3] | 1);
+                plan.prepare_run(&mut *self.backend, set, self.problem, side, fill, byte)?;
             }
         }
         if !self.cfg.warm_l2 {

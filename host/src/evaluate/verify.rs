@@ -145,12 +145,15 @@ impl Verifier<'_> {
         side: Side,
         checks: &mut Vec<SetCheck>,
     ) -> Result<Option<(Status, String)>, BackendError> {
-        set.reset_outputs(&mut *self.backend, self.problem, side, OutputFill::Poison)?;
-        plan.fill_scratch(&mut *self.backend, SCRATCH_POISON)?;
-        set.clear_slack(&mut *self.backend, side)?;
-        if side == Side::Candidate {
-            self.backend.clear_thread_state()?;
-        }
+        let fill = OutputFill::Poison;
+        plan.prepare_run(
+            &mut *self.backend,
+            set,
+            self.problem,
+            side,
+            fill,
+            SCRATCH_POISON,
+        )?;
         {
             let _running = CandidateRun::start(side == Side::Candidate);
             plan.run(&mut *self.backend, i)?;

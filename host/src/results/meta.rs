@@ -127,12 +127,7 @@ impl RunMeta {
     /// The `run.json` of the set beside `path` (a set's directory or its `results.jsonl`),
     /// when there is a readable one.
     pub fn beside(path: &Path) -> Option<RunMeta> {
-        let dir = if path.is_dir() {
-            path
-        } else {
-            path.parent().unwrap_or(Path::new("."))
-        };
-        Self::load(dir).ok()
+        Self::load(super::set_dir(path)).ok()
     }
 
     /// Writes it as `dir/run.json`, atomically, keys in order as every set has them.

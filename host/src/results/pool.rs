@@ -72,10 +72,11 @@ fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)]) -> anyhow::Result<Vec<Record>>
     // (the run's identity, its shard count, the shards read of it)
     let mut runs: Vec<(Option<serde_json::Value>, usize, Shards)> = Vec::new();
     for (path, meta) in sets {
-        let (file, dir) = if path.is_dir() {
-            (path.join("results.jsonl"), path.as_path())
+        let dir = super::set_dir(path);
+        let file = if path.is_dir() {
+            path.join("results.jsonl")
         } else {
-            (path.clone(), path.parent().unwrap_or(Path::new(".")))
+            path.clone()
         };
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
         let found = read_records(&file);
