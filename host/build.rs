@@ -1,5 +1,5 @@
 //! Builds `gpu-kernels` to PTX (sm_80) with rustc's NVPTX backend and hands the file to the
-//! crate as `$OUT_DIR/gpu_kernels.ptx` (embedded by `src/ptx.rs`).
+//! crate as `$OUT_DIR/gpu_kernels.ptx` (embedded by `src/toolchain/ptx.rs`).
 //!
 //! The nested build runs `cargo rustc` for `nvptx64-nvidia-cuda` with `-Zbuild-std=core`
 //! (`RUSTC_BOOTSTRAP=1`) into its own target directory, `target/nvptx-kernels` (sharing the outer
@@ -13,7 +13,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "src/launch_bounds.rs"]
+#[path = "src/toolchain/launch_bounds.rs"]
 mod launch_bounds;
 
 const COMPONENTS: [&str; 3] = ["rust-src", "llvm-bitcode-linker", "llvm-tools"];

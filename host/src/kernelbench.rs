@@ -11,8 +11,8 @@
 //! `report` and `project` pool answers with native candidates: its status, timing and speedups
 //! on both bases are the suite's; its `kernelbench` field is what KernelBench would have said.
 use crate::evaluate::{check_set_files, rotation_files, timing_stats, EvalConfig, InputCache};
-use crate::limited;
-use crate::record::{Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status};
+use crate::results::record::{Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status};
+use crate::toolchain::limited;
 use bench_problems::{Problem, Role};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -250,7 +250,7 @@ pub fn run_protocol(request: &Value, protocol: &str, work_dir: &Path, limit_s: f
         )),
         None => Outcome::Failed(format!(
             "the evaluator wrote no result ({}; the answer may have crashed the process)\n{tail}",
-            crate::worker_exit::describe_exit(Some(status))
+            crate::runner::worker_exit::describe_exit(Some(status))
         )),
     }
 }
@@ -470,7 +470,7 @@ pub fn verdicts_markdown(records: &[Record]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Timing;
+    use crate::results::record::Timing;
     use bench_problems::Work;
 
     fn answer() -> Answer {

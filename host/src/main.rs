@@ -3,15 +3,17 @@
 //! and calls the library, where all work lives.
 use bench_problems::Preset;
 use clap::{CommandFactory, Parser, Subcommand};
-use dlrm_bench::arg_bounds::{at_least_one, positive_seconds, win_threshold};
+use dlrm_bench::cmd::arg_bounds::{at_least_one, positive_seconds, win_threshold};
 use dlrm_bench::cmd::gen::{self, GenArgs};
 use dlrm_bench::cmd::prompt::Format;
 use dlrm_bench::cmd::stats::{self, StatsArgs};
 use dlrm_bench::cmd::{check, list, new_problem, prompt};
 use dlrm_bench::evaluate::EvalConfig;
-use dlrm_bench::metrics::Basis;
+use dlrm_bench::parse_preset;
+use dlrm_bench::report::metrics::Basis;
+use dlrm_bench::report::{self, projection};
+use dlrm_bench::runner::worker;
 use dlrm_bench::runner::{self, RunOptions};
-use dlrm_bench::{parse_preset, projection, report, worker};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -148,7 +150,7 @@ enum Command {
         dirs: Vec<PathBuf>,
         /// NVRTC target architecture for candidates whose manifest names no `arch` (a manifest's
         /// `arch` wins): `compute_XX` or `sm_XX` (compiled to PTX either way).
-        #[arg(long, default_value = dlrm_bench::nvrtc_flags::DEFAULT_ARCH, value_parser = parse_arch)]
+        #[arg(long, default_value = dlrm_bench::toolchain::nvrtc_flags::DEFAULT_ARCH, value_parser = parse_arch)]
         arch: String,
     },
     /// Run every problem's degenerate-output self-test on the host (no GPU); with --allclose,
@@ -252,13 +254,13 @@ struct RunArgs {
     /// Run shard i of n (0 ≤ i < n) of the (problem, candidate) items, for a cluster
     /// scheduler's array job; every shard needs the same options and secret seed
     /// (--secret-seed-file or DLRM_BENCH_SECRET_SEED). Merge with `report --merge`.
-    #[arg(long, value_parser = dlrm_bench::shard::Shard::parse)]
-    shard: Option<dlrm_bench::shard::Shard>,
+    #[arg(long, value_parser = dlrm_bench::runner::shard::Shard::parse)]
+    shard: Option<dlrm_bench::runner::shard::Shard>,
     /// The GPUs to use, one worker per GPU at a time: ordinals `0,1,...` or `all`. Each
     /// problem's candidates are split over them, and each GPU measures the reference it pairs
     /// its candidates with. On the emulator, `--cpu --devices 0,1` emulates two devices.
-    #[arg(long, value_parser = dlrm_bench::shard::parse_devices)]
-    devices: Option<dlrm_bench::shard::Devices>,
+    #[arg(long, value_parser = dlrm_bench::runner::shard::parse_devices)]
+    devices: Option<dlrm_bench::runner::shard::Devices>,
     /// A file whose first line is the secret seed (a decimal u64): shards must share it. Else
     /// DLRM_BENCH_SECRET_SEED when set, else a random one. Allowed with --resume (a shard that
     /// ended keeps no seed of its own).
@@ -318,9 +320,9 @@ fn main() -> anyhow::Result<ExitCode> {
             secret_seed_file,
         } => {
             if merge {
-                let secret = dlrm_bench::shard::secret_seed(secret_seed_file.as_deref())?;
+                let secret = dlrm_bench::runner::shard::secret_seed(secret_seed_file.as_deref())?;
                 let out = out.expect("clap requires --out with --merge");
-                dlrm_bench::merge::merge(&results, &out, secret)?;
+                dlrm_bench::cmd::merge::merge(&results, &out, secret)?;
                 return Ok(ExitCode::SUCCESS);
             }
             let format = match (wide, csv, json) {
@@ -334,7 +336,7 @@ fn main() -> anyhow::Result<ExitCode> {
             report::report(&r.pooled, &r.summary, r.projected(), out.as_deref(), format)?;
             if out.is_some() || html.is_some() {
                 let (o, h) = (out.as_deref(), html.as_deref());
-                dlrm_bench::report_html::write_pooled_report(
+                dlrm_bench::report::html::write_pooled_report(
                     &r.pooled,
                     &r.summary,
                     r.projected(),
@@ -389,19 +391,19 @@ fn selftest(preset: Preset, allclose: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::Result<ExitCode> {
-    let (min_pairs, max_pairs) = dlrm_bench::arg_bounds::pairs(a.min_pairs, a.max_pairs)?;
-    let given_secret = dlrm_bench::shard::secret_seed(a.secret_seed_file.as_deref())?;
+    let (min_pairs, max_pairs) = dlrm_bench::cmd::arg_bounds::pairs(a.min_pairs, a.max_pairs)?;
+    let given_secret = dlrm_bench::runner::shard::secret_seed(a.secret_seed_file.as_deref())?;
     if let (Some(s), None) = (a.shard, given_secret) {
         anyhow::bail!(
             "--shard {s}: the shards must share one secret seed: give it with \
              --secret-seed-file PATH or {}",
-            dlrm_bench::shard::SECRET_ENV
+            dlrm_bench::runner::shard::SECRET_ENV
         );
     }
     let (devices, all_devices) = match a.devices {
         None => (Vec::new(), false),
-        Some(dlrm_bench::shard::Devices::All) => (Vec::new(), true),
-        Some(dlrm_bench::shard::Devices::List(l)) => (l, false),
+        Some(dlrm_bench::runner::shard::Devices::All) => (Vec::new(), true),
+        Some(dlrm_bench::runner::shard::Devices::List(l)) => (l, false),
     };
     let candidates = if a.no_candidates {
         Vec::new()
@@ -530,12 +532,12 @@ fn parse_torch(s: &str) -> Result<TorchPeers, String> {
 
 /// The value parser of `check --arch`.
 fn parse_arch(s: &str) -> Result<String, String> {
-    dlrm_bench::nvrtc_flags::ptx_arch(s)
+    dlrm_bench::toolchain::nvrtc_flags::ptx_arch(s)
         .map(|_| s.to_string())
         .ok_or_else(|| {
             format!(
                 "unknown arch `{s}` (sm_XX or compute_XX, XX one of: {})",
-                dlrm_bench::nvrtc_flags::ARCHES.join(", ")
+                dlrm_bench::toolchain::nvrtc_flags::ARCHES.join(", ")
             )
         })
 }

@@ -185,15 +185,15 @@ fn the_loop_finder_finds_a_loop_and_only_loops() {
     .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
     .collect();
     assert_eq!(loops(&edges), vec![vec!["a", "b", "c"]]);
-    let known: BTreeSet<String> = ["evaluate", "evaluate::verify", "record"]
+    let known: BTreeSet<String> = ["evaluate", "evaluate::verify", "results::record"]
         .into_iter()
         .map(String::from)
         .collect();
-    let code = "use crate::record::Record;\nuse super::verify::Verifier;\nfoo::crate::x;";
+    let code = "use crate::results::record::Record;\nuse super::verify::Verifier;\nfoo::crate::x;";
     let found = references("evaluate::timing", code, &known);
     assert_eq!(
         found,
-        ["evaluate::verify", "record"]
+        ["evaluate::verify", "results::record"]
             .into_iter()
             .map(String::from)
             .collect()

@@ -4,7 +4,7 @@
 //! run started from one directory resumes from another with its candidates.
 use dlrm_bench::backend::Backend;
 use dlrm_bench::evaluate::EvalConfig;
-use dlrm_bench::record::Record;
+use dlrm_bench::results::record::Record;
 use dlrm_bench::runner::RunOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -170,7 +170,7 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         keep_inputs: false,
         kernelbench: vec![],
         answer_timeout_s: 600.0,
-        basis: dlrm_bench::metrics::Basis::Reference,
+        basis: dlrm_bench::report::metrics::Basis::Reference,
         wide: false,
         shard: None,
         devices: vec![],

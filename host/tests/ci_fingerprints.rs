@@ -16,8 +16,8 @@ use bench_problems::{all_problems, InputSet, OracleOutput, Preset, Problem, Role
 use data_gen::HostTensor;
 use dlrm_bench::backend::emu::EmuBackend;
 use dlrm_bench::backend::Backend;
+use dlrm_bench::candidate::plan::{self, Buffers};
 use dlrm_bench::candidate::reference_candidate;
-use dlrm_bench::plan::{self, Buffers};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;

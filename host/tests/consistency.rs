@@ -6,8 +6,8 @@
 use bench_problems::{all_problems, Problem};
 use dlrm_bench::backend::ptx_params::entry_params;
 use dlrm_bench::candidate::{Candidate, ModuleSource};
-use dlrm_bench::ptx::GPU_KERNELS_PTX;
 use dlrm_bench::runner::load_all;
+use dlrm_bench::toolchain::ptx::GPU_KERNELS_PTX;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

@@ -13,7 +13,7 @@ use bench_problems::{all_problems, Dim, Problem};
 use dlrm_bench::backend::emu::EmuBackend;
 use dlrm_bench::candidate::{reference_candidate, Candidate, CandidateError, ModuleSource};
 use dlrm_bench::evaluate::{EvalConfig, ProblemRun};
-use dlrm_bench::record::Status;
+use dlrm_bench::results::record::Status;
 use dlrm_bench::runner::load_all;
 use libtest_mimic::{Arguments, Trial};
 use std::path::PathBuf;

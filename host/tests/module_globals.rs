@@ -61,7 +61,7 @@ fn assemble(ptxas: &Path, ptx: &str, scratch: &Path, name: &str) -> Result<Vec<u
 fn main() {
     let args = Arguments::from_args();
     let name = "the_ptx_scan_and_the_cubin_name_the_same_globals_for_every_cuda_candidate";
-    let ptxas = dlrm_bench::ptxas::find(&[]);
+    let ptxas = dlrm_bench::toolchain::ptxas::find(&[]);
     let missing = match (nvrtc_version(), &ptxas) {
         (None, _) => Some("libnvrtc is not on the loader path (.ci/run installs it)"),
         (_, None) => Some("no ptxas here (.ci/run installs NVIDIA's nvcc wheel)"),

@@ -5,7 +5,7 @@
 use dlrm_bench::backend::cuda::{compile_cuda, nvrtc_version};
 use dlrm_bench::candidate::{load_candidate, ModuleSource};
 use dlrm_bench::cmd::check::check_candidate;
-use dlrm_bench::cuda_include;
+use dlrm_bench::toolchain::cuda_include;
 use std::path::{Path, PathBuf};
 
 fn examples() -> PathBuf {

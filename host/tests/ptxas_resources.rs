@@ -7,13 +7,13 @@
 //! The table of registers, stack and spills per kernel is printed (`cargo test --test
 //! ptxas_resources -- --nocapture`). The log parser's own tests are in `host/src/ptxas.rs`.
 //!
-//! ptxas is found as `dlrm-bench check` finds it ([`dlrm_bench::ptxas`]), or where `.ci/run`
+//! ptxas is found as `dlrm-bench check` finds it ([`dlrm_bench::toolchain::ptxas`]), or where `.ci/run`
 //! unpacks the `nvidia-cuda-nvcc` wheel (`target/nvrtc`). Without one the test skips and says
 //! so.
 use dlrm_bench::candidate::ModuleSource;
-use dlrm_bench::ptx::GPU_KERNELS_PTX;
-use dlrm_bench::ptxas;
 use dlrm_bench::runner::load_all;
+use dlrm_bench::toolchain::ptx::GPU_KERNELS_PTX;
+use dlrm_bench::toolchain::ptxas;
 use std::path::PathBuf;
 
 fn repo() -> PathBuf {
@@ -22,7 +22,7 @@ fn repo() -> PathBuf {
 
 #[test]
 fn every_kernel_assembles_for_sm_90_and_tuned_kernels_use_no_local_memory() {
-    // Besides the library's search (`dlrm_bench::ptxas`), where `.ci/run` unpacks the wheel.
+    // Besides the library's search (`dlrm_bench::toolchain::ptxas`), where `.ci/run` unpacks the wheel.
     let unpacked = repo().join("target/nvrtc/nvidia/cu13/bin/ptxas");
     let Some(tool) = ptxas::find(&[unpacked]) else {
         eprintln!(

@@ -14,7 +14,7 @@ fn dlrm_bench(args: &[&str], fault: bool) -> Output {
 fn dlrm_bench_with(args: &[&str], fault: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"));
     if let Some(fault) = fault {
-        cmd.env(dlrm_bench::worker::FAULT_ENV, fault);
+        cmd.env(dlrm_bench::runner::worker::FAULT_ENV, fault);
     }
     cmd.args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))

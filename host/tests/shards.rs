@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 fn dlrm_bench(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"));
-    cmd.env_remove(dlrm_bench::shard::SECRET_ENV);
+    cmd.env_remove(dlrm_bench::runner::shard::SECRET_ENV);
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -125,7 +125,7 @@ fn two_shards_merged_equal_one_run_of_the_same_seeds() {
     ok(run(
         &shards,
         &["--shard", "1/2"],
-        &[(dlrm_bench::shard::SECRET_ENV, "4242")],
+        &[(dlrm_bench::runner::shard::SECRET_ENV, "4242")],
     ));
     let dirs = run_dirs(&shards);
     assert_eq!(dirs.len(), 2, "{dirs:?}");
@@ -133,7 +133,10 @@ fn two_shards_merged_equal_one_run_of_the_same_seeds() {
         let run: Value =
             serde_json::from_str(&std::fs::read_to_string(d.join("run.json")).unwrap()).unwrap();
         assert!(run["shard"]["count"] == 2, "{}", d.display());
-        assert_eq!(run["secret_seed"], dlrm_bench::shard::SECRET_WITH_MERGE);
+        assert_eq!(
+            run["secret_seed"],
+            dlrm_bench::runner::shard::SECRET_WITH_MERGE
+        );
         assert!(!d.join(".secret_seed").exists());
     }
     // An ended shard keeps no seed: its resume needs the scheduler's, and checks it.
@@ -144,10 +147,10 @@ fn two_shards_merged_equal_one_run_of_the_same_seeds() {
         stderr.contains("a shard that ended keeps no secret seed"),
         "{stderr}"
     );
-    let wrong = resume(&[(dlrm_bench::shard::SECRET_ENV, "1")]);
+    let wrong = resume(&[(dlrm_bench::runner::shard::SECRET_ENV, "1")]);
     let stderr = String::from_utf8_lossy(&wrong.stderr);
     assert!(stderr.contains("field `secret_seed_sha256`"), "{stderr}");
-    let again = ok(resume(&[(dlrm_bench::shard::SECRET_ENV, "4242")]));
+    let again = ok(resume(&[(dlrm_bench::runner::shard::SECRET_ENV, "4242")]));
     assert!(String::from_utf8_lossy(&again.stdout).contains("(0 new records)"));
     let merged = root.join("merged");
     let mut args = vec!["report", "--merge"];
@@ -232,7 +235,7 @@ fn a_shard_without_the_common_secret_seed_is_refused() {
     let bad = run(
         &root.join("r"),
         &["--shard", "0/2"],
-        &[(dlrm_bench::shard::SECRET_ENV, "x1")],
+        &[(dlrm_bench::runner::shard::SECRET_ENV, "x1")],
     );
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert!(stderr.contains("DLRM_BENCH_SECRET_SEED: `x1`"), "{stderr}");
@@ -242,7 +245,7 @@ fn a_shard_without_the_common_secret_seed_is_refused() {
 #[test]
 fn two_emulated_devices_give_the_records_of_one() {
     let root = tmp("devices");
-    let env = [(dlrm_bench::shard::SECRET_ENV, "77")];
+    let env = [(dlrm_bench::runner::shard::SECRET_ENV, "77")];
     ok(run(&root.join("one"), &[], &env));
     ok(run(&root.join("two"), &["--devices", "0,1"], &env));
     let one = records(&run_dirs(&root.join("one"))[0]);
@@ -267,7 +270,7 @@ fn two_emulated_devices_give_the_records_of_one() {
 #[test]
 fn report_pools_the_shards_of_one_run_as_their_merge() {
     let root = tmp("shards-report");
-    let env = [(dlrm_bench::shard::SECRET_ENV, "4343")];
+    let env = [(dlrm_bench::runner::shard::SECRET_ENV, "4343")];
     let shards = root.join("shards");
     ok(run(&shards, &["--shard", "0/2"], &env));
     ok(run(&shards, &["--shard", "1/2"], &env));

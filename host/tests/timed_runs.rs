@@ -15,7 +15,7 @@ use dlrm_bench::backend::{
 };
 use dlrm_bench::candidate::Candidate;
 use dlrm_bench::evaluate::{EvalConfig, ProblemRun};
-use dlrm_bench::record::{Record, Status};
+use dlrm_bench::results::record::{Record, Status};
 
 fn evaluate_on(backend: &mut dyn Backend, cand: &Candidate) -> (Record, Record) {
     let mut run =
@@ -72,7 +72,7 @@ fn the_timing_runs_on_secret_sets_the_checks_never_showed_the_candidate() {
     assert!(
         phases
             .0
-            .contains_key(&dlrm_bench::activity::Phase::TimedCheck),
+            .contains_key(&dlrm_bench::runner::activity::Phase::TimedCheck),
         "{phases:?}"
     );
 }

@@ -273,9 +273,9 @@ impl CudaBackend {
         code: &str,
         flags: &CudaFlags,
     ) -> BackendResult<String> {
-        let default = crate::nvrtc_flags::device_arch(self.info.compute_capability);
+        let default = crate::toolchain::nvrtc_flags::device_arch(self.info.compute_capability);
         if let (Some(arch), Some(cc)) = (&flags.arch, self.info.compute_capability) {
-            crate::nvrtc_flags::runs_on(arch, cc)
+            crate::toolchain::nvrtc_flags::runs_on(arch, cc)
                 .map_err(|e| BackendError::Compile(format!("{}: {e}", file.display())))?;
         }
         compile_cuda(file, code, flags, default)
@@ -470,7 +470,7 @@ pub fn nvrtc_version() -> Option<(i32, i32)> {
 
 /// Compiles CUDA C++ to PTX with NVRTC, for the arch `flags` names or else `default_arch`
 /// (e.g. `compute_90`), with the candidate's include directories, then the CUDA headers'
-/// ([`crate::cuda_include`]), and its options ([`crate::nvrtc_flags::command_line`]). Needs
+/// ([`crate::toolchain::cuda_include`]), and its options ([`crate::toolchain::nvrtc_flags::command_line`]). Needs
 /// only libnvrtc, not a GPU. A compile error carries NVRTC's log, and the include directories
 /// searched when a header could not be opened.
 pub fn compile_cuda(
@@ -480,7 +480,7 @@ pub fn compile_cuda(
     default_arch: &str,
 ) -> BackendResult<String> {
     let named = flags.arch.as_deref().unwrap_or(default_arch);
-    let arch = crate::nvrtc_flags::ptx_arch(named).ok_or_else(|| {
+    let arch = crate::toolchain::nvrtc_flags::ptx_arch(named).ok_or_else(|| {
         BackendError::Compile(format!("{}: unknown arch `{named}`", file.display()))
     })?;
     // libnvrtc is loaded before the include search, which looks next to it.
@@ -489,10 +489,10 @@ pub fn compile_cuda(
             "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
         ))
     })?;
-    let search = crate::cuda_include::current();
+    let search = crate::toolchain::cuda_include::current();
     let opts = cudarc::nvrtc::CompileOptions {
         name: Some(file.display().to_string()),
-        options: crate::nvrtc_flags::command_line(
+        options: crate::toolchain::nvrtc_flags::command_line(
             &arch,
             &flags.include,
             &search.dirs,
@@ -512,7 +512,7 @@ pub fn compile_cuda(
         Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
             let log = log.to_string_lossy();
             let mut message = format!("{}: NVRTC {nvrtc} (arch {arch})\n{log}", file.display());
-            if crate::cuda_include::is_missing_header(&log) {
+            if crate::toolchain::cuda_include::is_missing_header(&log) {
                 if !flags.include.is_empty() {
                     message.push_str("the candidate's include directories:\n");
                     for d in &flags.include {
@@ -702,7 +702,10 @@ impl Backend for CudaBackend {
                 if let Some(i) = self.modules.iter().position(|m| m.builtin) {
                     return Ok(ModuleId(i));
                 }
-                (Some(crate::ptx::GPU_KERNELS_PTX.to_string()), None)
+                (
+                    Some(crate::toolchain::ptx::GPU_KERNELS_PTX.to_string()),
+                    None,
+                )
             }
             ModuleSource::Ptx { code, .. } => (Some(globals::make_visible(code)), None),
             ModuleSource::Cuda { file, code, flags } => {

@@ -2,6 +2,7 @@
 //! the CPU emulator of `gpu-kernels`. Both offer the same small interface: buffers, modules,
 //! launches with raw argument words, a stream-ordered timer and an L2 flush.
 pub mod binary;
+pub mod ceilings;
 pub mod cuda;
 pub mod emu;
 pub mod globals;

@@ -80,10 +80,14 @@ mod tests {
 
     #[test]
     fn embedded_ptx_and_emulator_agree_on_every_signature() {
-        let p = entry_params(crate::ptx::GPU_KERNELS_PTX, "embedding_bag_sum_reference").unwrap();
+        let p = entry_params(
+            crate::toolchain::ptx::GPU_KERNELS_PTX,
+            "embedding_bag_sum_reference",
+        )
+        .unwrap();
         assert_eq!(p, vec![8; 11]);
         for k in gpu_kernels::emu_kernels() {
-            let ptx = entry_params(crate::ptx::GPU_KERNELS_PTX, k.name)
+            let ptx = entry_params(crate::toolchain::ptx::GPU_KERNELS_PTX, k.name)
                 .unwrap_or_else(|| panic!("{} is missing from the PTX", k.name));
             assert_eq!(k.param_sizes, &ptx[..], "{}", k.name);
         }

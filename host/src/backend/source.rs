@@ -51,7 +51,7 @@ impl ModuleSource {
 }
 
 /// A CUDA C++ candidate's compile settings from its manifest, already validated
-/// ([`crate::nvrtc_flags`]).
+/// ([`crate::toolchain::nvrtc_flags`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CudaFlags {
     /// `sm_90a`, `compute_90`, ...; `None`: the device's (or `check --arch`).

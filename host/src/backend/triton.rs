@@ -6,7 +6,7 @@
 //! its type strings, the JSON the tool answers with ([`Compiled`], parsed by [`parse_answer`]),
 //! how a compiled kernel's trailing scratch parameters are sized ([`trailing_args`]), and the
 //! call of the tool itself ([`compile`]). A leaf of `backend`, like `source`.
-use crate::limited::Ending;
+use crate::toolchain::limited::Ending;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -396,7 +396,7 @@ pub fn compile(file: &Path, spec: &TritonSpec, arch: u32) -> Result<Compiled, Co
 
 /// The last lines of a log, for a message.
 fn tail(log: &str) -> String {
-    crate::limited::tail(log, 40)
+    crate::toolchain::limited::tail(log, 40)
 }
 
 /// Runs `python tool args...` with its output in `dir/log.txt`, in its own process group, which
@@ -416,7 +416,7 @@ fn run_tool(args: &[String], dir: &Path, limit_s: f64) -> Result<(), CompileFail
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err_log);
-    let status = match crate::limited::run(&mut command, limit_s) {
+    let status = match crate::toolchain::limited::run(&mut command, limit_s) {
         Ok(Ending::Exited(status)) => status,
         // The tool's own process group (ptxas included) was killed.
         Ok(Ending::Killed) => {

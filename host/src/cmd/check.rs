@@ -3,15 +3,15 @@
 //! under every rule `run` applies ([`plan::resolve`], [`plan::scratch_bytes`]): evaluated on the
 //! sizes of every preset and edge set ([`check_sizes`]), against the GPU's limits when there is
 //! one and H100/H200-class limits otherwise, with each argument matched against the kernel's
-//! parameter list in the PTX. When a ptxas is found ([`crate::ptxas`]) the module is assembled
+//! parameter list in the PTX. When a ptxas is found ([`crate::toolchain::ptxas`]) the module is assembled
 //! for sm_90 too and each launch's line gives its kernel's registers, stack and spills. Each
-//! directory is checked once ([`crate::candidate_set`]).
+//! directory is checked once ([`crate::candidate::set`]).
 use crate::backend::{cuda::compile_cuda, ptx_params::entry_params, Backend};
+use crate::candidate::launch_limits::LaunchLimits;
+use crate::candidate::plan;
+use crate::candidate::set::load_unique;
 use crate::candidate::{load_candidate, Candidate, ModuleSource};
-use crate::candidate_set::load_unique;
-use crate::launch_limits::LaunchLimits;
-use crate::plan;
-use crate::ptxas;
+use crate::toolchain::ptxas;
 use bench_problems::{find_problem, Preset, Problem, Sizes};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -79,7 +79,7 @@ pub fn check_loaded(
     // and only the plan's geometry and expressions are checked; `note` says so.
     let mut note = None;
     let ptx = match &cand.source {
-        ModuleSource::Builtin => Some(crate::ptx::GPU_KERNELS_PTX.to_string()),
+        ModuleSource::Builtin => Some(crate::toolchain::ptx::GPU_KERNELS_PTX.to_string()),
         ModuleSource::Ptx { code, .. } => Some(code.clone()),
         ModuleSource::Cuda { file, code, flags } => {
             Some(compile_cuda(file, code, flags, arch).map_err(|e| e.to_string())?)
@@ -155,7 +155,7 @@ pub fn check_loaded(
     let mut lines: Vec<String> = Vec::new();
     if let ModuleSource::Cuda { flags, .. } = &cand.source {
         let arch = flags.arch.as_deref().unwrap_or(arch);
-        let ptx = crate::nvrtc_flags::ptx_arch(arch).unwrap_or_default();
+        let ptx = crate::toolchain::nvrtc_flags::ptx_arch(arch).unwrap_or_default();
         let mut line = format!("NVRTC: arch {arch} (PTX for {ptx})");
         if !flags.options.is_empty() {
             line.push_str(&format!(", options {:?}", flags.options));
@@ -304,8 +304,8 @@ mod tests {
 
     /// A compile error for a missing header on a machine where no CUDA headers were found.
     fn no_cuda_headers(e: &str) -> bool {
-        crate::cuda_include::is_missing_header(e)
-            && crate::cuda_include::current().found_in.is_none()
+        crate::toolchain::cuda_include::is_missing_header(e)
+            && crate::toolchain::cuda_include::current().found_in.is_none()
     }
 
     /// With a ptxas, each launch line of a Rust candidate carries its kernel's registers; the
@@ -313,12 +313,12 @@ mod tests {
     #[test]
     fn launch_lines_carry_ptxas_resources_when_a_ptxas_is_found() {
         let Some(tool) = ptxas::find(&[]) else {
-            eprintln!("skipped: no ptxas found (see crate::ptxas)");
+            eprintln!("skipped: no ptxas found (see crate::toolchain::ptxas)");
             return;
         };
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../candidates/tuned/dot_interaction");
         let lines = check_candidate(&dir, "compute_90").unwrap();
-        let all = ptxas::assemble(&tool, crate::ptx::GPU_KERNELS_PTX).unwrap();
+        let all = ptxas::assemble(&tool, crate::toolchain::ptx::GPU_KERNELS_PTX).unwrap();
         let r = &all["dot_interaction_tuned_warp_per_sample"];
         let want = format!(
             "ptxas sm_90: {} registers, 0 bytes stack, 0 bytes spilled",

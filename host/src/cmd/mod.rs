@@ -3,9 +3,11 @@
 //! `prompt` ([`prompt`]) and `stats` ([`stats`]). `run`, `kernelbench`, `report` and
 //! `project` are the runner, the results and the reports (`runner`, `results`, `report*`,
 //! `projection`).
+pub mod arg_bounds;
 pub mod check;
 pub mod gen;
 pub mod list;
+pub mod merge;
 pub mod new_problem;
 pub mod prompt;
 pub mod stats;

@@ -632,7 +632,7 @@ mod tests {
             let start = text.find("```toml\n").unwrap() + "```toml\n".len();
             let toml = &text[start..start + text[start..].find("```").unwrap()];
             let file = std::path::Path::new("candidate.toml");
-            let m = crate::manifest::parse(file, toml)
+            let m = crate::candidate::manifest::parse(file, toml)
                 .unwrap_or_else(|e| panic!("{}: {e}\n{toml}", p.name()));
             assert_eq!(m.problem, p.name());
             assert_eq!(m.launches.len(), 1);

@@ -15,7 +15,7 @@
 //! Every file is written under a temporary name and renamed, and the set file comes last, so a
 //! set whose file exists is complete (a worker killed while writing leaves no half entry).
 use super::config::SetPlan;
-use crate::record::GIT_COMMIT;
+use crate::results::record::GIT_COMMIT;
 use anyhow::Context;
 use bench_problems::{InputSet, Preset, Problem, Sizes, Work};
 use data_gen::TensorSet;

@@ -4,9 +4,9 @@
 use super::guard;
 use super::inputs::{DeviceSet, OutputFill, Side};
 use crate::backend::{Backend, BackendError, Buffer, Launch, ModuleId};
+use crate::candidate::plan;
 use crate::candidate::Candidate;
-use crate::plan;
-use crate::record::Status;
+use crate::results::record::Status;
 use bench_problems::Problem;
 
 /// A loaded plan: its module, the launches bound for every input set, and its scratch.

@@ -17,10 +17,10 @@ use super::fresh::Freshener;
 use super::inputs::{DeviceSet, OutputFill, Side};
 use super::load::Loaded;
 use super::verify::Verifier;
-use crate::activity::CandidateRun;
 use crate::backend::{Backend, BackendError};
-use crate::record::{Ceilings, Speedup, Timing};
-use crate::timing_stats;
+use crate::evaluate::quantiles;
+use crate::results::record::{Ceilings, Speedup, Timing};
+use crate::runner::activity::CandidateRun;
 use bench_problems::{Problem, Work};
 use std::ops::Range;
 use std::time::Instant;
@@ -63,9 +63,9 @@ pub(super) struct PairTimes {
 impl PairTimes {
     /// The median ratio with its bootstrap 95% interval.
     pub fn speedup(&self, seed: u64) -> Speedup {
-        let (lo, hi) = timing_stats::bootstrap_median_ci(&self.ratios, 2000, seed);
+        let (lo, hi) = quantiles::bootstrap_median_ci(&self.ratios, 2000, seed);
         Speedup {
-            median: timing_stats::median(&self.ratios),
+            median: quantiles::median(&self.ratios),
             ci_low: lo,
             ci_high: hi,
             pairs: self.ratios.len(),
@@ -313,8 +313,8 @@ impl Timer<'_> {
             ratios.push(t_ref / t_cand.max(1e-9));
             let n = ratios.len();
             if n >= self.cfg.min_pairs && n % 10 == 0 {
-                let m = timing_stats::median(&ratios);
-                let (lo, hi) = timing_stats::bootstrap_median_ci(&ratios, 500, n as u64);
+                let m = quantiles::median(&ratios);
+                let (lo, hi) = quantiles::bootstrap_median_ci(&ratios, 500, n as u64);
                 if (hi - lo) / 2.0 <= self.cfg.target_half_width * m {
                     break;
                 }
@@ -339,12 +339,12 @@ impl Timer<'_> {
 /// The statistics of a series of times (ms) of a plan doing `work`; the share of the physical
 /// floor when the ceilings are known.
 pub fn timing_stats(ms: &[f64], work: &Work, ceilings: Option<Ceilings>) -> Timing {
-    let median = timing_stats::median(ms);
+    let median = quantiles::median(ms);
     let floor = ceilings.map(|c| c.floor_ms(work));
     Timing {
         median_ms: median,
-        p10_ms: timing_stats::quantile(ms, 0.1),
-        p90_ms: timing_stats::quantile(ms, 0.9),
+        p10_ms: quantiles::quantile(ms, 0.1),
+        p90_ms: quantiles::quantile(ms, 0.9),
         samples: ms.len(),
         compulsory_gbps: work.compulsory_bytes / median / 1e6,
         logical_gbps: work.logical_bytes / median / 1e6,

@@ -40,9 +40,9 @@ use super::guard;
 use super::inputs::{DeviceSet, OutputFill, Side};
 use super::load::Loaded;
 use super::specs::{input_specs, output_specs};
-use crate::activity::CandidateRun;
 use crate::backend::{host_rows_fingerprint, Backend, BackendError, Buffer};
-use crate::record::{SetCheck, Status};
+use crate::results::record::{SetCheck, Status};
+use crate::runner::activity::CandidateRun;
 use bench_problems::check::{
     check_against, check_changed_rows, check_output_with, float_report, FloatSums, RowsReference,
     Tolerance,

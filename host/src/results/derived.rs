@@ -1,7 +1,7 @@
 //! What `run.json` derives from a set's records: where the time went (the phase table) and each
 //! problem's input statistics. `run` and the merge of shards write them alike.
-use crate::activity::PhaseTimes;
-use crate::record::Record;
+use crate::results::record::Record;
+use crate::runner::activity::PhaseTimes;
 use serde_json::json;
 use std::collections::BTreeMap;
 

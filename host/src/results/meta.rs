@@ -5,7 +5,7 @@
 //! Parts whose shape changed over the project's history (the configuration, the options, the
 //! metrics) stay JSON values here and are typed where they are used.
 use crate::backend::DeviceInfo;
-use crate::record::Ceilings;
+use crate::results::record::Ceilings;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -132,7 +132,7 @@ impl RunMeta {
 
     /// Writes it as `dir/run.json`, atomically, keys in order as every set has them.
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        crate::run_dir::write_json(&dir.join("run.json"), &serde_json::to_value(self)?)
+        crate::results::run_dir::write_json(&dir.join("run.json"), &serde_json::to_value(self)?)
     }
 }
 

@@ -1,10 +1,12 @@
 //! A result set on disk: `run.json` as the typed [`RunMeta`] (read once, written whole and
-//! atomically), beside the records of `results.jsonl` ([`crate::record`]) and the secret seed's
-//! file ([`crate::run_dir`]); several sets pooled into one body of records ([`pool`]), and the
+//! atomically), beside the records of `results.jsonl` ([`crate::results::record`]) and the secret seed's
+//! file ([`crate::results::run_dir`]); several sets pooled into one body of records ([`pool`]), and the
 //! shards of one run read together ([`shards`]).
 pub mod derived;
 pub mod meta;
 pub mod pool;
+pub mod record;
+pub mod run_dir;
 pub mod shards;
 
 pub use meta::{RunMeta, SecretSeed, ShardMeta};

@@ -2,7 +2,7 @@
 //! problem from the last set that measured it, the shards of one run together as their merge
 //! would hold them, and the sets whose timings come from the CPU emulator told apart.
 use super::RunMeta;
-use crate::record::{read_records, Record};
+use crate::results::record::{read_records, Record};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,8 @@
 //! their records as one set (every shard's candidates, one reference per problem). The merge
 //! command (`report --merge`) and the pooling of sets both build on these.
 use super::RunMeta;
-use crate::record::Record;
-use crate::shard::Shard;
+use crate::results::record::Record;
+use crate::runner::shard::Shard;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;

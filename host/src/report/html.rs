@@ -1,5 +1,5 @@
 //! `report.html` (docs/design.md §9): one self-contained page per result set or pooled report — no
-//! network, no external script, font or style sheet; the plots ([`crate::report_plots`]) are
+//! network, no external script, font or style sheet; the plots ([`crate::report::plots`]) are
 //! inline SVG. It shows, per problem, every candidate's speedup with its 95% interval on both
 //! bases and its wins; a roofline of achieved bandwidth under the measured ceilings and each
 //! record's share of the physical floor; the projection onto a workload when one is given; the
@@ -11,12 +11,12 @@
 //! (`<body data-check>`, and `data-script-errors` on `<html>` for any script error), so a
 //! headless browser's `--dump-dom` shows whether the page rendered whole. Without scripts the
 //! page reads the same.
-use crate::metrics::{with_reference_peers, Basis, Summary, FAST_P};
-use crate::projection::{Projection, Workload};
-use crate::record::{Ceilings, Record, Status};
 use crate::report;
-use crate::report_plots::{self as plots, escape, Plot};
+use crate::report::metrics::{with_reference_peers, Basis, Summary, FAST_P};
+use crate::report::plots::{self as plots, escape, Plot};
+use crate::report::projection::{Projection, Workload};
 use crate::results::pool::Pooled;
+use crate::results::record::{Ceilings, Record, Status};
 use crate::results::{RunMeta, SecretSeed};
 use anyhow::Context;
 use serde_json::Value;
@@ -291,7 +291,7 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
         h,
         "<p class=\"note\" id=\"browser-check\">Made by dlrm-bench {}; self-contained (no \
          network).</p>\n</main><script>{CHECK_SCRIPT}</script></body></html>",
-        escape(crate::record::GIT_COMMIT)
+        escape(crate::results::record::GIT_COMMIT)
     );
     plots.extend(input_plots);
     Ok(Page { html: h, plots })
@@ -698,8 +698,8 @@ fn messages_section(h: &mut String, records: &[Record]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{PeerTime, Speedup, Timing};
     use crate::results::pool_runs;
+    use crate::results::record::{PeerTime, Speedup, Timing};
 
     fn committed() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results/20261201T193405Z-gpu-full")
@@ -873,7 +873,7 @@ mod tests {
         let workload = Workload::load(&profile).ok();
         let projection = workload
             .as_ref()
-            .map(|w| crate::projection::project(w, &pooled.records, None));
+            .map(|w| crate::report::projection::project(w, &pooled.records, None));
         let projected = workload.as_ref().zip(projection.as_ref());
         write_pooled_report(&pooled, &summary, projected, Some(&dir), Some(&html)).unwrap();
         assert_eq!(projected.is_some(), profile.is_file());

@@ -140,7 +140,7 @@ pub fn check_option(opt: &str) -> Result<(), String> {
 }
 
 /// NVRTC's options for a candidate: `--gpu-architecture`, the candidate's `include`
-/// directories, then the CUDA headers' ([`crate::cuda_include`]), `--std=c++17` unless the
+/// directories, then the CUDA headers' ([`crate::toolchain::cuda_include`]), `--std=c++17` unless the
 /// candidate names a standard, and the candidate's options.
 pub fn command_line(
     arch: &str,

@@ -12,11 +12,11 @@
 //! oracle failed would; the reference is then recorded as `runtime_error`. With `=forge` it
 //! first prints, on descriptor 1, the event line a kernel's device `printf` could print (the
 //! reference `correct`): the record must still be `runtime_error`.
-use crate::activity::{Activity, Phase, PhaseTimes};
 use crate::backend;
 use crate::candidate::load_candidate;
 use crate::evaluate::{EvalConfig, InputCache, ProblemRun};
-use crate::record::{Ceilings, Record, Status};
+use crate::results::record::{Ceilings, Record, Status};
+use crate::runner::activity::{Activity, Phase, PhaseTimes};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 use std::io::Write;
@@ -131,7 +131,7 @@ fn emit(event: &Event) {
     }
 }
 
-/// Reports of [`crate::activity`] as events.
+/// Reports of [`crate::runner::activity`] as events.
 fn emit_activity(activity: Activity) {
     emit(&match activity {
         Activity::Phase(phase) => Event::Phase { phase },
@@ -175,7 +175,7 @@ fn watch_parent() -> std::sync::mpsc::Receiver<()> {
 /// Entry point of `dlrm-bench worker`: reads the spec from stdin and runs it.
 pub fn main() -> anyhow::Result<()> {
     take_event_channel()?;
-    crate::activity::set_observer(emit_activity);
+    crate::runner::activity::set_observer(emit_activity);
     let mut text = String::new();
     std::io::stdin().lock().read_line(&mut text)?;
     let spec: WorkerSpec = serde_json::from_str(&text)?;
@@ -192,7 +192,7 @@ pub fn main() -> anyhow::Result<()> {
     let go = watch_parent();
     let mut backend = backend::open(spec.force_cpu, spec.device)?;
     if spec.ceilings_only {
-        let ceilings = crate::ceilings::measure(&mut *backend)
+        let ceilings = crate::backend::ceilings::measure(&mut *backend)
             .map_err(|e| anyhow::anyhow!("measuring the ceilings: {e}"))?;
         emit(&Event::Ceilings { ceilings });
         return Ok(());

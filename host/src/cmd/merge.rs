@@ -1,5 +1,5 @@
 //! `dlrm-bench report --merge SHARD_DIR... --out DIR`: the result sets of the shards of one run
-//! (`run --shard i/n`, [`crate::shard`]) made into one, with the files a run writes
+//! (`run --shard i/n`, [`crate::runner::shard`]) made into one, with the files a run writes
 //! (`results.jsonl`, `run.json`, `summary.md`, `summary.csv`, `report.html`).
 //!
 //! The merge refuses, naming the shard directory and the field, shards that are not of one
@@ -13,11 +13,11 @@
 //! basis); one reference record per problem, from the lowest shard index that has one (the
 //! shard whose block starts the problem). The secret seed is published when the merge is given
 //! it (`--secret-seed-file` or `DLRM_BENCH_SECRET_SEED`) and it matches the shards' digest.
-use crate::metrics::{Basis, Summary};
-use crate::record::{read_records, Record};
+use crate::report::metrics::{Basis, Summary};
+use crate::results::record::{read_records, Record};
 use crate::results::shards::{field, merge_records, problem_names, shard_of, SAME};
 use crate::results::{RunMeta, SecretSeed};
-use crate::shard::{secret_digest, Shard};
+use crate::runner::shard::{secret_digest, Shard};
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -163,7 +163,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Resul
         .map_or("merged".into(), |s| s.to_string_lossy().into_owned());
     let (run, metrics) = merged_meta(&sets, &records, run_id.clone(), published)?;
     run.write(out)?;
-    let mut log = crate::record::RecordLog::open(out)?;
+    let mut log = crate::results::record::RecordLog::open(out)?;
     for r in &records {
         log.append(r)?;
     }
@@ -186,7 +186,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, secret: Option<u64>) -> anyhow::Resul
     );
     crate::report::write_markdown(out, &heading, &records, &metrics, "")?;
     crate::report::write_csv(out, &records)?;
-    crate::report_html::write_run_report(out, &records, &metrics, None)?;
+    crate::report::html::write_run_report(out, &records, &metrics, None)?;
     println!("{heading}\n");
     println!(
         "{}",
@@ -246,7 +246,7 @@ fn merged_meta(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{RecordLog, Status};
+    use crate::results::record::{RecordLog, Status};
 
     fn root(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("dlrm-merge-{tag}-{}", std::process::id()));
@@ -260,12 +260,12 @@ mod tests {
         let dir = root.join(format!("s{index}-{}", rand::random::<u32>()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut run = crate::results::meta::sample_run_json();
-        run["secret_seed"] = json!(crate::shard::SECRET_WITH_MERGE);
+        run["secret_seed"] = json!(crate::runner::shard::SECRET_WITH_MERGE);
         run["secret_seed_sha256"] = json!(secret_digest(7));
         run["shard"] = json!({"index": index, "count": count, "items": 4,
             "first_item": 2 * index, "end_item": 2 * index + 2});
         edit(&mut run);
-        crate::run_dir::write_json(&dir.join("run.json"), &run).unwrap();
+        crate::results::run_dir::write_json(&dir.join("run.json"), &run).unwrap();
         let mut log = RecordLog::open(&dir).unwrap();
         let mut r = Record::new("embedding_bag_sum", "reference", "reference", "reference");
         r.status = Status::Correct;

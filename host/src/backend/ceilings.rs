@@ -2,7 +2,7 @@
 //! device-to-device copy), L2 bandwidth (one launch of `ceiling_l2_read_f32`, whose blocks
 //! re-read an L2-resident buffer), and the fp32 FMA rate (`ceiling_fma_f32`).
 use crate::backend::{Backend, BackendResult, Launch, ModuleSource};
-use crate::record::Ceilings;
+use crate::results::record::Ceilings;
 
 /// Best of a few repetitions of each probe.
 pub fn measure(backend: &mut dyn Backend) -> BackendResult<Ceilings> {

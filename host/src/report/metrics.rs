@@ -5,8 +5,8 @@
 //! (when it was measured: `run --torch eager,compile`). [`Summary`] holds them all, headline
 //! first, with the wins over the reference that lose to `torch.compile` ([`CompileLoss`]) and
 //! the problems whose Model failed to compile.
-use crate::record::{PeerTime, Record, Status};
-use crate::timing_stats;
+use crate::evaluate::quantiles;
+use crate::results::record::{PeerTime, Record, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -275,9 +275,9 @@ fn group_metrics(group: &str, rs: &[&Record], problems: usize, basis: Basis) -> 
         problems,
         wins: wins.len(),
         win_rate: wins.len() as f64 / problems.max(1) as f64,
-        median_speedup_wins: opt(timing_stats::median(&wins)),
-        median_speedup_correct: opt(timing_stats::median(&speedups)),
-        geomean_speedup_correct: opt(timing_stats::geomean(&speedups)),
+        median_speedup_wins: opt(quantiles::median(&wins)),
+        median_speedup_correct: opt(quantiles::median(&speedups)),
+        geomean_speedup_correct: opt(quantiles::geomean(&speedups)),
         fast_p,
         candidates: rs.len(),
         correct: correct.len(),
@@ -428,7 +428,7 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{PeerTime, Speedup, Timing};
+    use crate::results::record::{PeerTime, Speedup, Timing};
 
     fn rec(problem: &str, status: Status, speedup: f64, win: bool) -> Record {
         let mut r = Record::new(problem, "c", "examples", "x");

@@ -4,7 +4,7 @@
 //! value of the wrong kind is an error naming its field rather than a serde message about an
 //! untagged enum; a TOML syntax or type error is located at its field by its position.
 use crate::backend::triton::{self, TritonSpec};
-use crate::record::Status;
+use crate::results::record::Status;
 use bench_problems::{Dim, LaunchSpec, ScratchSpec};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -51,9 +51,9 @@ pub struct Manifest {
     /// The `[triton]` table of a Triton candidate (a `.py` source).
     pub triton: Option<TritonSpec>,
     /// CUDA C++ only: the NVRTC arch (`sm_90a`, `compute_90`, ...; one of
-    /// [`crate::nvrtc_flags::ARCHES`]); `None` is the device's.
+    /// [`crate::toolchain::nvrtc_flags::ARCHES`]); `None` is the device's.
     pub arch: Option<String>,
-    /// CUDA C++ only: NVRTC flags and defines of [`crate::nvrtc_flags::check_option`]'s list.
+    /// CUDA C++ only: NVRTC flags and defines of [`crate::toolchain::nvrtc_flags::check_option`]'s list.
     pub options: Vec<String>,
     /// CUDA C++ only: include directories, relative to the candidate's directory and inside it.
     pub include: Vec<String>,
@@ -193,8 +193,8 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         launches.push(LaunchSpec::new(&l.kernel, grid, block, &args).with_shared(shared));
     }
     if let Some(a) = &raw.arch {
-        if crate::nvrtc_flags::ptx_arch(a).is_none() {
-            let sm: Vec<String> = crate::nvrtc_flags::ARCHES
+        if crate::toolchain::nvrtc_flags::ptx_arch(a).is_none() {
+            let sm: Vec<String> = crate::toolchain::nvrtc_flags::ARCHES
                 .iter()
                 .map(|a| format!("sm_{a}"))
                 .collect();
@@ -209,7 +209,8 @@ pub fn parse(file: &Path, text: &str) -> Result<Manifest, CandidateError> {
         }
     }
     for (k, o) in raw.options.iter().enumerate() {
-        crate::nvrtc_flags::check_option(o).map_err(|e| err(&format!("options[{k}]"), e))?;
+        crate::toolchain::nvrtc_flags::check_option(o)
+            .map_err(|e| err(&format!("options[{k}]"), e))?;
     }
     for (k, d) in raw.include.iter().enumerate() {
         check_include(d).map_err(|e| err(&format!("include[{k}]"), e))?;

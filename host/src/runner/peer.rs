@@ -5,9 +5,9 @@
 //! problem starts a fresh one; any failure is a warning and leaves that problem without a peer.
 //! The timings come back through JSONL files ([`load_peers`]) and sit beside each reference
 //! record ([`attach_peer`]).
-use crate::activity::{Phase, PhaseTimes};
 use crate::evaluate::{rotation_files, EvalConfig, InputCache};
-use crate::record::{PeerTime, Record};
+use crate::results::record::{PeerTime, Record};
+use crate::runner::activity::{Phase, PhaseTimes};
 use bench_problems::Problem;
 use serde::Serialize;
 use std::ffi::OsString;
@@ -566,7 +566,7 @@ if len(sys.argv) > 2 and sys.argv[2] == "linger":
         let peers = load_peers(&peer_files(&[], &out));
         assert_eq!(peers.len(), 2);
         let mut reference = Record::new("fm_interaction", "reference", "reference", "reference");
-        reference.timing = Some(crate::record::Timing {
+        reference.timing = Some(crate::results::record::Timing {
             median_ms: 3.0,
             ..Default::default()
         });
@@ -601,7 +601,7 @@ if len(sys.argv) > 2 and sys.argv[2] == "linger":
         assert_eq!(peers.len(), 4);
         let reference = |problem: &str| {
             let mut r = Record::new(problem, "reference", "reference", "reference");
-            r.timing = Some(crate::record::Timing {
+            r.timing = Some(crate::results::record::Timing {
                 median_ms: 1.0,
                 ..Default::default()
             });

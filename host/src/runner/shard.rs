@@ -9,7 +9,7 @@
 //! as few problems (reference measurements, input generation) as the split allows. A shard that
 //! owns a candidate of a problem measures the problem's reference too, since speedups pair a
 //! candidate with the reference on the same device; the reference's own record belongs to the
-//! block that starts the problem, the lowest shard index touching it ([`crate::merge`] keeps
+//! block that starts the problem, the lowest shard index touching it ([`crate::cmd::merge`] keeps
 //! that one).
 //!
 //! All shards must share the secret seed: [`secret_seed`] reads it from `--secret-seed-file`

@@ -4,8 +4,8 @@
 //! [`resolve`] holds every rule; `run` reaches it through [`bind`] (its device's limits and
 //! buffers) and `check` directly (default limits, placeholder addresses), so the two agree.
 use crate::backend::{Backend, Buffer, Launch, ModuleId};
+use crate::candidate::launch_limits::LaunchLimits;
 use crate::candidate::Candidate;
-use crate::launch_limits::LaunchLimits;
 use bench_problems::expr::Number;
 use bench_problems::{Dim, Sizes};
 use std::collections::BTreeMap;

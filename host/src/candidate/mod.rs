@@ -2,8 +2,14 @@
 //! compiled by NVRTC, a `.ptx` file, or a kernel of the project's own `gpu-kernels` crate),
 //! optional scratch buffers and the launch plan. The runner never executes a candidate's host
 //! code. A bad manifest is an error naming the file and the field; it never stops a run.
+pub mod launch_limits;
+pub mod manifest;
+#[cfg(test)]
+mod manifest_properties;
+pub mod plan;
+pub mod set;
 pub use crate::backend::{CudaFlags, ModuleSource};
-pub use crate::manifest::{CandidateError, Manifest};
+pub use crate::candidate::manifest::{CandidateError, Manifest};
 pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec};
 use std::collections::BTreeMap;
@@ -30,7 +36,7 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
     let file = dir.join("candidate.toml");
     let text = std::fs::read_to_string(&file)
         .map_err(|e| CandidateError::new(&file, None, format!("cannot read: {e}")))?;
-    let manifest = crate::manifest::parse(&file, &text)?;
+    let manifest = crate::candidate::manifest::parse(&file, &text)?;
     let problem = find_problem(&manifest.problem).ok_or_else(|| {
         let known: Vec<&str> = bench_problems::all_problems()
             .iter()

@@ -1,31 +1,31 @@
 //! `dlrm-bench run`: the orchestrator. It picks the device, measures the ceilings, loads the
-//! candidates, and for each problem starts a worker process ([`crate::worker`]) that checks and
+//! candidates, and for each problem starts a worker process ([`crate::runner::worker`]) that checks and
 //! times the candidates. A candidate that crashes the worker is recorded as `runtime_error`, one
 //! that exceeds the time limit as `timeout` (the worker is killed); a fresh worker then takes
 //! the candidates left. Records are appended to `results.jsonl` as they arrive, so
 //! `--resume DIR` finishes an interrupted run without redoing what is there. With `--torch`,
-//! PyTorch eager is timed beside each reference by the run's one peer server ([`crate::peer`]).
-//! With `--shard i/n` it runs only its block of the items ([`crate::shard`]); with `--devices`
+//! PyTorch eager is timed beside each reference by the run's one peer server ([`crate::runner::peer`]).
+//! With `--shard i/n` it runs only its block of the items ([`crate::runner::shard`]); with `--devices`
 //! each problem's candidates are split over the devices, a worker per device at a time
 //! (`runner/units.rs`).
-use crate::activity::PhaseTimes;
 use crate::backend::{self, DeviceInfo};
 use crate::candidate::{discover_all, load_candidate, Candidate};
 use crate::evaluate::{EvalConfig, InputCache};
 use crate::kernelbench;
-use crate::metrics::{Basis, Summary};
-use crate::peer::{
+use crate::report;
+use crate::report::metrics::{Basis, Summary};
+use crate::report::projection::{self, Workload};
+use crate::results::derived::{input_stats, phase_table, phase_totals};
+use crate::results::record::{read_records, Ceilings, Record, RecordLog, Status, GIT_COMMIT};
+use crate::results::run_dir::{self, SECRET_FILE, SECRET_HIDDEN};
+use crate::results::{self, RunMeta, SecretSeed, ShardMeta};
+use crate::runner::activity::PhaseTimes;
+use crate::runner::peer::{
     attach_peer, load_peers, peer_files, run_peer, torch_available, PeerMedian, PeerServer,
 };
-use crate::projection::{self, Workload};
-use crate::record::{read_records, Ceilings, Record, RecordLog, Status, GIT_COMMIT};
-use crate::report;
-use crate::results::derived::{input_stats, phase_table, phase_totals};
-use crate::results::{self, RunMeta, SecretSeed, ShardMeta};
-use crate::run_dir::{self, SECRET_FILE, SECRET_HIDDEN};
-use crate::shard::{self, Shard};
-use crate::worker::{Event, WorkerSpec};
-use crate::worker_exit::death_message;
+use crate::runner::shard::Shard;
+use crate::runner::worker::{Event, WorkerSpec};
+use crate::runner::worker_exit::death_message;
 use bench_problems::{all_problems, Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use units::{append, device_cache, UnitContext};
 
+pub mod activity;
+pub mod peer;
+pub mod shard;
 mod units;
+pub mod worker;
+pub mod worker_exit;
 
 /// Everything `run` needs (also stored in `run.json`, so `--resume` can rebuild it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -86,7 +91,7 @@ pub struct RunOptions {
     /// command line's, not the interrupted run's.
     #[serde(default)]
     pub wide: bool,
-    /// This run's share of the items (`--shard i/n`, [`crate::shard`]); `None`: all of them.
+    /// This run's share of the items (`--shard i/n`, [`crate::runner::shard`]); `None`: all of them.
     #[serde(default)]
     pub shard: Option<Shard>,
     /// The ordinals of the devices that run workers, one worker per device at a time
@@ -708,7 +713,7 @@ fn finish(
         .map_or(String::new(), |t| format!("\n{t}"));
     report::write_markdown(&dir, &heading, &records, &metrics, &suffix)?;
     report::write_csv(&dir, &records)?;
-    crate::report_html::write_run_report(
+    crate::report::html::write_run_report(
         &dir,
         &records,
         &metrics,
@@ -1446,7 +1451,7 @@ fn heading(run_id: &str, info: &DeviceInfo, on_gpu: bool, c: Option<Ceilings>) -
 pub fn load_all(roots: &[PathBuf]) -> (Vec<Candidate>, Vec<crate::candidate::CandidateError>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
-    for (_, loaded) in crate::candidate_set::load_unique(&discover_all(roots)) {
+    for (_, loaded) in crate::candidate::set::load_unique(&discover_all(roots)) {
         match loaded {
             Ok(c) => ok.push(c),
             Err(e) => bad.push(e),
@@ -1502,7 +1507,7 @@ mod limit_tests {
 
     #[test]
     fn the_phase_table_sums_phases_per_problem_and_in_all() {
-        use crate::activity::{Phase, PhaseTimes};
+        use crate::runner::activity::{Phase, PhaseTimes};
         let mut a = Record::new("p", "reference", "reference", "reference");
         a.phases = Some(PhaseTimes(
             [(Phase::Generate, 2.0), (Phase::Check, 1.0)].into(),

@@ -13,7 +13,7 @@
 //! such a kernel would not be deployed. The records should come from [`pool_runs`]
 //! (crate::report::pool_runs), which keeps each problem's records from one run, so that eager's
 //! time and the candidate's are measured together.
-use crate::record::{Record, Status};
+use crate::results::record::{Record, Status};
 use bench_problems::find_problem;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -463,7 +463,7 @@ pub fn project_many(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{PeerTime, Speedup, Timing};
+    use crate::results::record::{PeerTime, Speedup, Timing};
 
     fn workload(fractions: &[(&str, f64)]) -> Workload {
         Workload {

@@ -135,7 +135,7 @@ pub struct Record {
     pub win: bool,
     /// PyTorch eager's time on the same inputs, measured in another process
     /// (`tools/torch_peer.py`); a native run puts it on the reference's record only (see
-    /// [`crate::metrics::with_reference_peers`]).
+    /// [`crate::report::metrics::with_reference_peers`]).
     pub pytorch: Option<PeerTime>,
     /// The `torch.compile`d Model's time on the same inputs (reference records of a run with
     /// `--torch compile`).
@@ -146,7 +146,7 @@ pub struct Record {
     pub pytorch_compile_error: Option<String>,
     /// Speedup over PyTorch eager measured paired, interleaved with eager in one process, with
     /// its bootstrap 95% interval (KernelBench answers evaluated in Python). Native runs leave
-    /// it `None`; [`crate::metrics::Basis::Eager`] then uses the unpaired ratio from `pytorch`.
+    /// it `None`; [`crate::report::metrics::Basis::Eager`] then uses the unpaired ratio from `pytorch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup_eager: Option<Speedup>,
     /// The status the candidate's manifest says it must end with (exploits), if any.
@@ -160,7 +160,7 @@ pub struct Record {
     /// the previous record and in none (a worker's preparation of the input sets, PyTorch's
     /// peer): so the first record of each worker carries that worker's preparation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phases: Option<crate::activity::PhaseTimes>,
+    pub phases: Option<crate::runner::activity::PhaseTimes>,
     /// What KernelBench's own protocol said of this answer (KernelBench answers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench: Option<KernelBenchVerdict>,

@@ -3,9 +3,9 @@
 //! launch expressions (deep nesting, huge numbers, unknown functions, division by zero), are
 //! loaded and resolved without a panic, and every rejection names the file and, when the file
 //! is valid TOML, the field.
+use crate::candidate::launch_limits::LaunchLimits;
+use crate::candidate::plan;
 use crate::candidate::{discover, load_candidate, CandidateError};
-use crate::launch_limits::LaunchLimits;
-use crate::plan;
 use bench_problems::Dim;
 use proptest::prelude::*;
 use proptest::test_runner::Config;

@@ -4,12 +4,16 @@
 //! ([`report`]). The terminal's default table fits [`TERMINAL_WIDTH`] columns
 //! ([`narrow_table`]); `--wide`, `summary.md` and `summary.csv` have every column
 //! ([`COLUMNS`]).
-use crate::metrics::{
+pub mod html;
+pub mod metrics;
+pub mod plots;
+pub mod projection;
+use crate::report::metrics::{
     loses_to_compile, with_reference_peers, Basis, GroupMetrics, Summary, FAST_P,
 };
-use crate::projection::{Projection, Workload};
-use crate::record::{Record, RecordLog, Status};
+use crate::report::projection::{Projection, Workload};
 use crate::results::pool::Pooled;
+use crate::results::record::{Record, RecordLog, Status};
 use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::path::{Path, PathBuf};
@@ -52,7 +56,7 @@ pub const COLUMNS: [&str; 17] = [
 const REF_OVER_EAGER: usize = 12;
 
 /// The win column of a win over the reference that loses to `torch.compile`
-/// ([`crate::metrics::CompileLoss`]).
+/// ([`crate::report::metrics::CompileLoss`]).
 pub const LOSES_TO_COMPILE: &str = "yes (loses to compile)";
 
 /// The win column of `r` (`filled`: `r` after [`with_reference_peers`]): empty for a reference,
@@ -881,7 +885,7 @@ impl PooledReport {
         let workload = workload.map(Workload::load).transpose()?;
         let projection = workload
             .as_ref()
-            .map(|w| crate::projection::project(w, &pooled.records, None));
+            .map(|w| crate::report::projection::project(w, &pooled.records, None));
         Ok(PooledReport {
             pooled,
             summary,
@@ -1005,9 +1009,9 @@ fn write_pooled(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::read_records;
     use crate::results::pool::incomplete_run_warning;
     use crate::results::pool_runs;
+    use crate::results::record::read_records;
 
     #[test]
     fn an_incomplete_set_of_shards_is_named_with_the_missing_ones() {
@@ -1021,7 +1025,7 @@ mod tests {
     fn rec(problem: &str, candidate: &str, ms: f64) -> Record {
         let mut r = Record::new(problem, candidate, "g", "test");
         r.status = Status::Correct;
-        r.timing = Some(crate::record::Timing {
+        r.timing = Some(crate::results::record::Timing {
             median_ms: ms,
             ..Default::default()
         });
@@ -1035,14 +1039,14 @@ mod tests {
         let mut reference = rec("embedding_bag_sum", "reference", 1.0);
         reference.group = "reference".into();
         if with_eager {
-            reference.pytorch = Some(crate::record::PeerTime {
+            reference.pytorch = Some(crate::results::record::PeerTime {
                 median_ms: 0.8,
                 reference_over_pytorch: 1.25,
                 source: "t".into(),
             });
         }
         let sp = |median: f64| {
-            Some(crate::record::Speedup {
+            Some(crate::results::record::Speedup {
                 median,
                 ci_low: median - 0.1,
                 ci_high: median + 0.1,
@@ -1106,16 +1110,16 @@ mod tests {
         }
     }
 
-    fn peer(ms: f64, reference_ms: f64) -> Option<crate::record::PeerTime> {
-        Some(crate::record::PeerTime {
+    fn peer(ms: f64, reference_ms: f64) -> Option<crate::results::record::PeerTime> {
+        Some(crate::results::record::PeerTime {
             median_ms: ms,
             reference_over_pytorch: reference_ms / ms,
             source: "t".into(),
         })
     }
 
-    fn paired(median: f64) -> Option<crate::record::Speedup> {
-        Some(crate::record::Speedup {
+    fn paired(median: f64) -> Option<crate::results::record::Speedup> {
+        Some(crate::results::record::Speedup {
             median,
             ci_low: median - 0.05,
             ci_high: median + 0.05,
@@ -1642,13 +1646,14 @@ mod tests {
             write_set(&d, &recs);
             let mut run = crate::results::meta::sample_run_json();
             run["run_id"] = serde_json::json!(name);
-            run["secret_seed"] = serde_json::json!(crate::shard::SECRET_WITH_MERGE);
-            run["secret_seed_sha256"] = serde_json::json!(crate::shard::secret_digest(secret));
+            run["secret_seed"] = serde_json::json!(crate::runner::shard::SECRET_WITH_MERGE);
+            run["secret_seed_sha256"] =
+                serde_json::json!(crate::runner::shard::secret_digest(secret));
             run["shard"] = serde_json::json!({"index": index, "count": 2, "items": 7,
                 "first_item": 0, "end_item": 7});
             run["problems"] =
                 serde_json::json!([{"name": "embedding_bag_sum"}, {"name": "kjt_permute"}]);
-            crate::run_dir::write_json(&d.join("run.json"), &run).unwrap();
+            crate::results::run_dir::write_json(&d.join("run.json"), &run).unwrap();
             d
         };
         // The split runs through embedding_bag_sum: both shards measured its reference.
@@ -1705,7 +1710,7 @@ mod tests {
         );
         // The merge's records are the same.
         let out = dir.join("merged");
-        let records = crate::merge::merge(&[s0.clone(), s1.clone()], &out, None).unwrap();
+        let records = crate::cmd::merge::merge(&[s0.clone(), s1.clone()], &out, None).unwrap();
         let from_merge: Vec<(String, String, f64)> = records
             .iter()
             .map(|r| {

@@ -5,14 +5,14 @@
 //!
 //! One rule makes the plots checkable: every data point is one SVG `<circle>` and nothing else
 //! is (intervals and rules are polylines, labels are text, legends use `●` in text), and
-//! [`Plot::points`] says how many there are. The page ([`crate::report_html`]) and its browser
+//! [`Plot::points`] says how many there are. The page ([`crate::report::html`]) and its browser
 //! test count them.
 //!
 //! Text needs no system font: without plotters' `ttf` feature the layout is estimated from the
 //! character count, and the browser draws the SVG text with its own fonts.
-use crate::metrics::{with_reference_peers, Basis};
-use crate::projection::Projection;
-use crate::record::{Ceilings, Record, Status};
+use crate::report::metrics::{with_reference_peers, Basis};
+use crate::report::projection::Projection;
+use crate::results::record::{Ceilings, Record, Status};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -1,0 +1,9 @@
+//! The compilers and PTX tools a candidate's source goes through before a backend loads it:
+//! NVRTC's flags and the CUDA headers it may include, `ptxas`, the PTX edits the project's own
+//! kernels need (`launch_bounds!` markers), and helper processes under a time limit.
+pub mod cuda_include;
+pub mod launch_bounds;
+pub mod limited;
+pub mod nvrtc_flags;
+pub mod ptx;
+pub mod ptxas;
