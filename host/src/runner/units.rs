@@ -1,7 +1,30 @@
 //! The work of a run as units, one problem's chunk of candidates on one device each
 //! ([`plan`]), and their running ([`UnitContext::run_all`]): one after the other on one device,
 //! or one thread per device (`run --devices`), each running its units' workers in turn.
-use super::*;
+
+use super::options::RunOptions;
+use super::session::PeerJob;
+use super::session::ProblemSession;
+use super::shard;
+use crate::candidate::Candidate;
+use crate::evaluate::InputCache;
+use crate::kernelbench;
+use crate::results::record::Ceilings;
+use crate::results::record::Record;
+use crate::results::record::RecordLog;
+use crate::results::record::Status;
+use crate::runner::activity::PhaseTimes;
+use crate::runner::peer::PeerMedian;
+use crate::runner::peer::PeerServer;
+use crate::runner::session::append;
+use bench_problems::Problem;
+use indicatif::ProgressBar;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Instant;
 
 /// The units of a run: for each problem the shard touches (`owns` says which items are the
 /// shard's), its owned candidates in one chunk per device (each chunk's worker measures the
@@ -258,7 +281,56 @@ impl UnitContext<'_> {
     }
 }
 
-/// Appends `r` to the run's record log, which the devices' threads share.
-pub(super) fn append(log: &Mutex<RecordLog>, r: &Record) -> std::io::Result<()> {
-    log.lock().unwrap_or_else(|e| e.into_inner()).append(r)
+/// One KernelBench answer's record: both protocols run when the run has PyTorch on a GPU, the
+/// problem's reference passed and its input sets are in the cache; otherwise skipped, saying
+/// why.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn evaluate_answer(
+    answer: &kernelbench::Answer,
+    problem: &'static dyn Problem,
+    opts: &RunOptions,
+    cache: &InputCache,
+    reference: Option<&Record>,
+    ceilings: Option<Ceilings>,
+    torch: bool,
+    work_dir: &Path,
+) -> Record {
+    if !torch {
+        return kernelbench::skipped_record(
+            answer,
+            "not run: KernelBench answers need python3 with torch and a CUDA GPU, and this run \
+             has none",
+        );
+    }
+    if reference.is_none_or(|r| r.status != Status::Correct) {
+        return kernelbench::skipped_record(
+            answer,
+            "not run: the reference failed its own check on this device",
+        );
+    }
+    let request = kernelbench::request(problem, answer, &opts.eval, cache);
+    let missing = request["check_sets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["path"].as_str())
+        .find(|p| !Path::new(p).is_file());
+    if let Some(m) = missing {
+        return kernelbench::skipped_record(
+            answer,
+            &format!(
+                "not run: input set {m} is not in the input cache (a resumed run whose inputs \
+                 were removed: resume with the inputs kept, or run again)"
+            ),
+        );
+    }
+    let (ours, kb) = kernelbench::evaluate(&request, work_dir, opts.answer_timeout_s);
+    kernelbench::answer_record(
+        answer,
+        &ours,
+        &kb,
+        reference,
+        ceilings,
+        opts.eval.win_threshold,
+    )
 }

@@ -11,6 +11,10 @@ use super::{
 use cudarc::driver::{result, sys, CudaContext};
 use std::ffi::CString;
 use std::sync::Arc;
+mod module;
+use module::{candidate_globals, driver_params, nul_terminated, track_globals, Module};
+mod nvrtc;
+pub use nvrtc::*;
 
 fn device_err(what: &str, e: impl std::fmt::Display) -> BackendError {
     BackendError::Device(format!("{what}: {e}"))
@@ -18,39 +22,6 @@ fn device_err(what: &str, e: impl std::fmt::Display) -> BackendError {
 
 fn check(r: sys::CUresult, what: &str) -> BackendResult<()> {
     r.result().map_err(|e| device_err(what, e))
-}
-
-struct Module {
-    handle: sys::CUmodule,
-    /// The project's own kernels (loaded once and shared).
-    builtin: bool,
-    /// PTX text the parameter lists are read from, and whether the driver is asked first (a
-    /// fatbin's embedded PTX is a fallback: the driver's list is of the code it runs); `None`:
-    /// only the driver gives them.
-    ptx: Option<String>,
-    driver_first: bool,
-    /// A Triton kernel: the manifest's function name and what its compilation fixed.
-    triton: Option<(String, triton::Compiled)>,
-    /// A candidate's writable globals with their contents at load ([`globals`]).
-    globals: Vec<TrackedGlobal>,
-}
-
-/// One module global of a candidate: where it is and what it held when the module loaded.
-struct TrackedGlobal {
-    name: String,
-    ptr: sys::CUdeviceptr,
-    at_load: Vec<u8>,
-}
-
-impl Module {
-    /// The name of `kernel` in the module (a Triton function's compiled kernel may be named
-    /// otherwise than the function).
-    fn symbol<'a>(&'a self, kernel: &'a str) -> &'a str {
-        match &self.triton {
-            Some((function, c)) if function == kernel => &c.kernel,
-            _ => kernel,
-        }
-    }
 }
 
 /// One CUDA device, its stream, and what has been allocated and loaded on it.
@@ -313,79 +284,6 @@ impl CudaBackend {
     }
 }
 
-/// The writable globals a candidate's module defines ([`globals`]): from its PTX, and from a
-/// cubin's symbol table. A fatbin is refused: which of its entries the driver loads, and
-/// whether they are compressed, cannot be told here, so its state could not be reset between
-/// runs; a cubin whose global memory is not all named is refused too.
-fn candidate_globals(
-    source: &ModuleSource,
-    ptx: Option<&str>,
-    binary: Option<&[u8]>,
-) -> BackendResult<Vec<String>> {
-    let hidden = ptx.map(globals::body_globals).unwrap_or_default();
-    if !hidden.is_empty() {
-        return Err(BackendError::Refused(format!(
-            "its PTX declares the global(s) `{}` inside a function body, where the driver cannot find them by name to reset them between runs: declare them at module scope (or use [[scratch]])",
-            hidden.join("`, `")
-        )));
-    }
-    let mut names: Vec<String> = ptx.map(globals::ptx_globals).unwrap_or_default();
-    let Some(image) = binary else {
-        return Ok(names);
-    };
-    let file = match source {
-        ModuleSource::Binary { file, .. } | ModuleSource::Triton { file, .. } => {
-            file.display().to_string()
-        }
-        _ => "the image".into(),
-    };
-    if binary::check_image(image) == Ok(binary::Kind::Fatbin) {
-        return Err(BackendError::Refused(format!(
-            "{file}: a fatbin is not taken: the driver picks one of its entries (which may be compressed or PTX), so the module globals of the code it runs could not be found and reset between runs; ship the .cubin for this GPU (nvcc -cubin -arch=sm_90)"
-        )));
-    }
-    let found =
-        globals::elf_globals(image).map_err(|e| BackendError::Refused(format!("{file}: {e}")))?;
-    for n in found {
-        if !names.contains(&n) {
-            names.push(n);
-        }
-    }
-    Ok(names)
-}
-
-/// Finds every global of `names` in the loaded module and keeps its contents at load; refuses
-/// one the driver cannot find, and more than [`globals::LIMIT_BYTES`] in all.
-fn track_globals(handle: sys::CUmodule, names: &[String]) -> BackendResult<Vec<TrackedGlobal>> {
-    let mut tracked = Vec::new();
-    let mut total = 0usize;
-    for name in names {
-        let cname = CString::new(name.as_str())
-            .map_err(|_| BackendError::Refused(format!("module global `{name}` holds NUL")))?;
-        let (ptr, bytes) = unsafe { result::module::get_global(handle, cname) }.map_err(|e| {
-            BackendError::Refused(format!(
-                "the module defines the global `{name}`, which the driver cannot find ({e}), so it could not be reset between runs: make it `.visible` or use [[scratch]]"
-            ))
-        })?;
-        total = total.saturating_add(bytes);
-        if total > globals::LIMIT_BYTES {
-            return Err(BackendError::Refused(format!(
-                "the module's globals take more than {} MiB (`{name}` brings them to {total} bytes): device memory a plan needs across its launches is declared as [[scratch]] in candidate.toml (poisoned before every run), not as module globals",
-                globals::LIMIT_BYTES >> 20
-            )));
-        }
-        let mut at_load = vec![0u8; bytes];
-        unsafe { result::memcpy_dtoh_sync(&mut at_load, ptr) }
-            .map_err(|e| device_err(&format!("reading module global `{name}`"), e))?;
-        tracked.push(TrackedGlobal {
-            name: name.clone(),
-            ptr,
-            at_load,
-        });
-    }
-    Ok(tracked)
-}
-
 /// The current context's per-thread stack limit (1 KiB when the driver will not say).
 fn stack_limit() -> usize {
     let mut stack = 0usize;
@@ -394,136 +292,6 @@ fn stack_limit() -> usize {
         stack
     } else {
         1024
-    }
-}
-
-/// PTX text as the driver loads it: NUL-terminated, with no NUL inside.
-fn nul_terminated(ptx: &str) -> BackendResult<Vec<u8>> {
-    CString::new(ptx)
-        .map(CString::into_bytes_with_nul)
-        .map_err(|_| BackendError::Compile("PTX holds a NUL byte".into()))
-}
-
-/// The byte size of each parameter of `kernel`, from the driver (`cuFuncGetParamInfo`, CUDA
-/// 12.4+): what a cubin's parameter list is known from.
-fn driver_params(module: sys::CUmodule, kernel: &str) -> BackendResult<Vec<usize>> {
-    let name = CString::new(kernel)
-        .map_err(|_| BackendError::BadLaunch("kernel name holds NUL".into()))?;
-    let f = unsafe { result::module::get_function(module, name) }.map_err(|e| {
-        BackendError::BadLaunch(format!("the module has no kernel `{kernel}`: {e}"))
-    })?;
-    let query = std::panic::AssertUnwindSafe(|| {
-        let mut sizes = Vec::new();
-        for index in 0..4096 {
-            let (mut offset, mut size) = (0usize, 0usize);
-            let r = unsafe { sys::cuFuncGetParamInfo(f, index, &mut offset, &mut size) };
-            match r {
-                sys::CUresult::CUDA_SUCCESS => sizes.push(size),
-                sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(sizes),
-                other => return Err(format!("cuFuncGetParamInfo({kernel}, {index}): {other:?}")),
-            }
-        }
-        Err(format!("`{kernel}`: more than 4096 parameters?"))
-    });
-    quietly(query)
-        .ok_or_else(|| {
-            BackendError::BadLaunch(format!(
-                "the CUDA driver has no cuFuncGetParamInfo (12.4 or newer is needed to read the parameters of `{kernel}` from a cubin)"
-            ))
-        })?
-        .map_err(BackendError::BadLaunch)
-}
-
-/// The start of the message when libnvrtc cannot be loaded.
-pub const NVRTC_MISSING: &str = "libnvrtc could not be loaded";
-
-/// Runs `f`, turning a panic (cudarc panics when a CUDA library cannot be loaded) into `None`
-/// without printing the panic message.
-fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let r = std::panic::catch_unwind(f).ok();
-    std::panic::set_hook(previous);
-    r
-}
-
-/// How many CUDA devices the driver sees (0 without libcuda or a driver).
-pub fn device_count() -> usize {
-    // SAFETY: only probes whether libcuda can be loaded.
-    if !unsafe { sys::is_culib_present() } {
-        return 0;
-    }
-    quietly(CudaContext::device_count)
-        .and_then(Result::ok)
-        .map_or(0, |n| n.max(0) as usize)
-}
-
-/// libnvrtc's version, loading it; `None` when it cannot be loaded.
-pub fn nvrtc_version() -> Option<(i32, i32)> {
-    quietly(|| {
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: loads libnvrtc (a panic when absent, caught) and reads two integers.
-        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-        (major, minor)
-    })
-}
-
-/// Compiles CUDA C++ to PTX with NVRTC, for the arch `flags` names or else `default_arch`
-/// (e.g. `compute_90`), with the candidate's include directories, then the CUDA headers'
-/// ([`crate::toolchain::cuda_include`]), and its options ([`crate::toolchain::nvrtc_flags::command_line`]). Needs
-/// only libnvrtc, not a GPU. A compile error carries NVRTC's log, and the include directories
-/// searched when a header could not be opened.
-pub fn compile_cuda(
-    file: &std::path::Path,
-    code: &str,
-    flags: &CudaFlags,
-    default_arch: &str,
-) -> BackendResult<String> {
-    let named = flags.arch.as_deref().unwrap_or(default_arch);
-    let arch = crate::toolchain::nvrtc_flags::ptx_arch(named).ok_or_else(|| {
-        BackendError::Compile(format!("{}: unknown arch `{named}`", file.display()))
-    })?;
-    // libnvrtc is loaded before the include search, which looks next to it.
-    nvrtc_version().ok_or_else(|| {
-        BackendError::Compile(format!(
-            "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
-        ))
-    })?;
-    let search = crate::toolchain::cuda_include::current();
-    let opts = cudarc::nvrtc::CompileOptions {
-        name: Some(file.display().to_string()),
-        options: crate::toolchain::nvrtc_flags::command_line(
-            &arch,
-            &flags.include,
-            &search.dirs,
-            &flags.options,
-        ),
-        ..Default::default()
-    };
-    let code = code.to_string();
-    let compiled =
-        quietly(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts)).ok_or_else(|| {
-            BackendError::Compile(format!(
-                "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
-            ))
-        })?;
-    match compiled {
-        Ok(ptx) => Ok(ptx.to_src()),
-        Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
-            let log = log.to_string_lossy();
-            let mut message = format!("{}: NVRTC {nvrtc} (arch {arch})\n{log}", file.display());
-            if crate::toolchain::cuda_include::is_missing_header(&log) {
-                if !flags.include.is_empty() {
-                    message.push_str("the candidate's include directories:\n");
-                    for d in &flags.include {
-                        message.push_str(&format!("  {}\n", d.display()));
-                    }
-                }
-                message.push_str(&search.describe());
-            }
-            Err(BackendError::Compile(message))
-        }
-        Err(e) => Err(BackendError::Compile(format!("{}: {e:?}", file.display()))),
     }
 }
 

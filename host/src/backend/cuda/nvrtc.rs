@@ -1,0 +1,99 @@
+//! NVRTC: whether it loads, its version, and compiling a CUDA C++ source to PTX.
+use super::BackendError;
+use super::BackendResult;
+use super::CudaFlags;
+use cudarc::driver::sys;
+use cudarc::driver::CudaContext;
+
+/// The start of the message when libnvrtc cannot be loaded.
+pub const NVRTC_MISSING: &str = "libnvrtc could not be loaded";
+
+/// Runs `f`, turning a panic (cudarc panics when a CUDA library cannot be loaded) into `None`
+/// without printing the panic message.
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(f).ok();
+    std::panic::set_hook(previous);
+    r
+}
+
+/// How many CUDA devices the driver sees (0 without libcuda or a driver).
+pub fn device_count() -> usize {
+    // SAFETY: only probes whether libcuda can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return 0;
+    }
+    quietly(CudaContext::device_count)
+        .and_then(Result::ok)
+        .map_or(0, |n| n.max(0) as usize)
+}
+
+/// libnvrtc's version, loading it; `None` when it cannot be loaded.
+pub fn nvrtc_version() -> Option<(i32, i32)> {
+    quietly(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: loads libnvrtc (a panic when absent, caught) and reads two integers.
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        (major, minor)
+    })
+}
+
+/// Compiles CUDA C++ to PTX with NVRTC, for the arch `flags` names or else `default_arch`
+/// (e.g. `compute_90`), with the candidate's include directories, then the CUDA headers'
+/// ([`crate::toolchain::cuda_include`]), and its options ([`crate::toolchain::nvrtc_flags::command_line`]). Needs
+/// only libnvrtc, not a GPU. A compile error carries NVRTC's log, and the include directories
+/// searched when a header could not be opened.
+pub fn compile_cuda(
+    file: &std::path::Path,
+    code: &str,
+    flags: &CudaFlags,
+    default_arch: &str,
+) -> BackendResult<String> {
+    let named = flags.arch.as_deref().unwrap_or(default_arch);
+    let arch = crate::toolchain::nvrtc_flags::ptx_arch(named).ok_or_else(|| {
+        BackendError::Compile(format!("{}: unknown arch `{named}`", file.display()))
+    })?;
+    // libnvrtc is loaded before the include search, which looks next to it.
+    nvrtc_version().ok_or_else(|| {
+        BackendError::Compile(format!(
+            "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
+        ))
+    })?;
+    let search = crate::toolchain::cuda_include::current();
+    let opts = cudarc::nvrtc::CompileOptions {
+        name: Some(file.display().to_string()),
+        options: crate::toolchain::nvrtc_flags::command_line(
+            &arch,
+            &flags.include,
+            &search.dirs,
+            &flags.options,
+        ),
+        ..Default::default()
+    };
+    let code = code.to_string();
+    let compiled =
+        quietly(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts)).ok_or_else(|| {
+            BackendError::Compile(format!(
+                "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
+            ))
+        })?;
+    match compiled {
+        Ok(ptx) => Ok(ptx.to_src()),
+        Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
+            let log = log.to_string_lossy();
+            let mut message = format!("{}: NVRTC {nvrtc} (arch {arch})\n{log}", file.display());
+            if crate::toolchain::cuda_include::is_missing_header(&log) {
+                if !flags.include.is_empty() {
+                    message.push_str("the candidate's include directories:\n");
+                    for d in &flags.include {
+                        message.push_str(&format!("  {}\n", d.display()));
+                    }
+                }
+                message.push_str(&search.describe());
+            }
+            Err(BackendError::Compile(message))
+        }
+        Err(e) => Err(BackendError::Compile(format!("{}: {e:?}", file.display()))),
+    }
+}

@@ -1,0 +1,135 @@
+//! The run's work: each problem's session in turn, then the KernelBench answers, records appended as they arrive.
+use super::prepare::record_shard;
+use super::prepare::refused_items;
+use super::prepare::torch_peer;
+use super::prepare::Prepared;
+use super::units::device_cache;
+use super::units::UnitContext;
+use super::{load_all, shard, units, Executed};
+use crate::results::record::Ceilings;
+use crate::results::record::Record;
+use crate::results::record::RecordLog;
+use crate::results::record::Status;
+use crate::results::RunMeta;
+use crate::runner::peer::load_peers;
+use crate::runner::peer::peer_files;
+use crate::runner::peer::PeerServer;
+use crate::runner::shard::Shard;
+use indicatif::ProgressBar;
+use indicatif::ProgressStyle;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Records the candidates and answers that cannot run, then runs every unit of this shard's
+/// work (each problem's reference, candidates and answers, in workers) with PyTorch's peer when
+/// asked for; every record is appended to `results.jsonl` as it comes.
+pub(crate) fn execute(
+    p: &Prepared,
+    mut log: RecordLog,
+    exe: &Path,
+    ceilings: Option<Ceilings>,
+    meta: &mut RunMeta,
+    setup: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Executed> {
+    let Prepared {
+        opts,
+        on_gpu,
+        answers,
+        bad_answers,
+        problems,
+        dir,
+        secret_seed,
+        cache_root,
+        previous,
+        done,
+        ..
+    } = p;
+    let (on_gpu, secret_seed) = (*on_gpu, *secret_seed);
+    let mut sessions = serde_json::Map::new();
+    let (candidates, invalid) = load_all(&opts.candidate_roots);
+    let mut fresh = Vec::new();
+    // Candidates and KernelBench answers that cannot run: one `invalid_manifest` record each
+    // (once: a resumed run has them already).
+    let refused = refused_items(&invalid, bad_answers);
+    // This shard's items (all of them without --shard).
+    let names: Vec<&str> = problems.iter().map(|p| p.name()).collect();
+    let all_items = shard::items(
+        &names,
+        &candidates
+            .iter()
+            .map(|c| (c.problem.clone(), c.origin.clone()))
+            .collect::<Vec<_>>(),
+        &answers
+            .iter()
+            .map(|a| (a.problem.to_string(), a.origin()))
+            .collect::<Vec<_>>(),
+        &refused.iter().map(|r| r.0.clone()).collect::<Vec<_>>(),
+    );
+    let this_shard = opts.shard.unwrap_or(Shard::WHOLE);
+    let owned = shard::owned(&all_items, this_shard);
+    let owns = |problem: &str, origin: &str| owned.contains(&(problem.into(), origin.into()));
+    record_shard(opts, all_items.len(), secret_seed, meta, dir)?;
+    for (origin, name, what, why) in refused {
+        if done.contains(&("-".to_string(), origin.clone())) || !owns("-", &origin) {
+            continue;
+        }
+        let mut r = Record::new("-", &name, "invalid", &origin);
+        r.status = Status::InvalidManifest;
+        r.message = why;
+        eprintln!("invalid {what}: {}", r.message);
+        log.append(&r)?;
+        fresh.push(r);
+    }
+    let mut peers = load_peers(&opts.peer);
+    let torch = torch_peer(opts, on_gpu, setup);
+    let peer_file = dir.join("peer.jsonl");
+    // Started at the first problem's peer job, kept for the whole run.
+    let mut peer_server = PeerServer::torch();
+    if torch {
+        meta.peer_files = peer_files(&opts.peer, &peer_file);
+        meta.write(dir)?;
+    }
+    let units = units::plan(problems, &candidates, answers, &owns, &opts.devices);
+    let touched: BTreeSet<&str> = units.iter().map(|u| u.problem.name()).collect();
+    let total: usize = units
+        .iter()
+        .map(|u| usize::from(u.keeps_reference) + u.candidates.len() + u.answers.len())
+        .sum();
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
+    let log = Mutex::new(log);
+    let ctx = UnitContext {
+        opts,
+        exe,
+        secret_seed,
+        ceilings,
+        log: &log,
+        bar: &bar,
+        done,
+        previous,
+        cache_root,
+        per_device_cache: opts.devices.len() > 1,
+        dir,
+        peer_file: &peer_file,
+        torch,
+    };
+    let (records, in_sessions) =
+        ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions)?;
+    fresh.extend(records);
+    peer_server.shutdown();
+    if !opts.keep_inputs {
+        for &d in &opts.devices {
+            let _ = std::fs::remove_dir(cache_root.join(device_cache(d)));
+        }
+        let _ = std::fs::remove_dir(cache_root);
+    }
+    bar.finish_and_clear();
+
+    Ok(Executed {
+        fresh: fresh.len(),
+        touched: touched.len(),
+        sessions,
+        in_sessions,
+    })
+}

@@ -1,0 +1,154 @@
+//! After the last record: the final `run.json`, the summary files and plots, the terminal tables and the exit code.
+use super::options::RunOutcome;
+use super::prepare::Prepared;
+use super::{heading, shard, Executed};
+use crate::kernelbench;
+use crate::report;
+use crate::report::metrics::Summary;
+use crate::report::projection;
+use crate::results::derived::input_stats;
+use crate::results::derived::phase_table;
+use crate::results::derived::phase_totals;
+use crate::results::record::read_records;
+use crate::results::record::Ceilings;
+use crate::results::record::Record;
+use crate::results::record::Status;
+use crate::results::run_dir::SECRET_FILE;
+use crate::results::RunMeta;
+use crate::results::SecretSeed;
+use serde_json::json;
+use std::process::ExitCode;
+
+/// The run's end: its metrics and `run.json` complete (secret seed published, phases,
+/// projection), the secret file removed, the reports written and the tables and phase times
+/// printed.
+pub(super) fn finish(
+    p: Prepared,
+    mut meta: RunMeta,
+    setup: serde_json::Map<String, serde_json::Value>,
+    ceilings: Option<Ceilings>,
+    executed: Executed,
+) -> anyhow::Result<RunOutcome> {
+    let Prepared {
+        opts,
+        info,
+        on_gpu,
+        workload,
+        started,
+        dir,
+        run_id,
+        secret_seed,
+        ..
+    } = p;
+    let Executed {
+        fresh,
+        touched,
+        sessions,
+        in_sessions,
+    } = executed;
+    let records = read_records(&dir.join("results.jsonl"));
+    let metrics = Summary::new(&records, touched, opts.basis);
+    meta.finished = Some(chrono::Utc::now().to_rfc3339());
+    // A shard's seed is the other shards' too: only their merge publishes it.
+    meta.secret_seed = match opts.shard {
+        Some(_) => SecretSeed::Withheld(shard::SECRET_WITH_MERGE.into()),
+        None => SecretSeed::Published(secret_seed),
+    };
+    meta.metrics = Some(serde_json::to_value(&metrics)?);
+    meta.input_stats = Some(input_stats(&records));
+    let wall_s = (chrono::Utc::now() - started).as_seconds_f64();
+    meta.wall_s = Some(wall_s);
+    // Where the wall time went outside the phases: the run's setup, and each problem's
+    // session beyond its phases (worker start-up, device contexts, cache removal).
+    let in_setup: f64 = setup.values().filter_map(|v| v.as_f64()).sum();
+    let mut phases = phase_table(&records);
+    phases["setup_s"] = setup.into();
+    phases["sessions_s"] = sessions.into();
+    phases["outside_sessions_s"] = json!(wall_s - in_sessions - in_setup);
+    meta.phases = Some(phases);
+    // Emulator timings say nothing about a GPU step: no projection from them.
+    let projection = workload
+        .as_ref()
+        .filter(|_| on_gpu)
+        .map(|w| projection::project(w, &records, None));
+    if workload.is_some() && !on_gpu {
+        eprintln!("no end-to-end projection: the emulator's timings are not GPU timings");
+    }
+    meta.projection = projection.as_ref().map(|p| p.to_json());
+    meta.write(&dir)?;
+    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
+    let heading = heading(&run_id, &info, on_gpu, ceilings);
+    let projection_md = workload
+        .as_ref()
+        .zip(projection.as_ref())
+        .map(|(w, p)| p.markdown(w));
+    let suffix = projection_md
+        .as_ref()
+        .map_or(String::new(), |t| format!("\n{t}"));
+    report::write_markdown(&dir, &heading, &records, &metrics, &suffix)?;
+    report::write_csv(&dir, &records)?;
+    crate::report::html::write_run_report(
+        &dir,
+        &records,
+        &metrics,
+        workload.as_ref().zip(projection.as_ref()),
+    )?;
+    println!("{heading}\n");
+    println!("{}", report::terminal_tables(&records, &metrics, opts.wide));
+    if let Some(kb) = kernelbench::verdicts_markdown(&records) {
+        println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
+    }
+    if let Some(text) = &projection_md {
+        println!("\n{text}");
+    }
+    println!("results: {} ({fresh} new records)", dir.display());
+    let (_, all) = phase_totals(&records);
+    let phases: Vec<String> = all
+        .0
+        .iter()
+        .map(|(p, s)| format!("{} {s:.1} s", p.describe()))
+        .collect();
+    println!(
+        "time: {wall_s:.1} s in all; setup {in_setup:.1} s; in the workers: {}; outside the \
+         phases {:.1} s",
+        phases.join(", "),
+        wall_s - in_setup - all.total()
+    );
+    Ok(RunOutcome {
+        dir,
+        records,
+        metrics,
+        on_gpu,
+    })
+}
+
+/// One line for each reference among `records` that failed its own check (a status other
+/// than `correct`), naming its problem, status and the first line of its message.
+pub fn reference_failures(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.is_reference() && r.status != Status::Correct)
+        .map(|r| {
+            format!(
+                "error: the reference of `{}` failed its own check ({}): {}",
+                r.problem,
+                r.status.name(),
+                r.message.lines().next().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// The exit status of `dlrm-bench run` (or `--resume`) over all of the run's records: a failure
+/// when any reference failed its own check, each such reference named on stderr.
+pub fn exit_code(records: &[Record]) -> ExitCode {
+    let failures = reference_failures(records);
+    for line in &failures {
+        eprintln!("{line}");
+    }
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,84 @@
+//! What a run is asked to do (`RunOptions`, from the command line or a resumed `run.json`) and what it returns.
+use crate::evaluate::EvalConfig;
+use crate::report::metrics::Basis;
+use crate::report::metrics::Summary;
+use crate::results::record::Record;
+use crate::runner::shard::Shard;
+use bench_problems::Preset;
+use serde::Deserialize;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Everything `run` needs (also stored in `run.json`, so `--resume` can rebuild it).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunOptions {
+    pub problems: Vec<String>,
+    pub candidate_roots: Vec<PathBuf>,
+    pub preset: Option<Preset>,
+    pub force_cpu: bool,
+    pub require_gpu: bool,
+    pub out: PathBuf,
+    pub peer: Vec<PathBuf>,
+    pub eval: EvalConfig,
+    /// Seconds one execution of a candidate's launch plan may run on the device before its
+    /// worker is killed ([`execution_limit_s`]); the harness's own work never counts.
+    pub timeout_s: f64,
+    pub command_line: String,
+    /// A workload profile to project the run's wins onto (summary and run.json).
+    #[serde(default)]
+    pub workload: Option<PathBuf>,
+    /// Time PyTorch eager (`tools/torch_peer.py`) on the run's own input files.
+    #[serde(default)]
+    pub torch: bool,
+    /// Also time the `torch.compile`d Model (with `torch`).
+    #[serde(default)]
+    pub torch_compile: bool,
+    /// The input cache's directory (default [`default_input_cache`]).
+    #[serde(default)]
+    pub input_cache: Option<PathBuf>,
+    /// Keep the input cache after the run.
+    #[serde(default)]
+    pub keep_inputs: bool,
+    /// Directories of KernelBench answers (`dlrm-bench kernelbench`): each answer is evaluated
+    /// after its problem's native candidates ([`crate::kernelbench`]).
+    #[serde(default)]
+    pub kernelbench: Vec<PathBuf>,
+    /// Seconds each of an answer's two evaluator processes may take (loading, compiling,
+    /// checking, timing) before it is killed.
+    #[serde(default = "default_answer_timeout_s")]
+    pub answer_timeout_s: f64,
+    /// The basis of the headline metrics (every basis measured is reported).
+    #[serde(default)]
+    pub basis: Basis,
+    /// Print the final table with every column (else it fits 120 columns). On `--resume`, the
+    /// command line's, not the interrupted run's.
+    #[serde(default)]
+    pub wide: bool,
+    /// This run's share of the items (`--shard i/n`, [`crate::runner::shard`]); `None`: all of them.
+    #[serde(default)]
+    pub shard: Option<Shard>,
+    /// The ordinals of the devices that run workers, one worker per device at a time
+    /// (`--devices`; empty: device 0).
+    #[serde(default)]
+    pub devices: Vec<usize>,
+    /// `--devices all`: every CUDA device (resolved into `devices` when the run starts).
+    #[serde(default)]
+    pub all_devices: bool,
+    /// The secret seed the scheduler gave (`--secret-seed-file`, `DLRM_BENCH_SECRET_SEED`):
+    /// never written into `run.json` with the options.
+    #[serde(skip)]
+    pub given_secret: Option<u64>,
+}
+
+fn default_answer_timeout_s() -> f64 {
+    600.0
+}
+
+/// What a finished run produced.
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub records: Vec<Record>,
+    /// The group metrics on both bases.
+    pub metrics: Summary,
+    pub on_gpu: bool,
+}
