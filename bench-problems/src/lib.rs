@@ -9,7 +9,8 @@
 //! [`expr`]; [`signature`], [`input_set`], [`oracle`], [`launch`]; [`check`], [`special`],
 //! [`allclose`]; [`problem`] (the trait); [`families`] (what problems of one kind share: CSR
 //! bags, sparse sub-plans, interactions); [`problems`] (one module each); [`registry`]. [`spec`]
-//! re-exports the vocabulary. Adding a problem: `docs/adding-a-problem.md`.
+//! re-exports the vocabulary; `testing` (tests only) holds what the problems' tests share.
+//! Adding a problem: `docs/adding-a-problem.md`.
 
 pub mod allclose;
 pub mod check;
@@ -28,6 +29,8 @@ pub mod signature;
 pub mod sizes;
 pub mod spec;
 pub mod special;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use check::{check_output, check_output_with, CheckContext, CheckReport, Tolerance};
 pub use launch::{Dim, LaunchSpec, ScratchSpec};

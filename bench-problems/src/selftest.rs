@@ -356,15 +356,25 @@ mod tests {
     use super::*;
     use crate::registry::find_problem;
 
-    #[test]
-    fn verdicts_cover_every_degenerate_output_and_ours_rejects_each() {
-        let problem = find_problem("embedding_bag_sum").unwrap();
+    /// The degenerate verdicts of problem `name` at `ci`, and its tensors of a role `keep`
+    /// accepts.
+    fn verdicts_and_tensors(
+        name: &str,
+        keep: impl Fn(Role) -> bool,
+    ) -> (Vec<DegenerateVerdict>, Vec<TensorSpec>) {
+        let problem = find_problem(name).unwrap();
         let verdicts = degenerate_verdicts(problem, Preset::Ci).unwrap();
-        let outputs: Vec<_> = problem
+        let tensors = problem
             .tensors()
             .into_iter()
-            .filter(|t| t.role != Role::Input)
+            .filter(|t| keep(t.role))
             .collect();
+        (verdicts, tensors)
+    }
+
+    #[test]
+    fn verdicts_cover_every_degenerate_output_and_ours_rejects_each() {
+        let (verdicts, outputs) = verdicts_and_tensors("embedding_bag_sum", |r| r != Role::Input);
         // One output of many elements: four degenerate versions of it.
         assert_eq!(outputs.len(), 1);
         assert_eq!(
@@ -388,16 +398,10 @@ mod tests {
 
     #[test]
     fn an_in_place_output_left_unchanged_is_a_degenerate_output() {
-        let problem = find_problem("embedding_backward_rowwise_adagrad").unwrap();
-        let verdicts = degenerate_verdicts(problem, Preset::Ci).unwrap();
-        let in_out: Vec<_> = problem
-            .tensors()
-            .into_iter()
-            .filter(|t| t.role == Role::InOut)
-            .map(|t| t.name)
-            .collect();
+        let (verdicts, in_out) =
+            verdicts_and_tensors("embedding_backward_rowwise_adagrad", |r| r == Role::InOut);
         assert!(!in_out.is_empty());
-        for name in in_out {
+        for name in in_out.iter().map(|t| t.name) {
             let unchanged: Vec<_> = verdicts
                 .iter()
                 .filter(|v| v.output == name && v.what == "initial value, unchanged")

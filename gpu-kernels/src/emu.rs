@@ -766,6 +766,138 @@ impl GroupBarrier {
     }
 }
 
+/// Tests' one way to launch a kernel on the emulator: the grid and block, then the arguments
+/// in the kernel's order, then [`EmuLaunch::run`]:
+/// `EmuLaunch::new(grid, 256).ptr(&x).ptr_mut(&mut out).arg(n).run(&my_kernel::EMU)`. A shape
+/// is `x` or `[x, y, z]` ([`Dims`]); pointers are taken from slices ([`EmuLaunch::ptr`],
+/// [`EmuLaunch::ptr_mut`]) or given raw ([`EmuLaunch::raw`]), scalars by [`ArgWord`].
+#[cfg(test)]
+#[derive(Clone, Debug)]
+pub(crate) struct EmuLaunch {
+    config: LaunchConfig,
+    resident: usize,
+    args: Vec<u64>,
+}
+
+/// A grid or block shape for [`EmuLaunch::new`]: `x` (as `[x, 1, 1]`) or `[x, y, z]`.
+#[cfg(test)]
+pub(crate) trait Dims {
+    /// The shape as `[x, y, z]`.
+    fn dims(self) -> [u32; 3];
+}
+
+#[cfg(test)]
+impl Dims for u32 {
+    fn dims(self) -> [u32; 3] {
+        [self, 1, 1]
+    }
+}
+
+#[cfg(test)]
+impl Dims for [u32; 3] {
+    fn dims(self) -> [u32; 3] {
+        self
+    }
+}
+
+/// A scalar kernel argument as its 64-bit argument word (the inverse of [`FromArgWord`]):
+/// integers widened (signed ones sign-extended), f32 as its bit pattern.
+#[cfg(test)]
+pub(crate) trait ArgWord {
+    /// The argument word.
+    fn word(self) -> u64;
+}
+
+#[cfg(test)]
+macro_rules! int_word {
+    ($($t:ty),*) => {$(
+        impl ArgWord for $t {
+            fn word(self) -> u64 {
+                self as u64
+            }
+        }
+    )*};
+}
+#[cfg(test)]
+int_word!(u8, u16, u32, i32, u64, i64, usize);
+
+#[cfg(test)]
+impl ArgWord for f32 {
+    fn word(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+#[cfg(test)]
+impl EmuLaunch {
+    /// A launch of `grid` blocks of `block` threads, no dynamic shared memory, one resident
+    /// block, no arguments yet.
+    pub(crate) fn new(grid: impl Dims, block: impl Dims) -> Self {
+        EmuLaunch {
+            config: LaunchConfig {
+                grid: grid.dims(),
+                block: block.dims(),
+                shared_bytes: 0,
+            },
+            resident: 1,
+            args: Vec::new(),
+        }
+    }
+
+    /// `bytes` of dynamic shared memory per block.
+    pub(crate) fn shared(mut self, bytes: usize) -> Self {
+        self.config.shared_bytes = bytes;
+        self
+    }
+
+    /// `slots` blocks running at once ([`launch_kernel_resident`]).
+    pub(crate) fn resident(mut self, slots: usize) -> Self {
+        self.resident = slots;
+        self
+    }
+
+    /// The next argument: a pointer to `data`'s first element, for the kernel to read.
+    pub(crate) fn ptr<T>(self, data: &[T]) -> Self {
+        self.raw(data.as_ptr())
+    }
+
+    /// The next argument: a pointer to `data`'s first element, for the kernel to write.
+    pub(crate) fn ptr_mut<T>(self, data: &mut [T]) -> Self {
+        self.raw(data.as_mut_ptr())
+    }
+
+    /// The next argument: a raw pointer (a view into a buffer, an offset or unaligned one).
+    pub(crate) fn raw<T>(mut self, p: *const T) -> Self {
+        self.args.push(p as u64);
+        self
+    }
+
+    /// The next argument: a scalar.
+    pub(crate) fn arg(mut self, v: impl ArgWord) -> Self {
+        self.args.push(v.word());
+        self
+    }
+
+    /// Runs `kernel` with these arguments and panics with the emulator's error if it fails.
+    ///
+    /// # Safety
+    /// As [`launch_kernel`]: every pointer argument must cover what the kernel touches, and
+    /// the memory must still be alive.
+    pub(crate) unsafe fn run(&self, kernel: &EmuKernel) {
+        if let Err(e) = self.try_run(kernel) {
+            panic!("{}: {e}", kernel.name);
+        }
+    }
+
+    /// Runs `kernel` with these arguments: `Ok` or the emulator's error.
+    ///
+    /// # Safety
+    /// As [`EmuLaunch::run`].
+    pub(crate) unsafe fn try_run(&self, kernel: &EmuKernel) -> Result<(), EmuError> {
+        launch_kernel_resident(kernel, &self.config, &self.args, self.resident)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

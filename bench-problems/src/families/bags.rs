@@ -140,6 +140,23 @@ macro_rules! bag_check_sets {
 }
 pub(crate) use bag_check_sets;
 
+/// The methods every one-table bag problem (1, 2, 4 and 5) implements alike, in its
+/// `impl Problem`: its `indices` are rows of the E-row table, relabeled over them in timed runs
+/// ([`Problem::relabeled_inputs`](crate::problem::Problem::relabeled_inputs)), and its input
+/// statistics are [`input_stats`]'s.
+macro_rules! bag_table_methods {
+    () => {
+        fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
+            vec![("indices", "E")]
+        }
+
+        fn input_stats(&self, inputs: &$crate::InputSet) -> serde_json::Value {
+            $crate::families::bags::input_stats(inputs)
+        }
+    };
+}
+pub(crate) use bag_table_methods;
+
 /// Special-value set `name` of a bag problem: [`NON_FINITE_ROWS`] is the only one.
 pub fn special_set(
     problem: &dyn crate::problem::Problem,

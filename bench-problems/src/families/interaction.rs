@@ -18,6 +18,11 @@ pub const EMB: TensorSpec = TensorSpec::input("emb", DType::F32, &["B", "F", "D"
 /// The columns of DLRM's interaction output: x's D, then the P = F(F+1)/2 pairs.
 pub const OUT_WIDTH: &str = "D + F * (F + 1) / 2";
 
+/// The signature of a dot interaction (problems 10 and 11): [`X`], [`EMB`], then `rest`.
+pub fn dot_signature<const K: usize>(rest: [TensorSpec; K]) -> Vec<TensorSpec> {
+    [X, EMB].into_iter().chain(rest).collect()
+}
+
 /// (B, F, D) of a size set.
 pub fn bfd(problem: &str, sizes: &Sizes) -> Result<[usize; 3], ProblemError> {
     counts_in(sizes, problem, ["B", "F", "D"])
@@ -34,6 +39,34 @@ pub fn sample_rows<'a>(
     width: usize,
 ) -> Result<Rows<'a>, ProblemError> {
     Rows::flat(problem, name, inputs.tensors.get(name)?, samples, width)
+}
+
+/// x and emb of a dot interaction's input set (problems 10 and 11), decoded one sample at a
+/// time ([`sample_rows`]), with its (B, F, D).
+pub struct DotRows<'a> {
+    /// (B, F, D).
+    pub dims: [usize; 3],
+    x: Rows<'a>,
+    emb: Rows<'a>,
+}
+
+impl<'a> DotRows<'a> {
+    /// x and emb of `inputs`; an error (naming `problem`) when a size or tensor is missing.
+    pub fn of(problem: &str, inputs: &'a InputSet) -> Result<Self, ProblemError> {
+        let [b, f, d] = bfd(problem, &inputs.sizes)?;
+        Ok(DotRows {
+            dims: [b, f, d],
+            x: sample_rows(problem, inputs, "x", b, d)?,
+            emb: sample_rows(problem, inputs, "emb", b, f * d)?,
+        })
+    }
+
+    /// Writes sample `s`'s T = [x; emb] [(F+1)·D] into `t`, in f64.
+    pub fn t_into(&self, s: usize, t: &mut [f64]) {
+        let d = self.dims[2];
+        self.x.f64_into(s, &mut t[..d]);
+        self.emb.f64_into(s, &mut t[d..]);
+    }
 }
 
 /// Float tensors `names` of an input set in f64.

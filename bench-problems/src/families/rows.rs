@@ -206,20 +206,23 @@ mod tests {
             for row in 0..t.shape[0] {
                 r.f32_into(row, &mut a);
                 r.f64_into(row, &mut b);
-                let bits32: Vec<u32> = a.iter().map(|x| x.to_bits()).collect();
-                let want32: Vec<u32> = f32s[row * w..(row + 1) * w]
-                    .iter()
-                    .map(|x| x.to_bits())
-                    .collect();
-                assert_eq!(bits32, want32, "{:?} row {row}", t.dtype);
-                let bits64: Vec<u64> = b.iter().map(|x| x.to_bits()).collect();
-                let want64: Vec<u64> = f64s[row * w..(row + 1) * w]
-                    .iter()
-                    .map(|x| x.to_bits())
-                    .collect();
-                assert_eq!(bits64, want64, "{:?} row {row}", t.dtype);
+                let want = row * w..(row + 1) * w;
+                assert_eq!(
+                    (bits(&a, f32::to_bits), bits(&b, f64::to_bits)),
+                    (
+                        bits(&f32s[want.clone()], f32::to_bits),
+                        bits(&f64s[want], f64::to_bits)
+                    ),
+                    "{:?} row {row}",
+                    t.dtype
+                );
             }
         }
+    }
+
+    /// The bit patterns of `values`.
+    fn bits<T: Copy, B>(values: &[T], to_bits: fn(T) -> B) -> Vec<B> {
+        values.iter().map(|&x| to_bits(x)).collect()
     }
 
     #[test]

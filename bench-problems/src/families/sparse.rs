@@ -327,6 +327,39 @@ pub fn unique_from_sorted(unique: &str, inverse: &str) -> Vec<LaunchSpec> {
     plan
 }
 
+/// Eager's `torch.unique(indices, sorted=True, return_inverse=True)` over the N `indices`
+/// (problems 5 and 9): `indices.sort(stable=True)` with its positions
+/// ([`sort_with_positions`]: positions `range`, sorted keys `sorted`, their positions
+/// `sorted_indices`, scratch [`SortScratch`] `sort`), then [`unique_from_sorted`] into `unique`
+/// and `inverse`. Its N-sized temporaries are [`unique_scratch`].
+pub fn unique_of_indices(unique: &str, inverse: &str) -> Vec<LaunchSpec> {
+    let mut plan = sort_with_positions(
+        "indices",
+        "range",
+        "sorted",
+        "sorted_indices",
+        "N",
+        &SortScratch::new("sort"),
+    );
+    plan.extend(unique_from_sorted(unique, inverse));
+    plan
+}
+
+/// The scratch of [`unique_of_indices`] before its outputs: the sort's positions, keys and
+/// their positions, the run flags and their scan (with its tile state). The caller adds
+/// `run_ends`, `num_unique`, the outputs it does not return and the sort's own scratch
+/// (`SortScratch::new("sort").specs("N")`).
+pub fn unique_scratch() -> Vec<ScratchSpec> {
+    scratch_of(&[
+        ("range", "max(N, 1) * 8"),
+        ("sorted", "max(N, 1) * 8"),
+        ("sorted_indices", "max(N, 1) * 8"),
+        ("inv_loc", "max(N, 1) * 4"),
+        ("run", "max(N, 1) * 8"),
+        ("scan_status", &scan_status_bytes("N")),
+    ])
+}
+
 /// The inputs of a keyed jagged tensor (problems 7 and 8): `T` features × `B` samples.
 pub struct Kjt {
     /// Lookups per (feature, sample), feature-major (`lengths[t·B + b]`).

@@ -359,6 +359,11 @@ const SHARED_SCRATCH: &[(&str, &str)] = &[
     ("new_id", "buf_e"),
 ];
 
+/// An eager elementwise launch over the N ids (`args` end with the count, N).
+fn per_id(kernel: &str, args: &[&str]) -> LaunchSpec {
+    elementwise(kernel, "N", args)
+}
+
 /// The eager `Model`'s launches, with each temporary under its own name.
 fn eager_plan() -> Vec<LaunchSpec> {
     // seg = repeat_interleave(lengths.view(-1), output_size=N)
@@ -372,45 +377,21 @@ fn eager_plan() -> Vec<LaunchSpec> {
     ));
     plan.extend([
         // blk = block_sizes[seg // B]; q = indices // blk; small = q < W
-        elementwise(
-            "aten_floor_divide_scalar_i32",
-            "N",
-            &["feature", "seg", "B", "N"],
-        ),
-        elementwise(
-            "aten_index_i64_by_i32",
-            "N",
-            &["blk", "block_sizes", "feature", "N"],
-        ),
-        elementwise("aten_floor_divide_i64", "N", &["q", "indices", "blk", "N"]),
-        elementwise("aten_lt_scalar_i64", "N", &["small", "q", "W", "N"]),
+        per_id("aten_floor_divide_scalar_i32", &["feature", "seg", "B", "N"]),
+        per_id("aten_index_i64_by_i32", &["blk", "block_sizes", "feature", "N"]),
+        per_id("aten_floor_divide_i64", &["q", "indices", "blk", "N"]),
+        per_id("aten_lt_scalar_i64", &["small", "q", "W", "N"]),
         // rank = where(small, q, indices % W)
-        elementwise(
-            "aten_remainder_scalar_i64",
-            "N",
-            &["rem", "indices", "W", "N"],
-        ),
-        elementwise("aten_where_i64", "N", &["rank", "small", "q", "rem", "N"]),
+        per_id("aten_remainder_scalar_i64", &["rem", "indices", "W", "N"]),
+        per_id("aten_where_i64", &["rank", "small", "q", "rem", "N"]),
         // new_id = where(small, indices - q * blk, indices // W)
-        elementwise("aten_mul_i64", "N", &["qblk", "q", "blk", "N"]),
-        elementwise("aten_sub_i64", "N", &["low", "indices", "qblk", "N"]),
-        elementwise(
-            "aten_floor_divide_scalar_i64",
-            "N",
-            &["high", "indices", "W", "N"],
-        ),
-        elementwise(
-            "aten_where_i64",
-            "N",
-            &["new_id", "small", "low", "high", "N"],
-        ),
+        per_id("aten_mul_i64", &["qblk", "q", "blk", "N"]),
+        per_id("aten_sub_i64", &["low", "indices", "qblk", "N"]),
+        per_id("aten_floor_divide_scalar_i64", &["high", "indices", "W", "N"]),
+        per_id("aten_where_i64", &["new_id", "small", "low", "high", "N"]),
         // key = rank * (T * B) + seg
-        elementwise(
-            "aten_mul_scalar_i64",
-            "N",
-            &["rank_tb", "rank", "T * B", "N"],
-        ),
-        elementwise("aten_add_i64_i32", "N", &["key", "rank_tb", "seg", "N"]),
+        per_id("aten_mul_scalar_i64", &["rank_tb", "rank", "T * B", "N"]),
+        per_id("aten_add_i64_i32", &["key", "rank_tb", "seg", "N"]),
     ]);
     // new_lengths = bincount(key, minlength=W*T*B).to(int32): min() and max() (each a
     // reduction and a copy to the host), zeros, the histogram, the cast.
@@ -454,21 +435,9 @@ fn eager_plan() -> Vec<LaunchSpec> {
     plan.extend([
         // unbucketize_permute = empty_like(order).scatter_(0, order, arange(N))
         arange_with_index("positions", "N"),
-        elementwise(
-            "aten_scatter_i64",
-            "N",
-            &["unbucketize_permute", "order", "positions", "N"],
-        ),
-        elementwise(
-            "aten_index_i64",
-            "N",
-            &["new_indices", "new_id", "order", "N"],
-        ),
-        elementwise(
-            "aten_index_f32",
-            "N",
-            &["new_weights", "weights", "order", "N"],
-        ),
+        per_id("aten_scatter_i64", &["unbucketize_permute", "order", "positions", "N"]),
+        per_id("aten_index_i64", &["new_indices", "new_id", "order", "N"]),
+        per_id("aten_index_f32", &["new_weights", "weights", "order", "N"]),
     ]);
     plan
 }

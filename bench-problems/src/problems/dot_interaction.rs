@@ -17,8 +17,8 @@
 //! lower-triangle gather, cat (out).
 use crate::problem::problem_identity;
 use crate::families::interaction::{
-    bfd, bmm, cat, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_recipe, dot_sizes, pairs,
-    sample_rows, tril, EMB, OUT_WIDTH, X,
+    bfd, bmm, cat, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_recipe, dot_signature,
+    dot_sizes, pairs, tril, DotRows, OUT_WIDTH,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::Seeds;
@@ -93,11 +93,7 @@ impl Problem for DotInteraction {
     );
 
     fn tensors(&self) -> Vec<TensorSpec> {
-        vec![
-            X,
-            EMB,
-            TensorSpec::output("out", DType::F32, &["B", OUT_WIDTH]),
-        ]
+        dot_signature([TensorSpec::output("out", DType::F32, &["B", OUT_WIDTH])])
     }
 
     fn sizes(&self, preset: Preset) -> Sizes {
@@ -124,13 +120,9 @@ impl Problem for DotInteraction {
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
-        let [b, f, d] = bfd(self.name(), &inputs.sizes)?;
-        let x = sample_rows(self.name(), inputs, "x", b, d)?;
-        let emb = sample_rows(self.name(), inputs, "emb", b, f * d)?;
-        let out = forward_by_sample(b, f, d, |s, t| {
-            x.f64_into(s, &mut t[..d]);
-            emb.f64_into(s, &mut t[d..]);
-        });
+        let rows = DotRows::of(self.name(), inputs)?;
+        let [b, f, d] = rows.dims;
+        let out = forward_by_sample(b, f, d, |s, t| rows.t_into(s, t));
         Ok(oracle_of([("out", OracleOutput::Float(out))]))
     }
 
@@ -188,6 +180,7 @@ mod tests {
     use super::*;
     use crate::families::interaction::t_row;
     use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
+    use crate::testing::{ci_and_edge_sets, ci_set};
     crate::selftest::self_test_case!(DotInteraction);
 
     #[test]
@@ -200,15 +193,14 @@ mod tests {
             ],
         );
         let p = DotInteraction;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 5.into()).unwrap();
+        let set = ci_set(&p, 5);
         assert!(set.f32s("emb").unwrap().iter().any(|&v| v < 0.0));
     }
 
     #[test]
     fn oracle_matches_direct_dot_products() {
         let p = DotInteraction;
-        for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 3.into()).unwrap();
+        for (sizes, set) in ci_and_edge_sets(&p, 3) {
             let [b, f, d] = bfd("t", &sizes).unwrap();
             let x = set.f32s("x").unwrap();
             let emb = set.f32s("emb").unwrap();
@@ -241,7 +233,7 @@ mod tests {
     #[test]
     fn work_counts_bytes_and_pair_flops() {
         let p = DotInteraction;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 1.into()).unwrap();
+        let set = ci_set(&p, 1);
         let w = p.work(&set);
         // B = 19, F = 6, D = 36, P = 21.
         assert_eq!(w.flops, 2.0 * 19.0 * 21.0 * 36.0);

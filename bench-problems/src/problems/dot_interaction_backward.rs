@@ -12,8 +12,8 @@
 //! zeros (dZ), the lower-triangle scatter, dZ + dZᵀ, one batched SGEMM, the add for dx.
 use crate::problem::problem_identity;
 use crate::families::interaction::{
-    bfd, bmm, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_recipe, dot_sizes,
-    elementwise, pairs, sample_rows, tril, uniform, EMB, OUT_WIDTH, X,
+    bfd, bmm, cat_t, cat_t_scratch, dot_edge_sizes, dot_inputs, dot_recipe, dot_signature,
+    dot_sizes, elementwise, pairs, sample_rows, tril, uniform, DotRows, OUT_WIDTH,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::Seeds;
@@ -103,13 +103,11 @@ impl Problem for DotInteractionBackward {
     );
 
     fn tensors(&self) -> Vec<TensorSpec> {
-        vec![
-            X,
-            EMB,
+        dot_signature([
             TensorSpec::input("grad_out", DType::F32, &["B", OUT_WIDTH]),
             TensorSpec::output("dx", DType::F32, &["B", "D"]),
             TensorSpec::output("d_emb", DType::F32, &["B", "F", "D"]),
-        ]
+        ])
     }
 
     fn sizes(&self, preset: Preset) -> Sizes {
@@ -137,18 +135,14 @@ impl Problem for DotInteractionBackward {
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
-        let [b, f, d] = bfd(self.name(), &inputs.sizes)?;
-        let x = sample_rows(self.name(), inputs, "x", b, d)?;
-        let emb = sample_rows(self.name(), inputs, "emb", b, f * d)?;
+        let rows = DotRows::of(self.name(), inputs)?;
+        let [b, f, d] = rows.dims;
         let g = sample_rows(self.name(), inputs, "grad_out", b, d + f * (f + 1) / 2)?;
         let (dx, d_emb) = backward_by_sample(
             b,
             f,
             d,
-            |s, t| {
-                x.f64_into(s, &mut t[..d]);
-                emb.f64_into(s, &mut t[d..]);
-            },
+            |s, t| rows.t_into(s, t),
             |s, row| g.f64_into(s, row),
         );
         Ok(oracle_of([
@@ -225,20 +219,21 @@ mod tests {
     use super::*;
     use crate::families::interaction::f64_tensors;
     use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
+    use crate::testing::{ci_and_edge_sets, ci_set};
     crate::selftest::self_test_case!(DotInteractionBackward);
 
     #[test]
     fn inputs_share_problem_10s_draw() {
-        let p = DotInteractionBackward;
-        let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 8.into()).unwrap();
-        let fwd = DotInteraction.generate(Preset::Ci, &sizes, 8.into()).unwrap();
+        let (set, fwd) = (ci_set(&DotInteractionBackward, 8), ci_set(&DotInteraction, 8));
         assert_eq!(set.tensors.get("x").unwrap(), fwd.tensors.get("x").unwrap());
         assert_eq!(
             set.tensors.get("emb").unwrap(),
             fwd.tensors.get("emb").unwrap()
         );
-        assert_uniform_inputs(&p, &[("grad_out", &[19, 36 + 21], (-1.0, 1.0))]);
+        assert_uniform_inputs(
+            &DotInteractionBackward,
+            &[("grad_out", &[19, 36 + 21], (-1.0, 1.0))],
+        );
     }
 
     /// The oracle is the gradient of L = Σ grad_out · forward(x, emb): the forward is
@@ -247,8 +242,7 @@ mod tests {
     #[test]
     fn oracle_is_the_gradient_of_the_forward() {
         let p = DotInteractionBackward;
-        for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 4.into()).unwrap();
+        for (sizes, set) in ci_and_edge_sets(&p, 4) {
             let [b, f, d] = bfd("t", &sizes).unwrap();
             let [x, emb, g] = f64_tensors(&set, ["x", "emb", "grad_out"]).unwrap();
             let oracle = p.oracle(&set).unwrap();

@@ -74,7 +74,7 @@ use crate::families::bags::{self, BagRecipe, BagSizes, Bags, Counts};
 use crate::families::sparse::{
     arange_with_index,
     elementwise, gather_rows16, inclusive_scan, scan_status_bytes, scratch_of,
-    sort_with_positions, unique_from_sorted, SortScratch,
+    unique_of_indices, unique_scratch, SortScratch,
 };
 use crate::problem::problem_identity;
 use crate::launch::{LaunchSpec, ScratchSpec};
@@ -188,10 +188,6 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         "embedding-bag backward + row-wise Adagrad, in place on W [E,D] fp32 and momentum [E]"
     );
 
-    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
-        vec![("indices", "E")]
-    }
-
     fn tensors(&self) -> Vec<TensorSpec> {
         vec![
             TensorSpec::input("grad_output", DType::F32, &["B", "D"]),
@@ -298,9 +294,7 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         }
     }
 
-    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        bags::input_stats(inputs)
-    }
+    crate::families::bags::bag_table_methods!();
 
     fn reference(&self) -> Vec<LaunchSpec> {
         let ew = |kernel: &str, n: &str, args: &[&str]| elementwise(kernel, n, args);
@@ -338,15 +332,7 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             ),
         ]);
         // rows, inverse = unique(indices, sorted=True, return_inverse=True) (problem 9's port).
-        plan.extend(sort_with_positions(
-            "indices",
-            "range",
-            "sorted",
-            "sorted_indices",
-            "N",
-            &SortScratch::new("sort"),
-        ));
-        plan.extend(unique_from_sorted("rows", "inverse"));
+        plan.extend(unique_of_indices("rows", "inverse"));
         // grad = zeros(U, D); grad.index_add_(0, inverse, grad_output.index_select(0, bag)).
         plan.extend([
             counted(
@@ -450,12 +436,9 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             ("repeats_scan_status", &scan_status_bytes("B")),
             ("repeat_index", "max(N, 1) * 8"),
             ("bag", "max(N, 1) * 8"),
-            ("range", "max(N, 1) * 8"),
-            ("sorted", "max(N, 1) * 8"),
-            ("sorted_indices", "max(N, 1) * 8"),
-            ("inv_loc", "max(N, 1) * 4"),
-            ("run", "max(N, 1) * 8"),
-            ("scan_status", &scan_status_bytes("N")),
+        ]);
+        s.extend(unique_scratch());
+        s.extend(scratch_of(&[
             ("inverse", "max(N, 1) * 8"),
             ("rows", "max(N, 1) * 8"),
             ("run_ends", "max(N, 1) * 8"),
@@ -470,7 +453,7 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             ("m_sqrt", "max(N, 1) * 4"),
             ("denom", "max(N, 1) * 4"),
             ("step", "max(N, 1) * D * 4"),
-        ]);
+        ]));
         s.extend(SortScratch::new("sort").specs("N"));
         s
     }
@@ -499,12 +482,12 @@ mod tests {
     use data_gen::HostTensor;
     use crate::families::bags::testing::assert_well_formed;
     use crate::families::bags::touched_rows;
-    use crate::selftest::self_test;
     use crate::spec::Role;
 
+    crate::selftest::self_test_case!(EmbeddingBackwardRowwiseAdagrad);
+
     fn set(seed: u64) -> InputSet {
-        let p = EmbeddingBackwardRowwiseAdagrad;
-        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed.into()).unwrap()
+        crate::testing::ci_set(&EmbeddingBackwardRowwiseAdagrad, seed)
     }
 
     /// The oracle's outputs rounded to f32, as a correct kernel writes them.
@@ -529,6 +512,27 @@ mod tests {
         o.densified(Some(set.tensors.get(name).unwrap())).unwrap()
     }
 
+    /// In-place tensor `spec` of `set` after its update with element k's increment (oracle
+    /// `whole` − initial value) multiplied by `factor(k)`, in f32.
+    fn scaled_update(
+        spec: &TensorSpec,
+        whole: &OracleOutput,
+        set: &InputSet,
+        factor: impl Fn(usize) -> f64,
+    ) -> HostTensor {
+        let OracleOutput::Float(want) = whole else {
+            panic!()
+        };
+        let initial = set.tensors.get(spec.name).unwrap().to_f64_vec();
+        let v = want
+            .iter()
+            .zip(&initial)
+            .enumerate()
+            .map(|(k, (w, i))| (i + (w - i) * factor(k)) as f32)
+            .collect();
+        HostTensor::from_f32(crate::spec::shape_of(spec, &set.sizes).unwrap(), v).unwrap()
+    }
+
     /// The runner's check of in-place tensor `spec`: `Some(reason)` when it fails.
     fn check(p: &EmbeddingBackwardRowwiseAdagrad, spec: &TensorSpec, out: &HostTensor, set: &InputSet) -> Option<String> {
         let oracle = p.oracle(set).unwrap();
@@ -538,11 +542,6 @@ mod tests {
         };
         let rep = check_output_with(out, &oracle[spec.name], &p.tolerance(spec), ctx);
         (!rep.passed).then_some(rep.reason)
-    }
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&EmbeddingBackwardRowwiseAdagrad, Preset::Ci).unwrap();
     }
 
     #[test]
@@ -637,25 +636,14 @@ mod tests {
         let oracle = p.oracle(&s).unwrap();
         let spec = p.tensors().into_iter().find(|t| t.name == "momentum").unwrap();
         let whole = dense(&oracle["momentum"], &s, "momentum");
-        let OracleOutput::Float(want) = &whole else {
-            panic!()
-        };
-        let initial = s.tensors.get("momentum").unwrap().to_f64_vec();
-        let shape = crate::spec::shape_of(&spec, &s.sizes).unwrap();
         // Every looked-up row's increment off by ±5e-5 relative, alternating: the size of
         // error an fp32 sum of a hot row's gradients in another order gives, with margin (above the fp32
         // dtype bound of 1e-5 on the values, where the increment dominates).
         let scaled = |factor: f64| {
-            let v = want
-                .iter()
-                .zip(&initial)
-                .enumerate()
-                .map(|(k, (w, i))| {
-                    let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
-                    (i + (w - i) * (1.0 + sign * factor)) as f32
-                })
-                .collect();
-            HostTensor::from_f32(shape.clone(), v).unwrap()
+            scaled_update(&spec, &whole, &s, |k| {
+                let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+                1.0 + sign * factor
+            })
         };
         assert_eq!(check(&p, &spec, &scaled(5e-5), &s), None);
         let why = check(&p, &spec, &scaled(1e-3), &s).expect("0.1% off must fail");
@@ -669,19 +657,9 @@ mod tests {
         let oracle = p.oracle(&s).unwrap();
         for spec in p.tensors().into_iter().filter(|t| t.role == Role::InOut) {
             let whole = dense(&oracle[spec.name], &s, spec.name);
-            let OracleOutput::Float(want) = &whole else {
-                panic!()
-            };
-            let initial = s.tensors.get(spec.name).unwrap().to_f64_vec();
             // Every update 0.1% too large: within the whole-tensor bound for the weight (its
             // untouched rows dominate), not within the update bound.
-            let off: Vec<f32> = want
-                .iter()
-                .zip(&initial)
-                .map(|(w, i)| (i + (w - i) * 1.001) as f32)
-                .collect();
-            let shape = crate::spec::shape_of(&spec, &s.sizes).unwrap();
-            let out = HostTensor::from_f32(shape, off).unwrap();
+            let out = scaled_update(&spec, &whole, &s, |_| 1.001);
             if spec.name == "weight" {
                 assert!(check_output(&out, &whole, &p.tolerance(&spec)).passed);
             }

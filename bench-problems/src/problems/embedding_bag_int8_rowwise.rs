@@ -82,10 +82,6 @@ impl Problem for EmbeddingBagInt8Rowwise {
         "8-bit row-wise quantized table (D bytes + fp32 scale + fp32 bias per row), sum pooling, fp32 out"
     );
 
-    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
-        vec![("indices", "E")]
-    }
-
     fn tensors(&self) -> Vec<TensorSpec> {
         let weight = TensorSpec::input("weight", DType::U8, &["E", "D + 8"]);
         bags::forward_signature(weight, None, DType::F32)
@@ -145,9 +141,7 @@ impl Problem for EmbeddingBagInt8Rowwise {
         c.forward_work(row_bytes, c.index_bytes(), c.b * c.d * 4.0, 2.0 * c.n * c.d)
     }
 
-    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        bags::input_stats(inputs)
-    }
+    crate::families::bags::bag_table_methods!();
 
     fn reference(&self) -> Vec<LaunchSpec> {
         // `embedding_bag_byte_impl`: `embedding_bag_nbits_rowwise_offsets_kernel<index_t, 8>
@@ -168,18 +162,12 @@ impl Problem for EmbeddingBagInt8Rowwise {
 mod tests {
     use super::*;
     use crate::families::bags::{testing::assert_well_formed, Bags};
-    use crate::selftest::self_test;
     use crate::spec::OracleOutput;
+    use crate::testing::ci_set;
+    crate::selftest::self_test_case!(EmbeddingBagInt8Rowwise);
 
     fn ci(seed: u64) -> InputSet {
-        EmbeddingBagInt8Rowwise
-            .generate(Preset::Ci, &SIZES.of(Preset::Ci), seed.into())
-            .unwrap()
-    }
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&EmbeddingBagInt8Rowwise, Preset::Ci).unwrap();
+        ci_set(&EmbeddingBagInt8Rowwise, seed)
     }
 
     #[test]

@@ -31,10 +31,6 @@ impl Problem for EmbeddingBagSum {
         "one fp32 table W[E,D], sum pooling over CSR bags (Zipf 1.15, heavy-tailed lengths)"
     );
 
-    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
-        vec![("indices", "E")]
-    }
-
     fn tensors(&self) -> Vec<TensorSpec> {
         bags::forward_signature(bags::weight(DType::F32), None, DType::F32)
     }
@@ -72,9 +68,7 @@ impl Problem for EmbeddingBagSum {
         c.forward_work(c.d * 4.0, c.index_bytes(), c.b * c.d * 4.0, c.n * c.d)
     }
 
-    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        bags::input_stats(inputs)
-    }
+    crate::families::bags::bag_table_methods!();
 
     fn reference(&self) -> Vec<LaunchSpec> {
         bags::embedding_bag_plan("embedding_bag_sum_reference", false)
@@ -89,30 +83,21 @@ impl Problem for EmbeddingBagSum {
 mod tests {
     use super::*;
     use crate::families::bags::{testing::assert_well_formed, Bags};
-    use crate::selftest::self_test;
     use crate::spec::OracleOutput;
-
-    fn set(seed: u64) -> InputSet {
-        let p = EmbeddingBagSum;
-        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed.into()).unwrap()
-    }
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&EmbeddingBagSum, Preset::Ci).unwrap();
-    }
+    use crate::testing::ci_set;
+    crate::selftest::self_test_case!(EmbeddingBagSum);
 
     #[test]
     fn inputs_are_well_formed_and_include_the_edge_bags() {
-        let s = set(5);
+        let s = ci_set(&EmbeddingBagSum, 5);
         assert_well_formed(&s, 64);
         assert_eq!((s.count("B"), s.count("E")), (64, 4096));
-        assert_eq!(set(5).tensors, s.tensors, "deterministic for a seed");
+        assert_eq!(ci_set(&EmbeddingBagSum, 5).tensors, s.tensors, "deterministic for a seed");
     }
 
     #[test]
     fn oracle_matches_a_direct_sum() {
-        let s = set(3);
+        let s = ci_set(&EmbeddingBagSum, 3);
         let (w, Bags { indices, offsets }) = (s.f32s("weight").unwrap(), Bags::of(&s).unwrap());
         let OracleOutput::Float(out) = &EmbeddingBagSum.oracle(&s).unwrap()["out"] else {
             panic!()
@@ -130,7 +115,7 @@ mod tests {
 
     #[test]
     fn work_counts_distinct_rows_once() {
-        let s = set(3);
+        let s = ci_set(&EmbeddingBagSum, 3);
         let w = EmbeddingBagSum.work(&s);
         assert!(
             w.compulsory_bytes < w.logical_bytes,

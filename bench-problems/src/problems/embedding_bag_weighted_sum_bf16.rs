@@ -48,10 +48,6 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         "bf16 table, bf16 per-sample weights, sum pooling, bf16 out (fp32 accumulate), 5% empty bags"
     );
 
-    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
-        vec![("indices", "E")]
-    }
-
     fn tensors(&self) -> Vec<TensorSpec> {
         let bf16 = DType::BF16;
         bags::forward_signature(bags::weight(bf16), Some(bf16), bf16)
@@ -101,9 +97,7 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         c.forward_work(c.d * 2.0, index_bytes, c.b * c.d * 2.0, 2.0 * c.n * c.d)
     }
 
-    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
-        bags::input_stats(inputs)
-    }
+    crate::families::bags::bag_table_methods!();
 
     fn reference(&self) -> Vec<LaunchSpec> {
         bags::embedding_bag_plan("embedding_bag_weighted_sum_bf16_reference", true)
@@ -119,8 +113,8 @@ mod tests {
     use super::*;
     use crate::check::{check_output, encode};
     use crate::families::bags::{testing::assert_well_formed, Bags};
-    use crate::selftest::self_test;
     use crate::spec::OracleOutput;
+    use crate::testing::ci_set;
     use data_gen::HostTensor;
     use half::bf16;
 
@@ -131,13 +125,10 @@ mod tests {
     }
 
     fn ci(seed: u64) -> InputSet {
-        draw(Preset::Ci, &BagSizes::DEFAULT.of(Preset::Ci), seed)
+        ci_set(&EmbeddingBagWeightedSumBf16, seed)
     }
 
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&EmbeddingBagWeightedSumBf16, Preset::Ci).unwrap();
-    }
+    crate::selftest::self_test_case!(EmbeddingBagWeightedSumBf16);
 
     #[test]
     fn inputs_are_well_formed_with_empty_bags() {

@@ -213,6 +213,7 @@ impl Problem for FmInteraction {
 mod tests {
     use super::*;
     use crate::families::interaction::testing::{assert_uniform_inputs, work_at};
+    use crate::testing::ci_and_edge_sets;
     crate::selftest::self_test_case!(FmInteraction);
 
     #[test]
@@ -225,8 +226,7 @@ mod tests {
     #[test]
     fn oracle_equals_the_sum_over_field_pairs() {
         let p = FmInteraction;
-        for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 9.into()).unwrap();
+        for (sizes, set) in ci_and_edge_sets(&p, 9) {
             let [b, f, k] = bfk(&sizes).unwrap();
             let x = set.f32s("x").unwrap();
             let OracleOutput::Float(out) = &p.oracle(&set).unwrap()["out"] else {

@@ -324,17 +324,14 @@ impl Problem for KjtPermute {
             // src += arange(NP): RangeFactories' 64-thread, one-per-thread kernel, then the add.
             arange_with_index("positions", "NP"),
             elementwise("aten_add_i64", "NP", &["src", "src", "positions", "NP"]),
-            // values[src], weights[src]: gpu_index_kernel's index_elementwise_kernel<128, 4>.
-            elementwise(
-                "aten_index_elementwise_i64",
-                "NP",
-                &["permuted_values", "values", "src", "NP", "N"],
-            ),
-            elementwise(
-                "aten_index_elementwise_f32",
-                "NP",
-                &["permuted_weights", "weights", "src", "NP", "N"],
-            ),
+        ]);
+        // values[src], weights[src]: gpu_index_kernel's index_elementwise_kernel<128, 4>.
+        let index = |kernel: &str, out: &str, input: &str| {
+            elementwise(kernel, "NP", &[out, input, "src", "NP", "N"])
+        };
+        plan.extend([
+            index("aten_index_elementwise_i64", "permuted_values", "values"),
+            index("aten_index_elementwise_f32", "permuted_weights", "weights"),
         ]);
         plan
     }
@@ -360,6 +357,7 @@ impl Problem for KjtPermute {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{ci_and_edge_sets, ci_set};
     crate::selftest::self_test_case!(KjtPermute);
 
     #[test]
@@ -380,8 +378,7 @@ mod tests {
     #[test]
     fn inputs_are_consistent_and_sizes_count_the_values() {
         let p = KjtPermute;
-        for sizes in std::iter::once(p.sizes(Preset::Ci)).chain(p.edge_sizes(Preset::Ci)) {
-            let set = p.generate(Preset::Ci, &sizes, 8.into()).unwrap();
+        for (_, set) in ci_and_edge_sets(&p, 8) {
             let lengths = set.i64s("lengths").unwrap();
             let n: i64 = lengths.iter().sum();
             assert_eq!(set.sizes["N"], n);
@@ -396,7 +393,7 @@ mod tests {
     #[test]
     fn oracle_copies_whole_features_in_permuted_order() {
         let p = KjtPermute;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2.into()).unwrap();
+        let set = ci_set(&p, 2);
         let permute = set.i64s("permute").unwrap();
         let lengths = set.i64s("lengths").unwrap();
         let values = set.i64s("values").unwrap();

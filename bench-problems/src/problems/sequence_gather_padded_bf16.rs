@@ -55,6 +55,11 @@ fn pooling(max_len: i64) -> Pooling {
 }
 
 
+/// An eager elementwise launch over the B·L positions of the padded output.
+fn per_slot(kernel: &str, args: &[&str]) -> LaunchSpec {
+    elementwise(kernel, "B * L", args)
+}
+
 impl Problem for SequenceGatherPaddedBf16 {
     problem_identity!(
         6,
@@ -206,26 +211,10 @@ impl Problem for SequenceGatherPaddedBf16 {
         plan.extend([
             elementwise("aten_sub_i64", "B", &["starts", "cum", "lengths", "B"]),
             arange_with_index("pos", "L"),
-            elementwise(
-                "aten_ge_outer_i64",
-                "B * L",
-                &["pad", "pos", "lengths", "B", "L"],
-            ),
-            elementwise(
-                "aten_add_outer_i64",
-                "B * L",
-                &["src", "starts", "pos", "B", "L"],
-            ),
-            elementwise(
-                "aten_masked_fill_i64",
-                "B * L",
-                &["src", "pad", "0", "B * L"],
-            ),
-            elementwise(
-                "aten_index_i64",
-                "B * L",
-                &["rows", "indices", "src", "B * L"],
-            ),
+            per_slot("aten_ge_outer_i64", &["pad", "pos", "lengths", "B", "L"]),
+            per_slot("aten_add_outer_i64", &["src", "starts", "pos", "B", "L"]),
+            per_slot("aten_masked_fill_i64", &["src", "pad", "0", "B * L"]),
+            per_slot("aten_index_i64", &["rows", "indices", "src", "B * L"]),
             gather_rows16(
                 "B * L",
                 "D * 2",
@@ -257,13 +246,13 @@ impl Problem for SequenceGatherPaddedBf16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ci_set;
     crate::selftest::self_test_case!(SequenceGatherPaddedBf16);
 
     #[test]
     fn inputs_hold_the_edge_sequences_and_are_deterministic() {
         let p = SequenceGatherPaddedBf16;
-        let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 5.into()).unwrap();
+        let set = ci_set(&p, 5);
         let lengths = set.i64s("lengths").unwrap();
         let indices = set.i64s("indices").unwrap();
         assert_eq!(lengths.len(), 12);
@@ -278,10 +267,7 @@ mod tests {
         let w = set.tensors.get("weight").unwrap().to_bf16_vec().unwrap();
         assert_eq!(w.len(), 4096 * 24);
         assert!(w.iter().all(|x| (-1.0..=1.0).contains(&x.to_f32())));
-        assert_eq!(
-            p.generate(Preset::Ci, &sizes, 5.into()).unwrap().tensors,
-            set.tensors
-        );
+        assert_eq!(ci_set(&p, 5).tensors, set.tensors);
         for edge in p.edge_sizes(Preset::Ci) {
             let s = p.generate(Preset::Ci, &edge, 9.into()).unwrap();
             assert!(s.sizes["N"] >= 1, "the Model needs an id to read");
@@ -291,7 +277,7 @@ mod tests {
     #[test]
     fn oracle_copies_rows_cuts_at_l_and_pads_with_zeros() {
         let p = SequenceGatherPaddedBf16;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3.into()).unwrap();
+        let set = ci_set(&p, 3);
         let w = set.tensors.get("weight").unwrap().to_bf16_vec().unwrap();
         let idx = set.i64s("indices").unwrap();
         let lengths = set.i64s("lengths").unwrap();
@@ -320,7 +306,7 @@ mod tests {
     #[test]
     fn work_counts_kept_lookups_and_the_whole_output() {
         let p = SequenceGatherPaddedBf16;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 3.into()).unwrap();
+        let set = ci_set(&p, 3);
         let lengths = set.i64s("lengths").unwrap();
         let kept: i64 = lengths.iter().map(|&x| x.min(16)).sum();
         let w = p.work(&set);

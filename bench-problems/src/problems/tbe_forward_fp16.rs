@@ -324,24 +324,19 @@ mod tests {
     use super::*;
     use half::f16;
     use crate::check::check_output;
-    use crate::selftest::self_test;
     use data_gen::tables::MLPERF_DLRMV2_ROWS;
     use data_gen::HostTensor;
 
+    crate::selftest::self_test_case!(TbeForwardFp16);
+
     fn ci(seed: u64) -> InputSet {
-        let p = TbeForwardFp16;
-        p.generate(Preset::Ci, &p.sizes(Preset::Ci), seed.into()).unwrap()
+        crate::testing::ci_set(&TbeForwardFp16, seed)
     }
 
     /// The bags and the tables' first rows of `set`.
     fn bags_and_rows(set: &InputSet) -> (Bags, Vec<i64>) {
         let rows = set.i64s("table_offsets").unwrap();
         (Bags::of(set).unwrap(), rows)
-    }
-
-    #[test]
-    fn self_test_rejects_degenerate_outputs() {
-        self_test(&TbeForwardFp16, Preset::Ci).unwrap();
     }
 
     #[test]

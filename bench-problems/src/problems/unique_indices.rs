@@ -16,8 +16,7 @@
 //! scatter, and a run-length encoding.
 use crate::problem::problem_identity;
 use crate::families::sparse::{
-    apply_grid, scan_status_bytes, scratch_of, sizes_in, sort_with_positions, unique_from_sorted,
-    with_sizes, SortScratch,
+    apply_grid, scratch_of, sizes_in, unique_of_indices, unique_scratch, with_sizes, SortScratch,
 };
 use crate::launch::{LaunchSpec, ScratchSpec};
 use crate::spec::Seeds;
@@ -180,15 +179,7 @@ impl Problem for UniqueIndices {
     }
 
     fn reference(&self) -> Vec<LaunchSpec> {
-        let mut plan = sort_with_positions(
-            "indices",
-            "range",
-            "sorted",
-            "sorted_indices",
-            "N",
-            &SortScratch::new("sort"),
-        );
-        plan.extend(unique_from_sorted("unique", "inverse"));
+        let mut plan = unique_of_indices("unique", "inverse");
         plan.push(apply_grid(
             "unique_counts_from_ends",
             "N",
@@ -198,15 +189,8 @@ impl Problem for UniqueIndices {
     }
 
     fn reference_scratch(&self) -> Vec<ScratchSpec> {
-        let mut s = scratch_of(&[
-            ("range", "max(N, 1) * 8"),
-            ("sorted", "max(N, 1) * 8"),
-            ("sorted_indices", "max(N, 1) * 8"),
-            ("inv_loc", "max(N, 1) * 4"),
-            ("run", "max(N, 1) * 8"),
-            ("scan_status", &scan_status_bytes("N")),
-            ("run_ends", "max(N, 1) * 8"),
-        ]);
+        let mut s = unique_scratch();
+        s.extend(scratch_of(&[("run_ends", "max(N, 1) * 8")]));
         s.extend(SortScratch::new("sort").specs("N"));
         s
     }
@@ -215,13 +199,13 @@ impl Problem for UniqueIndices {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ci_set;
     crate::selftest::self_test_case!(UniqueIndices);
 
     #[test]
     fn inputs_are_skewed_ids_in_range_and_deterministic() {
         let p = UniqueIndices;
-        let sizes = p.sizes(Preset::Ci);
-        let set = p.generate(Preset::Ci, &sizes, 5.into()).unwrap();
+        let set = ci_set(&p, 5);
         let idx = set.i64s("indices").unwrap();
         assert_eq!(idx.len(), 3000);
         assert!(idx.iter().all(|&i| (0..2000).contains(&i)));
@@ -232,14 +216,8 @@ mod tests {
             unique.len()
         );
         assert!(*counts.iter().max().unwrap() > 100, "a hot id");
-        assert_eq!(
-            p.generate(Preset::Ci, &sizes, 5.into()).unwrap().tensors,
-            set.tensors
-        );
-        assert_ne!(
-            p.generate(Preset::Ci, &sizes, 6.into()).unwrap().tensors,
-            set.tensors
-        );
+        assert_eq!(ci_set(&p, 5).tensors, set.tensors);
+        assert_ne!(ci_set(&p, 6).tensors, set.tensors);
     }
 
     #[test]
@@ -272,7 +250,7 @@ mod tests {
         assert_eq!(inv, vec![2, 1, 2, 3, 1, 2, 0]);
         assert_eq!(c, vec![1, 2, 3, 1]);
         let p = UniqueIndices;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2.into()).unwrap();
+        let set = ci_set(&p, 2);
         let out = p.oracle(&set).unwrap();
         let OracleOutput::Int(num) = &out["num_unique"] else {
             panic!()
@@ -290,7 +268,7 @@ mod tests {
     #[test]
     fn work_counts_the_compulsory_traffic() {
         let p = UniqueIndices;
-        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), 2.into()).unwrap();
+        let set = ci_set(&p, 2);
         let OracleOutput::Int(num) = &p.oracle(&set).unwrap()["num_unique"] else {
             panic!()
         };

@@ -26,16 +26,8 @@
 
 #[cfg(test)]
 mod tests {
-    use crate::kernels::torch_ops::tests::run_ew;
+    use crate::kernels::torch_ops::tests::ew;
     use crate::kernels::torch_ops::*;
-
-    fn p<T>(v: &[T]) -> u64 {
-        v.as_ptr() as u64
-    }
-
-    fn pm<T>(v: &mut [T]) -> u64 {
-        v.as_mut_ptr() as u64
-    }
 
     #[test]
     fn eager_formula_follows_fbgemms_bucketize_rule() {
@@ -74,38 +66,58 @@ mod tests {
         );
         let mut small = vec![0u8; n];
         let nn = n as u64;
-        run_ew(
-            &aten_floor_divide_i64::EMU,
-            n,
-            &[pm(&mut q), p(&ids), p(&blk), nn],
-        );
-        run_ew(
-            &aten_lt_scalar_i64::EMU,
-            n,
-            &[pm(&mut small), p(&q), w as u64, nn],
-        );
-        run_ew(
-            &aten_remainder_scalar_i64::EMU,
-            n,
-            &[pm(&mut rem), p(&ids), w as u64, nn],
-        );
-        run_ew(
-            &aten_where_i64::EMU,
-            n,
-            &[pm(&mut rank), p(&small), p(&q), p(&rem), nn],
-        );
-        run_ew(&aten_mul_i64::EMU, n, &[pm(&mut qb), p(&q), p(&blk), nn]);
-        run_ew(&aten_sub_i64::EMU, n, &[pm(&mut low), p(&ids), p(&qb), nn]);
-        run_ew(
-            &aten_floor_divide_scalar_i64::EMU,
-            n,
-            &[pm(&mut high), p(&ids), w as u64, nn],
-        );
-        run_ew(
-            &aten_where_i64::EMU,
-            n,
-            &[pm(&mut new_id), p(&small), p(&low), p(&high), nn],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut q)
+                .ptr(&ids)
+                .ptr(&blk)
+                .arg(nn)
+                .run(&aten_floor_divide_i64::EMU);
+            ew(n)
+                .ptr_mut(&mut small)
+                .ptr(&q)
+                .arg(w)
+                .arg(nn)
+                .run(&aten_lt_scalar_i64::EMU);
+            ew(n)
+                .ptr_mut(&mut rem)
+                .ptr(&ids)
+                .arg(w)
+                .arg(nn)
+                .run(&aten_remainder_scalar_i64::EMU);
+            ew(n)
+                .ptr_mut(&mut rank)
+                .ptr(&small)
+                .ptr(&q)
+                .ptr(&rem)
+                .arg(nn)
+                .run(&aten_where_i64::EMU);
+            ew(n)
+                .ptr_mut(&mut qb)
+                .ptr(&q)
+                .ptr(&blk)
+                .arg(nn)
+                .run(&aten_mul_i64::EMU);
+            ew(n)
+                .ptr_mut(&mut low)
+                .ptr(&ids)
+                .ptr(&qb)
+                .arg(nn)
+                .run(&aten_sub_i64::EMU);
+            ew(n)
+                .ptr_mut(&mut high)
+                .ptr(&ids)
+                .arg(w)
+                .arg(nn)
+                .run(&aten_floor_divide_scalar_i64::EMU);
+            ew(n)
+                .ptr_mut(&mut new_id)
+                .ptr(&small)
+                .ptr(&low)
+                .ptr(&high)
+                .arg(nn)
+                .run(&aten_where_i64::EMU)
+        };
         for i in 0..n {
             let (id, bs) = (ids[i], blk[i]);
             let (r, nid) = if id < w * bs {

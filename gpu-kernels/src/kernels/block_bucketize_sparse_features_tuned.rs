@@ -201,18 +201,13 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    fn cfg(threads: usize) -> LaunchConfig {
-        LaunchConfig {
-            grid: [
-                threads.div_ceil(BUCKETIZE_THREADS as usize).max(1) as u32,
-                1,
-                1,
-            ],
-            block: [BUCKETIZE_THREADS, 1, 1],
-            shared_bytes: 0,
-        }
+    fn cfg(threads: usize) -> EmuLaunch {
+        EmuLaunch::new(
+            threads.div_ceil(BUCKETIZE_THREADS as usize).max(1) as u32,
+            BUCKETIZE_THREADS,
+        )
     }
 
     /// The whole plan on the emulator (the scans done on the host: they are `scan.rs`'s, tested
@@ -265,40 +260,30 @@ mod tests {
         let mut new_weights = vec![f32::NAN; n];
         let mut back = vec![-1i64; n];
         unsafe {
-            launch_kernel(
-                &bucketize_tuned_count::EMU,
-                &cfg(t * b * 32),
-                &[
-                    seg_end.as_ptr() as u64,
-                    ids.as_ptr() as u64,
-                    block_sizes.as_ptr() as u64,
-                    new_lengths.as_mut_ptr() as u64,
-                    t as u64,
-                    b as u64,
-                    w as u64,
-                ],
-            )
-            .unwrap();
+            cfg(t * b * 32)
+                .ptr(&seg_end)
+                .ptr(ids)
+                .ptr(block_sizes)
+                .ptr_mut(&mut new_lengths)
+                .arg(t)
+                .arg(b)
+                .arg(w)
+                .run(&bucketize_tuned_count::EMU);
             assert_eq!(new_lengths, want_lengths);
             let group_end = ends(&new_lengths);
-            launch_kernel(
-                &bucketize_tuned_scatter::EMU,
-                &cfg(t * b * 32),
-                &[
-                    seg_end.as_ptr() as u64,
-                    ids.as_ptr() as u64,
-                    weights.as_ptr() as u64,
-                    block_sizes.as_ptr() as u64,
-                    group_end.as_ptr() as u64,
-                    new_ids.as_mut_ptr() as u64,
-                    new_weights.as_mut_ptr() as u64,
-                    back.as_mut_ptr() as u64,
-                    t as u64,
-                    b as u64,
-                    w as u64,
-                ],
-            )
-            .unwrap();
+            cfg(t * b * 32)
+                .ptr(&seg_end)
+                .ptr(ids)
+                .ptr(&weights)
+                .ptr(block_sizes)
+                .ptr(&group_end)
+                .ptr_mut(&mut new_ids)
+                .ptr_mut(&mut new_weights)
+                .ptr_mut(&mut back)
+                .arg(t)
+                .arg(b)
+                .arg(w)
+                .run(&bucketize_tuned_scatter::EMU);
         }
         assert_eq!(new_ids, want_ids);
         assert_eq!(new_weights, want_weights);

@@ -57,7 +57,7 @@ kernel! {
 
 #[cfg(test)]
 mod tests {
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     #[test]
     fn l2_probe_reads_every_element_each_repeat() {
@@ -68,13 +68,14 @@ mod tests {
             unsafe { *p.add(i) = 1.0 };
         }
         let mut out = vec![0.0f32; 2 * 32];
-        let cfg = LaunchConfig {
-            grid: [2, 1, 1],
-            block: [32, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(2, 32)
+                .raw(p)
+                .arg(len)
+                .arg(3)
+                .ptr_mut(&mut out)
+                .run(&super::ceiling_l2_read_f32::EMU)
         };
-        let args = [p as u64, len as u64, 3, out.as_mut_ptr() as u64];
-        unsafe { launch_kernel(&super::ceiling_l2_read_f32::EMU, &cfg, &args).unwrap() };
         // Each block's threads together read len elements 3 times.
         for b in 0..2 {
             let s: f32 = out[b * 32..(b + 1) * 32].iter().sum();
@@ -85,13 +86,13 @@ mod tests {
     #[test]
     fn fma_probe_writes_every_thread() {
         let mut out = vec![f32::NAN; 64];
-        let cfg = LaunchConfig {
-            grid: [2, 1, 1],
-            block: [32, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(2, 32)
+                .arg(10)
+                .arg(1.0f32)
+                .ptr_mut(&mut out)
+                .run(&super::ceiling_fma_f32::EMU)
         };
-        let args = [10, 1.0f32.to_bits() as u64, out.as_mut_ptr() as u64];
-        unsafe { launch_kernel(&super::ceiling_fma_f32::EMU, &cfg, &args).unwrap() };
         assert!(out.iter().all(|v| v.is_finite()));
     }
 }

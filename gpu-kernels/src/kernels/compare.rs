@@ -203,27 +203,23 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// The kernel on the emulator over f32 `got` and f64 `want`, merged in block order.
     fn compared(got: &[f32], want: &[f64], poison: u32, blocks: u32) -> FloatAcc {
         let mut partials = vec![0u64; blocks as usize * ACC_WORDS];
-        let cfg = LaunchConfig {
-            grid: [blocks, 1, 1],
-            block: [COMPARE_BLOCK, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(blocks, COMPARE_BLOCK)
+                .ptr(got)
+                .arg(DTYPE_F32)
+                .ptr(want)
+                .arg(DTYPE_F64)
+                .arg(got.len())
+                .arg(poison)
+                .ptr_mut(&mut partials)
+                .arg(0)
+                .run(&super::compare_floats::EMU)
         };
-        let args = [
-            got.as_ptr() as u64,
-            DTYPE_F32 as u64,
-            want.as_ptr() as u64,
-            DTYPE_F64 as u64,
-            got.len() as u64,
-            poison as u64,
-            partials.as_mut_ptr() as u64,
-            0,
-        ];
-        unsafe { launch_kernel(&super::compare_floats::EMU, &cfg, &args).unwrap() };
         let mut acc = FloatAcc::EMPTY;
         for slot in partials.chunks(ACC_WORDS) {
             acc.merge(&FloatAcc::from_words(slot.try_into().unwrap()));

@@ -367,7 +367,7 @@ kernel! {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// Deterministic values in [-1, 1).
     pub(crate) fn values(n: usize, salt: u64) -> Vec<f32> {
@@ -413,24 +413,23 @@ pub(crate) mod tests {
         let a = values(batch * m * k, 1);
         let b = values(batch * n * k, 2);
         let mut c = vec![f32::NAN; batch * m * n];
-        let cfg = LaunchConfig {
-            grid: [
-                batch as u32,
-                (m as u32).div_ceil(BMM_TILE),
-                (n as u32).div_ceil(BMM_TILE),
-            ],
-            block: [BMM_THREADS, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(
+                [
+                    batch as u32,
+                    (m as u32).div_ceil(BMM_TILE),
+                    (n as u32).div_ceil(BMM_TILE),
+                ],
+                BMM_THREADS,
+            )
+            .ptr(&a)
+            .ptr(&b)
+            .ptr_mut(&mut c)
+            .arg(m)
+            .arg(n)
+            .arg(k)
+            .run(&dot_interaction_bmm_nt_reference::EMU)
         };
-        let args = [
-            a.as_ptr() as u64,
-            b.as_ptr() as u64,
-            c.as_mut_ptr() as u64,
-            m as u64,
-            n as u64,
-            k as u64,
-        ];
-        unsafe { launch_kernel(&dot_interaction_bmm_nt_reference::EMU, &cfg, &args).unwrap() };
         for bb in 0..batch {
             for i in 0..m {
                 for j in 0..n {
@@ -463,20 +462,16 @@ pub(crate) mod tests {
         let (batch, m, k) = (2usize, 27usize, 96usize);
         let t = values(batch * m * k, 9);
         let mut z = vec![f32::NAN; batch * m * m];
-        let cfg = LaunchConfig {
-            grid: [batch as u32, 1, 1],
-            block: [BMM_THREADS, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(batch as u32, BMM_THREADS)
+                .ptr(&t)
+                .ptr(&t)
+                .ptr_mut(&mut z)
+                .arg(m)
+                .arg(m)
+                .arg(k)
+                .run(&dot_interaction_bmm_nt_reference::EMU)
         };
-        let args = [
-            t.as_ptr() as u64,
-            t.as_ptr() as u64,
-            z.as_mut_ptr() as u64,
-            m as u64,
-            m as u64,
-            k as u64,
-        ];
-        unsafe { launch_kernel(&dot_interaction_bmm_nt_reference::EMU, &cfg, &args).unwrap() };
         for bb in 0..batch {
             for i in 0..m {
                 for j in 0..m {
@@ -494,20 +489,16 @@ pub(crate) mod tests {
         let a = values(rows * ca, 3);
         let b = values(rows * cb, 4);
         let mut out = vec![f32::NAN; rows * (ca + cb)];
-        let cfg = LaunchConfig {
-            grid: [blocks, 2, 1],
-            block: [EW_THREADS, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new([blocks, 2, 1], EW_THREADS)
+                .ptr(&a)
+                .ptr(&b)
+                .ptr_mut(&mut out)
+                .arg(rows)
+                .arg(ca)
+                .arg(cb)
+                .run(&dot_interaction_cat_reference::EMU)
         };
-        let args = [
-            a.as_ptr() as u64,
-            b.as_ptr() as u64,
-            out.as_mut_ptr() as u64,
-            rows as u64,
-            ca as u64,
-            cb as u64,
-        ];
-        unsafe { launch_kernel(&dot_interaction_cat_reference::EMU, &cfg, &args).unwrap() };
         for r in 0..rows {
             let row = &out[r * (ca + cb)..(r + 1) * (ca + cb)];
             assert_eq!(&row[..ca], &a[r * ca..(r + 1) * ca], "row {r} ({ca}, {cb})");
@@ -530,23 +521,20 @@ pub(crate) mod tests {
             let z = values(batch * mm * mm, 5);
             let pairs = dlrm_pairs(m);
             let mut zflat = vec![f32::NAN; batch * pairs.len()];
-            let cfg = LaunchConfig {
-                grid: [
-                    (pairs.len() as u32).div_ceil(32),
-                    (batch as u32).div_ceil(32),
-                    1,
-                ],
-                block: [32, 8, 1],
-                shared_bytes: 0,
-            };
-            let args = [
-                z.as_ptr() as u64,
-                zflat.as_mut_ptr() as u64,
-                batch as u64,
-                m as u64,
-            ];
             unsafe {
-                launch_kernel(&dot_interaction_tril_gather_reference::EMU, &cfg, &args).unwrap()
+                EmuLaunch::new(
+                    [
+                        (pairs.len() as u32).div_ceil(32),
+                        (batch as u32).div_ceil(32),
+                        1,
+                    ],
+                    [32, 8, 1],
+                )
+                .ptr(&z)
+                .ptr_mut(&mut zflat)
+                .arg(batch)
+                .arg(m)
+                .run(&dot_interaction_tril_gather_reference::EMU)
             };
             for b in 0..batch {
                 for (p, &(i, j)) in pairs.iter().enumerate() {

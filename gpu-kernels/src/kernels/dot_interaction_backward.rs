@@ -167,24 +167,21 @@ mod tests {
     use super::super::dot_interaction::tests::values;
     use super::super::dot_interaction::{BMM_THREADS, BMM_TILE};
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    fn cfg(grid: [u32; 3], block: [u32; 3]) -> LaunchConfig {
-        LaunchConfig {
-            grid,
-            block,
-            shared_bytes: 0,
-        }
+    fn cfg(grid: [u32; 3], block: [u32; 3]) -> EmuLaunch {
+        EmuLaunch::new(grid, block)
     }
 
     #[test]
     fn zero_fill_writes_every_element() {
         for n in [1usize, 7, 512, 1030] {
             let mut out = vec![f32::NAN; n];
-            let c = cfg([(n as u32).div_ceil(512), 1, 1], [128, 1, 1]);
-            let args = [out.as_mut_ptr() as u64, n as u64];
             unsafe {
-                launch_kernel(&dot_interaction_backward_zero_reference::EMU, &c, &args).unwrap()
+                cfg([(n as u32).div_ceil(512), 1, 1], [128, 1, 1])
+                    .ptr_mut(&mut out)
+                    .arg(n)
+                    .run(&dot_interaction_backward_zero_reference::EMU)
             };
             assert!(out.iter().all(|&v| v == 0.0), "n {n}");
         }
@@ -201,44 +198,30 @@ mod tests {
             let ld = d + pairs;
             let g = values(batch * ld, 6);
             let mut dz = vec![0.0f32; batch * mm * mm];
-            let c = cfg(
-                [(pairs as u32).div_ceil(32), (batch as u32).div_ceil(32), 1],
-                [32, 8, 1],
-            );
-            let args = [
-                g.as_ptr() as u64,
-                dz.as_mut_ptr() as u64,
-                batch as u64,
-                m as u64,
-                ld as u64,
-                d as u64,
-            ];
             unsafe {
-                launch_kernel(
-                    &dot_interaction_backward_tril_scatter_reference::EMU,
-                    &c,
-                    &args,
+                cfg(
+                    [(pairs as u32).div_ceil(32), (batch as u32).div_ceil(32), 1],
+                    [32, 8, 1],
                 )
-                .unwrap()
+                .ptr(&g)
+                .ptr_mut(&mut dz)
+                .arg(batch)
+                .arg(m)
+                .arg(ld)
+                .arg(d)
+                .run(&dot_interaction_backward_tril_scatter_reference::EMU)
             };
             let mut s = vec![f32::NAN; batch * mm * mm];
-            let c = cfg(
-                [((batch * mm * mm) as u32).div_ceil(512), 1, 1],
-                [128, 1, 1],
-            );
-            let args = [
-                dz.as_ptr() as u64,
-                s.as_mut_ptr() as u64,
-                batch as u64,
-                m as u64,
-            ];
             unsafe {
-                launch_kernel(
-                    &dot_interaction_backward_add_transpose_reference::EMU,
-                    &c,
-                    &args,
+                cfg(
+                    [((batch * mm * mm) as u32).div_ceil(512), 1, 1],
+                    [128, 1, 1],
                 )
-                .unwrap()
+                .ptr(&dz)
+                .ptr_mut(&mut s)
+                .arg(batch)
+                .arg(m)
+                .run(&dot_interaction_backward_add_transpose_reference::EMU)
             };
             for b in 0..batch {
                 let mut p = 0;
@@ -268,25 +251,23 @@ mod tests {
             let b = values(batch * k * n, 8);
             let mut rest = vec![f32::NAN; batch * (m - 1) * n];
             let mut first = vec![f32::NAN; batch * n];
-            let c = cfg(
-                [
-                    batch as u32,
-                    (m as u32).div_ceil(BMM_TILE),
-                    (n as u32).div_ceil(BMM_TILE),
-                ],
-                [BMM_THREADS, 1, 1],
-            );
-            let args = [
-                a.as_ptr() as u64,
-                b.as_ptr() as u64,
-                rest.as_mut_ptr() as u64,
-                first.as_mut_ptr() as u64,
-                m as u64,
-                n as u64,
-                k as u64,
-            ];
             unsafe {
-                launch_kernel(&dot_interaction_backward_bmm_nn_reference::EMU, &c, &args).unwrap()
+                cfg(
+                    [
+                        batch as u32,
+                        (m as u32).div_ceil(BMM_TILE),
+                        (n as u32).div_ceil(BMM_TILE),
+                    ],
+                    [BMM_THREADS, 1, 1],
+                )
+                .ptr(&a)
+                .ptr(&b)
+                .ptr_mut(&mut rest)
+                .ptr_mut(&mut first)
+                .arg(m)
+                .arg(n)
+                .arg(k)
+                .run(&dot_interaction_backward_bmm_nn_reference::EMU)
             };
             for bb in 0..batch {
                 for i in 0..m {
@@ -317,16 +298,16 @@ mod tests {
         let g = values(batch * ld, 10);
         let t0 = values(batch * d, 11);
         let mut dx = vec![f32::NAN; batch * d];
-        let c = cfg([((batch * d) as u32).div_ceil(512), 1, 1], [128, 1, 1]);
-        let args = [
-            g.as_ptr() as u64,
-            t0.as_ptr() as u64,
-            dx.as_mut_ptr() as u64,
-            batch as u64,
-            d as u64,
-            ld as u64,
-        ];
-        unsafe { launch_kernel(&dot_interaction_backward_add_reference::EMU, &c, &args).unwrap() };
+        unsafe {
+            cfg([((batch * d) as u32).div_ceil(512), 1, 1], [128, 1, 1])
+                .ptr(&g)
+                .ptr(&t0)
+                .ptr_mut(&mut dx)
+                .arg(batch)
+                .arg(d)
+                .arg(ld)
+                .run(&dot_interaction_backward_add_reference::EMU)
+        };
         for b in 0..batch {
             for q in 0..d {
                 assert_eq!(dx[b * d + q], g[b * ld + q] + t0[b * d + q]);

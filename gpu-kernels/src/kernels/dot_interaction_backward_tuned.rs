@@ -214,7 +214,7 @@ unsafe fn plain_sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// (dx, d_emb) in f64 from the definition dT = (dZ + dZᵀ)·T, with dZ built by walking
     /// problem 10's pair order (for i in 1..m, for j in 0..i) independently of `pair_of`.
@@ -269,27 +269,20 @@ mod tests {
         let grad: Vec<f32> = (0..b * width).map(|i| value(i, 11)).collect();
         let mut dx = vec![f32::NAN; b * d];
         let mut d_emb = vec![f32::NAN; b * f * d];
-        let cfg = LaunchConfig {
-            grid: [(b as u32).div_ceil(SAMPLES_PER_BLOCK), 1, 1],
-            block: [SAMPLES_PER_BLOCK * WARP_SIZE, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &dot_interaction_backward_tuned_warp_per_sample::EMU,
-                &cfg,
-                &[
-                    x.as_ptr() as u64,
-                    emb.as_ptr() as u64,
-                    grad.as_ptr() as u64,
-                    dx.as_mut_ptr() as u64,
-                    d_emb.as_mut_ptr() as u64,
-                    b as u64,
-                    f as u64,
-                    d as u64,
-                ],
+            EmuLaunch::new(
+                (b as u32).div_ceil(SAMPLES_PER_BLOCK),
+                SAMPLES_PER_BLOCK * WARP_SIZE,
             )
-            .unwrap();
+            .ptr(x)
+            .ptr(&emb)
+            .ptr(&grad)
+            .ptr_mut(&mut dx)
+            .ptr_mut(&mut d_emb)
+            .arg(b)
+            .arg(f)
+            .arg(d)
+            .run(&dot_interaction_backward_tuned_warp_per_sample::EMU);
         }
         let (want_dx, want_emb) = backward_f64(x, &emb, &grad, (b, f, d));
         for (name, got, want) in [("dx", &dx, &want_dx), ("d_emb", &d_emb, &want_emb)] {

@@ -196,7 +196,7 @@ unsafe fn plain_sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// out [B, D + P] in f64 by the definition, pairs enumerated independently of the kernel's
     /// tables (for i in 1..m, for j in 0..i).
@@ -229,25 +229,18 @@ mod tests {
         let x = &x_buf[offset..];
         let width = d + f * (f + 1) / 2;
         let mut out = vec![f32::NAN; b * width];
-        let cfg = LaunchConfig {
-            grid: [(b as u32).div_ceil(SAMPLES_PER_BLOCK), 1, 1],
-            block: [SAMPLES_PER_BLOCK * WARP_SIZE, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &dot_interaction_tuned_warp_per_sample::EMU,
-                &cfg,
-                &[
-                    x.as_ptr() as u64,
-                    emb.as_ptr() as u64,
-                    out.as_mut_ptr() as u64,
-                    b as u64,
-                    f as u64,
-                    d as u64,
-                ],
+            EmuLaunch::new(
+                (b as u32).div_ceil(SAMPLES_PER_BLOCK),
+                SAMPLES_PER_BLOCK * WARP_SIZE,
             )
-            .unwrap();
+            .ptr(x)
+            .ptr(&emb)
+            .ptr_mut(&mut out)
+            .arg(b)
+            .arg(f)
+            .arg(d)
+            .run(&dot_interaction_tuned_warp_per_sample::EMU);
         }
         (out, forward_f64(x, &emb, b, f, d))
     }

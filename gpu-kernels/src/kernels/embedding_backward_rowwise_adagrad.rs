@@ -372,14 +372,10 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    fn cfg(grid: usize, block: [u32; 3]) -> LaunchConfig {
-        LaunchConfig {
-            grid: [grid.max(1) as u32, 1, 1],
-            block,
-            shared_bytes: 0,
-        }
+    fn cfg(grid: usize, block: [u32; 3]) -> EmuLaunch {
+        EmuLaunch::new(grid.max(1) as u32, block)
     }
 
     #[test]
@@ -389,12 +385,11 @@ mod tests {
         let n = *offsets.last().unwrap() as usize;
         let mut repeats = vec![-1i64; b];
         unsafe {
-            let args = [
-                repeats.as_mut_ptr() as u64,
-                offsets.as_ptr() as u64,
-                b as u64,
-            ];
-            launch_kernel(&aten_offsets_diff_i64::EMU, &cfg(1, [128, 1, 1]), &args).unwrap();
+            cfg(1, [128, 1, 1])
+                .ptr_mut(&mut repeats)
+                .ptr(&offsets)
+                .arg(b)
+                .run(&aten_offsets_diff_i64::EMU);
         }
         assert_eq!(repeats, vec![0, 3, 1, 0, 5, 31]);
         let cumsum: Vec<i64> = offsets[1..].to_vec();
@@ -402,32 +397,20 @@ mod tests {
         let range: Vec<i64> = (0..b as i64).map(|x| x * 10).collect();
         let mut bag = vec![-1i64; n];
         unsafe {
-            let args = [
-                repeats.as_ptr() as u64,
-                cumsum.as_ptr() as u64,
-                rep.as_mut_ptr() as u64,
-                b as u64,
-                n as u64,
-            ];
-            launch_kernel(
-                &aten_repeat_interleave_i64::EMU,
-                &cfg(1, [512, 1, 1]),
-                &args,
-            )
-            .unwrap();
-            let args = [
-                bag.as_mut_ptr() as u64,
-                range.as_ptr() as u64,
-                rep.as_ptr() as u64,
-                n as u64,
-                b as u64,
-            ];
-            launch_kernel(
-                &aten_gather_elementwise_i64_by_i64::EMU,
-                &cfg(1, [128, 1, 1]),
-                &args,
-            )
-            .unwrap();
+            cfg(1, [512, 1, 1])
+                .ptr(&repeats)
+                .ptr(&cumsum)
+                .ptr_mut(&mut rep)
+                .arg(b)
+                .arg(n)
+                .run(&aten_repeat_interleave_i64::EMU);
+            cfg(1, [128, 1, 1])
+                .ptr_mut(&mut bag)
+                .ptr(&range)
+                .ptr(&rep)
+                .arg(n)
+                .arg(b)
+                .run(&aten_gather_elementwise_i64_by_i64::EMU);
         }
         let want: Vec<i64> = (0..b)
             .flat_map(|i| std::iter::repeat_n(i as i64, repeats[i] as usize))
@@ -445,21 +428,15 @@ mod tests {
         let mut dst = vec![0.5f32; 3 * d];
         let count = [idx.len() as i64];
         unsafe {
-            let args = [
-                dst.as_mut_ptr() as u64,
-                src.as_ptr() as u64,
-                idx.as_ptr() as u64,
-                count.as_ptr() as u64,
-                d as u64,
-                3,
-                (-0.25f32).to_bits() as u64,
-            ];
-            launch_kernel(
-                &aten_index_add_large_index_f32_counted::EMU,
-                &cfg(2, [128, 1, 1]),
-                &args,
-            )
-            .unwrap();
+            cfg(2, [128, 1, 1])
+                .ptr_mut(&mut dst)
+                .ptr(&src)
+                .ptr(&idx)
+                .ptr(&count)
+                .arg(d)
+                .arg(3)
+                .arg(-0.25f32)
+                .run(&aten_index_add_large_index_f32_counted::EMU);
         }
         for r in 0..3 {
             for c in 0..d {
@@ -493,33 +470,25 @@ mod tests {
         let mut out = vec![f32::NAN; n * d];
         unsafe {
             let c = count.as_ptr() as u64;
-            let args = [sq.as_mut_ptr() as u64, g.as_ptr() as u64, c, d as u64];
-            launch_kernel(
-                &aten_square_f32_counted::EMU,
-                &cfg(grid((n * d).div_ceil(512)), [128, 1, 1]),
-                &args,
-            )
-            .unwrap();
-            let args = [mean.as_mut_ptr() as u64, sq.as_ptr() as u64, c, d as u64];
-            launch_kernel(
-                &aten_mean_rows_f32_counted::EMU,
-                &cfg(grid(n.div_ceil(16)), [32, 16, 1]),
-                &args,
-            )
-            .unwrap();
-            let args = [
-                out.as_mut_ptr() as u64,
-                g.as_ptr() as u64,
-                mean.as_ptr() as u64,
-                c,
-                d as u64,
-            ];
-            launch_kernel(
-                &aten_div_rows_f32_counted::EMU,
-                &cfg(grid((n * d).div_ceil(256)), [128, 1, 1]),
-                &args,
-            )
-            .unwrap();
+            cfg(grid((n * d).div_ceil(512)), [128, 1, 1])
+                .ptr_mut(&mut sq)
+                .ptr(&g)
+                .arg(c)
+                .arg(d)
+                .run(&aten_square_f32_counted::EMU);
+            cfg(grid(n.div_ceil(16)), [32, 16, 1])
+                .ptr_mut(&mut mean)
+                .ptr(&sq)
+                .arg(c)
+                .arg(d)
+                .run(&aten_mean_rows_f32_counted::EMU);
+            cfg(grid((n * d).div_ceil(256)), [128, 1, 1])
+                .ptr_mut(&mut out)
+                .ptr(&g)
+                .ptr(&mean)
+                .arg(c)
+                .arg(d)
+                .run(&aten_div_rows_f32_counted::EMU);
         }
         for r in 0..n {
             let row = &g[r * d..(r + 1) * d];

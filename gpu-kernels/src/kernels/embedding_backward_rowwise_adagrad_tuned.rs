@@ -688,16 +688,12 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, launch_kernel_resident, LaunchConfig};
+    use crate::emu::EmuLaunch;
     use crate::kernels::scan::{inclusive_sum_i32_to_i64, SCAN_THREADS, SCAN_TILE};
     use std::collections::BTreeMap;
 
-    fn cfg(grid: usize) -> LaunchConfig {
-        LaunchConfig {
-            grid: [grid.max(1) as u32, 1, 1],
-            block: [256, 1, 1],
-            shared_bytes: 0,
-        }
+    fn cfg(grid: usize) -> EmuLaunch {
+        EmuLaunch::new(grid.max(1) as u32, 256)
     }
 
     /// Scratch of the plan, sized as the manifest sizes it; poisoned with `poison` bytes.
@@ -776,73 +772,76 @@ mod tests {
         let (lr, eps) = (lr.to_bits() as u64, eps.to_bits() as u64);
         let (cap_w, d_w) = (cap as u64, d as u64);
         unsafe {
-            launch_kernel(
-                &adagrad_sorted_clear::EMU,
-                &cfg(cap.div_ceil(256)),
-                &[keys, counts, cap_w, status, tiles as u64, hot],
-            )
-            .unwrap();
-            launch_kernel(
-                &adagrad_sorted_insert_count::EMU,
-                &cfg(n1.div_ceil(256 * COUNT_ROUNDS as usize)),
-                &[
-                    indices.as_ptr() as u64,
-                    n as u64,
-                    keys,
-                    counts,
-                    cap_w,
-                    lookup_slot,
-                ],
-            )
-            .unwrap();
-            let scan_cfg = LaunchConfig {
-                grid: [tiles as u32, 1, 1],
-                block: [SCAN_THREADS, 1, 1],
-                shared_bytes: 0,
-            };
-            launch_kernel_resident(
-                &inclusive_sum_i32_to_i64::EMU,
-                &scan_cfg,
-                &[counts, ends, cap_w, status],
-                4,
-            )
-            .unwrap();
-            launch_kernel(
-                &adagrad_sorted_scatter::EMU,
-                &cfg(b.max(1).div_ceil(SCATTER_BAGS as usize)),
-                &[
-                    offsets.as_ptr() as u64,
-                    b as u64,
-                    lookup_slot,
-                    counts,
-                    ends,
-                    sorted_bag,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &adagrad_sorted_rows::EMU,
-                &cfg(cap.div_ceil(256).min(4224)),
-                &[
-                    g, keys, ends, sorted_bag, cap_w, w, m, lr, eps, d_w, hot, hot_slot, hot_base,
-                    chunk_hot, hot_acc,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &adagrad_sorted_hot_chunks::EMU,
-                &cfg(n1.div_ceil(64).div_ceil(8)),
-                &[
-                    g, ends, sorted_bag, hot, hot_slot, hot_base, chunk_hot, hot_acc, d_w,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &adagrad_sorted_hot_combine::EMU,
-                &cfg(n1.div_ceil(128).div_ceil(8)),
-                &[keys, hot, hot_slot, hot_acc, w, m, lr, eps, d_w],
-            )
-            .unwrap();
+            cfg(cap.div_ceil(256))
+                .arg(keys)
+                .arg(counts)
+                .arg(cap_w)
+                .arg(status)
+                .arg(tiles)
+                .arg(hot)
+                .run(&adagrad_sorted_clear::EMU);
+            cfg(n1.div_ceil(256 * COUNT_ROUNDS as usize))
+                .ptr(indices)
+                .arg(n)
+                .arg(keys)
+                .arg(counts)
+                .arg(cap_w)
+                .arg(lookup_slot)
+                .run(&adagrad_sorted_insert_count::EMU);
+            EmuLaunch::new(tiles as u32, SCAN_THREADS)
+                .arg(counts)
+                .arg(ends)
+                .arg(cap_w)
+                .arg(status)
+                .resident(4)
+                .run(&inclusive_sum_i32_to_i64::EMU);
+            cfg(b.max(1).div_ceil(SCATTER_BAGS as usize))
+                .ptr(offsets)
+                .arg(b)
+                .arg(lookup_slot)
+                .arg(counts)
+                .arg(ends)
+                .arg(sorted_bag)
+                .run(&adagrad_sorted_scatter::EMU);
+            cfg(cap.div_ceil(256).min(4224))
+                .arg(g)
+                .arg(keys)
+                .arg(ends)
+                .arg(sorted_bag)
+                .arg(cap_w)
+                .arg(w)
+                .arg(m)
+                .arg(lr)
+                .arg(eps)
+                .arg(d_w)
+                .arg(hot)
+                .arg(hot_slot)
+                .arg(hot_base)
+                .arg(chunk_hot)
+                .arg(hot_acc)
+                .run(&adagrad_sorted_rows::EMU);
+            cfg(n1.div_ceil(64).div_ceil(8))
+                .arg(g)
+                .arg(ends)
+                .arg(sorted_bag)
+                .arg(hot)
+                .arg(hot_slot)
+                .arg(hot_base)
+                .arg(chunk_hot)
+                .arg(hot_acc)
+                .arg(d_w)
+                .run(&adagrad_sorted_hot_chunks::EMU);
+            cfg(n1.div_ceil(128).div_ceil(8))
+                .arg(keys)
+                .arg(hot)
+                .arg(hot_slot)
+                .arg(hot_acc)
+                .arg(w)
+                .arg(m)
+                .arg(lr)
+                .arg(eps)
+                .arg(d_w)
+                .run(&adagrad_sorted_hot_combine::EMU);
         }
     }
 

@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn the_tuned_kernel_dequantizes_and_sums_every_bag() {
         use super::embedding_bag_int8_rowwise_lane_groups as tuned;
-        use crate::emu::{launch_kernel, LaunchConfig};
+        use crate::emu::EmuLaunch;
         for (d, shift) in [(128usize, 0usize), (40, 0), (44, 0), (41, 0), (128, 1)] {
             let (e, b, stride) = (300usize, 75usize, d + 8);
             let scale = |r: usize| ((r * 37 % 101) as f32 / 101.0 - 0.5) * 0.04;
@@ -212,25 +212,15 @@ mod tests {
             let mut out_buf = aligned(&vec![0xffu8; (b * d + guard) * 4]);
             let table_ptr = unsafe { (table_buf.as_ptr() as *const u8).add(shift) };
             let out_ptr = out_buf.as_mut_ptr() as *mut f32;
-            let cfg = LaunchConfig {
-                grid: [b.div_ceil(32) as u32, 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            };
             unsafe {
-                launch_kernel(
-                    &tuned::EMU,
-                    &cfg,
-                    &[
-                        table_ptr as u64,
-                        indices.as_ptr() as u64,
-                        offsets.as_ptr() as u64,
-                        out_ptr as u64,
-                        b as u64,
-                        d as u64,
-                    ],
-                )
-                .unwrap();
+                EmuLaunch::new(b.div_ceil(32) as u32, 256)
+                    .raw(table_ptr)
+                    .ptr(&indices)
+                    .ptr(&offsets)
+                    .raw(out_ptr)
+                    .arg(b)
+                    .arg(d)
+                    .run(&tuned::EMU);
             }
             let out = unsafe { std::slice::from_raw_parts(out_ptr, b * d + guard) };
             assert!(

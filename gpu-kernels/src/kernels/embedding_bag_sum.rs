@@ -4,10 +4,11 @@
 //!   `EmbeddingBag_updateOutputKernel_sum_mean` (aten/src/ATen/native/cuda/EmbeddingBag.cu): one
 //!   thread per (bag, column), blocks of (32, 8), a grid-stride loop over (bag, 32-column chunk),
 //!   scalar loads, fp32 accumulation, and the `offset2bag` and `bag_size` side outputs eager
-//!   writes (to scratch buffers here).
+//!   writes (to scratch buffers here). Its loop is `eager_bag.rs`'s, shared with problem
+//!   2's reference.
 //!
 //! The project's tuned kernel is in [`super::embedding_bag_sum_tuned`].
-use crate::dev::*;
+use super::eager_bag::{eager_bag_sum, Unweighted};
 
 kernel! {
     /// Launch: block (32, 8, 1), grid min(1024, ceil_div(B·ceil_div(D, 32), 8)).
@@ -32,48 +33,27 @@ kernel! {
         padding_idx: i64,
         num_rows: i64,
     ) {
-        let chunks_per_bag = (feature_size + block_dim_x() as i64 - 1) / block_dim_x() as i64;
-        let num_chunks = num_bags * chunks_per_bag;
-        let mut chunk = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
-        let stride = (grid_dim_x() * block_dim_y()) as i64;
-        while chunk < num_chunks {
-            let feature = (chunk % chunks_per_bag) * block_dim_x() as i64 + thread_idx_x() as i64;
-            if feature < feature_size {
-                let bag = chunk / chunks_per_bag;
-                let column = weight.add(feature as usize);
-                let begin = if bag == 0 { 0 } else { *offsets.add(bag as usize) };
-                let end = if bag < num_bags - 1 { *offsets.add(bag as usize + 1) } else { num_indices };
-                let mut sum = 0.0f32;
-                let mut size = 0i64;
-                let mut emb = begin;
-                while emb < end {
-                    let pad = *indices.add(emb as usize) == padding_idx;
-                    // CUDA_KERNEL_ASSERT(input[emb] < numRows). Eager's SASS reads the index again
-                    // after its assert (one more load per lookup in Nsight Compute); forcing that
-                    // reload here made this kernel 15–27% slower than eager's on an H200
-                    // (20261203T082349Z-gpu-full), so the check alone is ported.
-                    device_assert(*indices.add(emb as usize) < num_rows);
-                    let row = *indices.add(emb as usize) * feature_size;
-                    let value = *column.add(row as usize);
-                    sum += if pad { 0.0 } else { value };
-                    size += if pad { 0 } else { 1 };
-                    if feature == 0 {
-                        *offset2bag.add(emb as usize) = bag;
-                    }
-                    emb += 1;
-                }
-                *bag_size.add(bag as usize) = size;
-                *out.add((bag * feature_size + feature) as usize) = sum;
-            }
-            chunk += stride;
-        }
+        eager_bag_sum!(
+            indices,
+            offsets,
+            weight,
+            out,
+            offset2bag,
+            num_indices,
+            num_bags,
+            feature_size,
+            bag_size,
+            Unweighted,
+            padding_idx,
+            num_rows,
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::embedding_bag_sum_reference;
-    use crate::emu::{launch_kernel, EmuError, LaunchConfig};
+    use crate::emu::{EmuError, EmuLaunch};
 
     /// The reference as eager launches it (block (32, 8), the plan's grid), with `num_rows` of
     /// the table: `Ok(out)` or the emulator's error.
@@ -88,25 +68,24 @@ mod tests {
         let mut out = vec![f32::NAN; b * d];
         let mut offset2bag = vec![0i64; indices.len().max(1)];
         let mut bag_size = vec![0i64; b + 1];
-        let cfg = LaunchConfig {
-            grid: [(b * d.div_ceil(32)).div_ceil(8).min(1024) as u32, 1, 1],
-            block: [32, 8, 1],
-            shared_bytes: 0,
-        };
-        let args = [
-            indices.as_ptr() as u64,
-            offsets.as_ptr() as u64,
-            weight.as_ptr() as u64,
-            out.as_mut_ptr() as u64,
-            offset2bag.as_mut_ptr() as u64,
-            indices.len() as u64,
-            b as u64,
-            d as u64,
-            bag_size.as_mut_ptr() as u64,
-            (-1i64) as u64,
-            num_rows as u64,
-        ];
-        unsafe { launch_kernel(&embedding_bag_sum_reference::EMU, &cfg, &args) }?;
+        unsafe {
+            EmuLaunch::new(
+                (b * d.div_ceil(32)).div_ceil(8).min(1024) as u32,
+                [32, 8, 1],
+            )
+            .ptr(indices)
+            .ptr(offsets)
+            .ptr(weight)
+            .ptr_mut(&mut out)
+            .ptr_mut(&mut offset2bag)
+            .arg(indices.len())
+            .arg(b)
+            .arg(d)
+            .ptr_mut(&mut bag_size)
+            .arg(-1i64)
+            .arg(num_rows)
+            .try_run(&embedding_bag_sum_reference::EMU)
+        }?;
         Ok(out)
     }
 

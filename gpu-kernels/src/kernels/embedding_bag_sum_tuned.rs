@@ -92,7 +92,7 @@ pub unsafe fn warp_per_bag(
 #[cfg(test)]
 mod tests {
     use super::embedding_bag_sum_warp_per_bag;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// The tuned kernel on the emulator against an f64 sum: bags of 0..100 lookups (several
     /// 32-chunks, every remainder of the 4-wide unroll), D = 132 (a second, partial column
@@ -111,25 +111,15 @@ mod tests {
             offsets.push(indices.len() as i64);
         }
         let mut out = vec![f32::NAN; b * d];
-        let cfg = LaunchConfig {
-            grid: [((b * 32).div_ceil(256)) as u32, 1, 1],
-            block: [256, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &embedding_bag_sum_warp_per_bag::EMU,
-                &cfg,
-                &[
-                    weight.as_ptr() as u64,
-                    indices.as_ptr() as u64,
-                    offsets.as_ptr() as u64,
-                    out.as_mut_ptr() as u64,
-                    b as u64,
-                    d as u64,
-                ],
-            )
-            .unwrap();
+            EmuLaunch::new(((b * 32).div_ceil(256)) as u32, 256)
+                .ptr(&weight)
+                .ptr(&indices)
+                .ptr(&offsets)
+                .ptr_mut(&mut out)
+                .arg(b)
+                .arg(d)
+                .run(&embedding_bag_sum_warp_per_bag::EMU);
         }
         for bag in 0..b {
             for c in 0..d {

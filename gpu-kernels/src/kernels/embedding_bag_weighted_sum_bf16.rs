@@ -8,7 +8,8 @@
 //! per_sample_weights=...)` launches it: one thread per (bag, column), blocks of (32, 8), a
 //! grid-stride loop over (bag, 32-column chunk), scalar 2-byte loads, each value widened to f32
 //! exactly, `acc += w_j · x` as one fused multiply-add (what nvcc contracts it to), the sum
-//! rounded to bf16 to nearest even, and the `offset2bag` and `bag_size` side outputs.
+//! rounded to bf16 to nearest even, and the `offset2bag` and `bag_size` side outputs. Its loop
+//! is `eager_bag.rs`'s, shared with problem 1's reference.
 //!
 //! The project's tuned kernel, `embedding_bag_weighted_sum_bf16_lane_groups` on the
 //! [`bag_pool`](super::bag_pool) engine, is in [`super::embedding_bag_weighted_sum_bf16_tuned`].
@@ -32,7 +33,7 @@
 //!   ≈ 30 µs: not binding.
 //! * **Predicted ≈ 0.10 ms (0.087–0.136): 66% of the floor (49–76%), ≈ 9x eager, ≈ 7.5x the
 //!   reference, ≈ 2.5x the example.**
-use crate::dev::*;
+use super::eager_bag::{eager_bag_sum, PerSampleBf16};
 
 kernel! {
     /// Launch: block (32, 8, 1), grid min(1024, ceil_div(B·ceil_div(D, 32), 8)).
@@ -55,43 +56,20 @@ kernel! {
         padding_idx: i64,
         num_rows: i64,
     ) {
-        let chunks_per_bag = (feature_size + block_dim_x() as i64 - 1) / block_dim_x() as i64;
-        let num_chunks = num_bags * chunks_per_bag;
-        let mut chunk = (block_idx_x() * block_dim_y() + thread_idx_y()) as i64;
-        let stride = (grid_dim_x() * block_dim_y()) as i64;
-        while chunk < num_chunks {
-            let feature = (chunk % chunks_per_bag) * block_dim_x() as i64 + thread_idx_x() as i64;
-            if feature < feature_size {
-                let bag = chunk / chunks_per_bag;
-                let column = weight.add(feature as usize);
-                let begin = if bag == 0 { 0 } else { *offsets.add(bag as usize) };
-                let end = if bag < num_bags - 1 { *offsets.add(bag as usize + 1) } else { num_indices };
-                let mut sum = 0.0f32;
-                let mut size = 0i64;
-                let mut emb = begin;
-                while emb < end {
-                    let pad = *indices.add(emb as usize) == padding_idx;
-                    // CUDA_KERNEL_ASSERT(input[emb] < numRows). Eager's SASS reads the index again
-                    // after its assert (one more load per lookup in Nsight Compute); forcing that
-                    // reload here made this kernel 15–27% slower than eager's on an H200
-                    // (20261203T082349Z-gpu-full), so the check alone is ported.
-                    device_assert(*indices.add(emb as usize) < num_rows);
-                    let row = *indices.add(emb as usize) * feature_size;
-                    let loaded = bf16_to_f32(*column.add(row as usize));
-                    let value = if pad { 0.0 } else { loaded };
-                    let scale = bf16_to_f32(*per_sample_weights.add(emb as usize));
-                    sum = fma_f32(scale, value, sum);
-                    size += if pad { 0 } else { 1 };
-                    if feature == 0 {
-                        *offset2bag.add(emb as usize) = bag;
-                    }
-                    emb += 1;
-                }
-                *bag_size.add(bag as usize) = size;
-                *out.add((bag * feature_size + feature) as usize) = f32_to_bf16_rn(sum);
-            }
-            chunk += stride;
-        }
+        eager_bag_sum!(
+            indices,
+            offsets,
+            weight,
+            out,
+            offset2bag,
+            num_indices,
+            num_bags,
+            feature_size,
+            bag_size,
+            PerSampleBf16(per_sample_weights),
+            padding_idx,
+            num_rows,
+        )
     }
 }
 

@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn the_tuned_kernel_pools_every_bag_with_its_weights() {
         use super::embedding_bag_weighted_sum_bf16_lane_groups as tuned;
-        use crate::emu::{launch_kernel, LaunchConfig};
+        use crate::emu::EmuLaunch;
         for (d, shift) in [(128usize, 0usize), (40, 0), (36, 0), (128, 1)] {
             let (e, b) = (300usize, 75usize);
             let mut weight: Vec<u16> = (0..e * d + shift)
@@ -158,26 +158,16 @@ mod tests {
             let weight_ptr = unsafe { (weight_buf.as_ptr() as *const u16).add(shift) };
             let out_ptr = out_buf.as_mut_ptr() as *mut u16;
             assert_eq!((weight_ptr as usize) % 16, shift * 2);
-            let cfg = LaunchConfig {
-                grid: [b.div_ceil(32) as u32, 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            };
             unsafe {
-                launch_kernel(
-                    &tuned::EMU,
-                    &cfg,
-                    &[
-                        weight_ptr as u64,
-                        indices.as_ptr() as u64,
-                        offsets.as_ptr() as u64,
-                        psw.as_ptr() as u64,
-                        out_ptr as u64,
-                        b as u64,
-                        d as u64,
-                    ],
-                )
-                .unwrap();
+                EmuLaunch::new(b.div_ceil(32) as u32, 256)
+                    .raw(weight_ptr)
+                    .ptr(&indices)
+                    .ptr(&offsets)
+                    .ptr(&psw)
+                    .raw(out_ptr)
+                    .arg(b)
+                    .arg(d)
+                    .run(&tuned::EMU);
             }
             let out = unsafe { std::slice::from_raw_parts(out_ptr, b * d + guard) };
             assert!(

@@ -38,22 +38,18 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     fn fingerprint(data: &[u32], key: u64) -> u64 {
         let mut out = 0u64;
-        let cfg = LaunchConfig {
-            grid: [3, 1, 1],
-            block: [64, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(3, 64)
+                .ptr(data)
+                .arg(data.len())
+                .raw(&mut out as *mut u64)
+                .arg(key)
+                .run(&super::fingerprint_words::EMU)
         };
-        let args = [
-            data.as_ptr() as u64,
-            data.len() as u64,
-            &mut out as *mut u64 as u64,
-            key,
-        ];
-        unsafe { launch_kernel(&super::fingerprint_words::EMU, &cfg, &args).unwrap() };
         out
     }
 

@@ -223,16 +223,7 @@ kernel! {
 mod tests {
     use super::super::dot_interaction::tests::values;
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
-
-    fn launch(k: &crate::emu::EmuKernel, grid: u32, block: [u32; 3], args: &[u64]) {
-        let cfg = LaunchConfig {
-            grid: [grid, 1, 1],
-            block,
-            shared_bytes: 0,
-        };
-        unsafe { launch_kernel(k, &cfg, args).unwrap() };
-    }
+    use crate::emu::EmuLaunch;
 
     #[test]
     fn sum_dim1_matches_plain_rust_on_both_paths() {
@@ -240,20 +231,16 @@ mod tests {
         for (outer, r, inner) in [(37usize, 7usize, 16usize), (37, 5, 10), (3, 39, 4)] {
             let x = values(outer * r * inner, 12);
             let mut out = vec![f32::NAN; outer * inner];
-            let args = [
-                x.as_ptr() as u64,
-                out.as_mut_ptr() as u64,
-                outer as u64,
-                r as u64,
-                inner as u64,
-            ];
             // One block only: the grid-stride loop must cover everything.
-            launch(
-                &fm_interaction_sum_dim1_reference::EMU,
-                1,
-                [128, 1, 1],
-                &args,
-            );
+            unsafe {
+                EmuLaunch::new(1, 128)
+                    .ptr(&x)
+                    .ptr_mut(&mut out)
+                    .arg(outer)
+                    .arg(r)
+                    .arg(inner)
+                    .run(&fm_interaction_sum_dim1_reference::EMU)
+            };
             for o in 0..outer {
                 for c in 0..inner {
                     let want: f64 = (0..r).map(|f| x[(o * r + f) * inner + c] as f64).sum();
@@ -274,34 +261,31 @@ mod tests {
             let b = values(n, 14);
             let grid = (n as u32).div_ceil(512);
             let mut sq = vec![f32::NAN; n];
-            let args = [a.as_ptr() as u64, sq.as_mut_ptr() as u64, n as u64];
-            launch(
-                &fm_interaction_square_reference::EMU,
-                grid,
-                [128, 1, 1],
-                &args,
-            );
+            unsafe {
+                EmuLaunch::new(grid, 128)
+                    .ptr(&a)
+                    .ptr_mut(&mut sq)
+                    .arg(n)
+                    .run(&fm_interaction_square_reference::EMU)
+            };
             let mut diff = vec![f32::NAN; n];
-            let args = [
-                a.as_ptr() as u64,
-                b.as_ptr() as u64,
-                diff.as_mut_ptr() as u64,
-                n as u64,
-            ];
-            launch(&fm_interaction_sub_reference::EMU, grid, [128, 1, 1], &args);
+            unsafe {
+                EmuLaunch::new(grid, 128)
+                    .ptr(&a)
+                    .ptr(&b)
+                    .ptr_mut(&mut diff)
+                    .arg(n)
+                    .run(&fm_interaction_sub_reference::EMU)
+            };
             let mut half = vec![f32::NAN; n];
-            let args = [
-                a.as_ptr() as u64,
-                half.as_mut_ptr() as u64,
-                n as u64,
-                0.5f32.to_bits() as u64,
-            ];
-            launch(
-                &fm_interaction_scale_reference::EMU,
-                grid,
-                [128, 1, 1],
-                &args,
-            );
+            unsafe {
+                EmuLaunch::new(grid, 128)
+                    .ptr(&a)
+                    .ptr_mut(&mut half)
+                    .arg(n)
+                    .arg(0.5f32)
+                    .run(&fm_interaction_scale_reference::EMU)
+            };
             for i in 0..n {
                 assert_eq!(sq[i], a[i] * a[i]);
                 assert_eq!(diff[i], a[i] - b[i]);
@@ -316,18 +300,14 @@ mod tests {
         for (outer, r) in [(37usize, 16usize), (37, 39), (1, 3)] {
             let x = values(outer * r, 15);
             let mut out = vec![f32::NAN; outer];
-            let args = [
-                x.as_ptr() as u64,
-                out.as_mut_ptr() as u64,
-                outer as u64,
-                r as u64,
-            ];
-            launch(
-                &fm_interaction_sum_last_reference::EMU,
-                (outer as u32).div_ceil(16),
-                [16, 16, 1],
-                &args,
-            );
+            unsafe {
+                EmuLaunch::new((outer as u32).div_ceil(16), [16, 16, 1])
+                    .ptr(&x)
+                    .ptr_mut(&mut out)
+                    .arg(outer)
+                    .arg(r)
+                    .run(&fm_interaction_sum_last_reference::EMU)
+            };
             for o in 0..outer {
                 let want: f64 = x[o * r..(o + 1) * r].iter().map(|&v| v as f64).sum();
                 assert!(

@@ -124,7 +124,7 @@ unsafe fn plain_share(xs: *const f32, fields: usize, k: usize, part: usize) -> f
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// Σ_{f < g} ⟨x_f, x_g⟩ in f64: the pairwise form, independent of the kernel's formula.
     fn fm_pairs_f64(x: &[f32], b: usize, f: usize, k: usize) -> Vec<f64> {
@@ -144,24 +144,14 @@ mod tests {
 
     fn run(x: &[f32], b: usize, f: usize, k: usize) -> Vec<f32> {
         let mut out = vec![f32::NAN; b];
-        let cfg = LaunchConfig {
-            grid: [(b as u32 * LANES_PER_SAMPLE).div_ceil(256), 1, 1],
-            block: [256, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &fm_interaction_tuned_four_lanes::EMU,
-                &cfg,
-                &[
-                    x.as_ptr() as u64,
-                    out.as_mut_ptr() as u64,
-                    b as u64,
-                    f as u64,
-                    k as u64,
-                ],
-            )
-            .unwrap();
+            EmuLaunch::new((b as u32 * LANES_PER_SAMPLE).div_ceil(256), 256)
+                .ptr(x)
+                .ptr_mut(&mut out)
+                .arg(b)
+                .arg(f)
+                .arg(k)
+                .run(&fm_interaction_tuned_four_lanes::EMU);
         }
         out
     }

@@ -26,25 +26,21 @@ kernel! {
 
 #[cfg(test)]
 mod tests {
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// The kernel on the emulator, `dst` starting as `fill`.
     fn gathered(src: &[u32], width: usize, rows: &[i64], fill: u32) -> Vec<u32> {
         let mut dst = vec![fill; rows.len() * width];
-        let cfg = LaunchConfig {
-            grid: [3, 1, 1],
-            block: [64, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(3, 64)
+                .ptr(src)
+                .arg(src.len() / width)
+                .ptr(rows)
+                .arg(rows.len())
+                .arg(width)
+                .ptr_mut(&mut dst)
+                .run(&super::gather_rows::EMU)
         };
-        let args = [
-            src.as_ptr() as u64,
-            (src.len() / width) as u64,
-            rows.as_ptr() as u64,
-            rows.len() as u64,
-            width as u64,
-            dst.as_mut_ptr() as u64,
-        ];
-        unsafe { launch_kernel(&super::gather_rows::EMU, &cfg, &args).unwrap() };
         dst
     }
 

@@ -53,7 +53,7 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     #[test]
     fn repeat_interleave_writes_each_index_its_count_of_times() {
@@ -68,24 +68,14 @@ mod tests {
         let total = *cumsum.last().unwrap() as usize;
         let mut result = vec![-1i32; total];
         // A grid smaller than the entries: the grid-stride loop must cover them all.
-        let cfg = LaunchConfig {
-            grid: [2, 1, 1],
-            block: [512, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &aten_repeat_interleave_i32::EMU,
-                &cfg,
-                &[
-                    repeats.as_ptr() as u64,
-                    cumsum.as_ptr() as u64,
-                    result.as_mut_ptr() as u64,
-                    100,
-                    total as u64,
-                ],
-            )
-            .unwrap();
+            EmuLaunch::new(2, 512)
+                .ptr(&repeats)
+                .ptr(&cumsum)
+                .ptr_mut(&mut result)
+                .arg(100)
+                .arg(total)
+                .run(&aten_repeat_interleave_i32::EMU);
         }
         let expect: Vec<i32> = repeats
             .iter()

@@ -214,14 +214,10 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    fn cfg(grid: u32) -> LaunchConfig {
-        LaunchConfig {
-            grid: [grid, 1, 1],
-            block: [KJT_THREADS, 1, 1],
-            shared_bytes: 0,
-        }
+    fn cfg(grid: u32) -> EmuLaunch {
+        EmuLaunch::new(grid, KJT_THREADS)
     }
 
     /// The three launches on the emulator, against the permute written out directly: for each
@@ -254,49 +250,34 @@ mod tests {
         let mut permuted_values = vec![-1i64; np];
         let mut permuted_weights = vec![f32::NAN; np];
         unsafe {
-            launch_kernel(
-                &kjt_tuned_lengths::EMU,
-                &cfg((t + p) as u32),
-                &[
-                    lengths.as_ptr() as u64,
-                    permute.as_ptr() as u64,
-                    feature_len.as_mut_ptr() as u64,
-                    permuted_lengths.as_mut_ptr() as u64,
-                    t as u64,
-                    b as u64,
-                    p as u64,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &kjt_tuned_offsets::EMU,
-                &cfg(1),
-                &[
-                    feature_len.as_ptr() as u64,
-                    permute.as_ptr() as u64,
-                    feature_start.as_mut_ptr() as u64,
-                    out_start.as_mut_ptr() as u64,
-                    t as u64,
-                    p as u64,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &kjt_tuned_copy::EMU,
-                &cfg(np.div_ceil(KJT_CHUNK).max(1) as u32),
-                &[
-                    values.as_ptr() as u64,
-                    weights.as_ptr() as u64,
-                    permute.as_ptr() as u64,
-                    feature_start.as_ptr() as u64,
-                    out_start.as_ptr() as u64,
-                    permuted_values.as_mut_ptr() as u64,
-                    permuted_weights.as_mut_ptr() as u64,
-                    p as u64,
-                    np as u64,
-                ],
-            )
-            .unwrap();
+            cfg((t + p) as u32)
+                .ptr(&lengths)
+                .ptr(permute)
+                .ptr_mut(&mut feature_len)
+                .ptr_mut(&mut permuted_lengths)
+                .arg(t)
+                .arg(b)
+                .arg(p)
+                .run(&kjt_tuned_lengths::EMU);
+            cfg(1)
+                .ptr(&feature_len)
+                .ptr(permute)
+                .ptr_mut(&mut feature_start)
+                .ptr_mut(&mut out_start)
+                .arg(t)
+                .arg(p)
+                .run(&kjt_tuned_offsets::EMU);
+            cfg(np.div_ceil(KJT_CHUNK).max(1) as u32)
+                .ptr(&values)
+                .ptr(&weights)
+                .ptr(permute)
+                .ptr(&feature_start)
+                .ptr(&out_start)
+                .ptr_mut(&mut permuted_values)
+                .ptr_mut(&mut permuted_weights)
+                .arg(p)
+                .arg(np)
+                .run(&kjt_tuned_copy::EMU);
         }
         assert_eq!(permuted_lengths, want_lengths);
         assert_eq!(permuted_values, want_values);

@@ -13,6 +13,7 @@ pub mod dot_interaction;
 pub mod dot_interaction_backward;
 pub mod dot_interaction_backward_tuned;
 pub mod dot_interaction_tuned;
+pub(crate) mod eager_bag;
 pub mod embedding_backward_rowwise_adagrad;
 pub mod embedding_backward_rowwise_adagrad_tuned;
 pub mod embedding_bag_int8_rowwise;

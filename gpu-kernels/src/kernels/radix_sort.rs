@@ -427,14 +427,10 @@ kernel! {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, launch_kernel_resident, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    fn cfg(grid: usize, block: u32) -> LaunchConfig {
-        LaunchConfig {
-            grid: [grid.max(1) as u32, 1, 1],
-            block: [block, 1, 1],
-            shared_bytes: 0,
-        }
+    fn cfg(grid: usize, block: u32) -> EmuLaunch {
+        EmuLaunch::new(grid.max(1) as u32, block)
     }
 
     /// Runs the whole plan on the emulator: returns (sorted keys, values in key order).
@@ -461,35 +457,22 @@ pub(crate) mod tests {
         let (mut out_k, mut out_v) = (vec![u64::MAX; n], vec![u64::MAX; n]);
         let s = signed as u64;
         unsafe {
-            launch_kernel(
-                &radix_sort_init::EMU,
-                &cfg(1, 256),
-                &[
-                    bins.as_mut_ptr() as u64,
-                    counters.as_mut_ptr() as u64,
-                    passes as u64,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &radix_sort_histogram::EMU,
-                &cfg(tiles.min(hist_blocks), SORT_THREADS),
-                &[
-                    keys.as_ptr() as u64,
-                    n as u64,
-                    s,
-                    passes as u64,
-                    bins.as_mut_ptr() as u64,
-                    lookback.as_mut_ptr() as u64,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &radix_sort_bin_offsets::EMU,
-                &cfg(passes, SORT_THREADS),
-                &[bins.as_mut_ptr() as u64],
-            )
-            .unwrap();
+            cfg(1, 256)
+                .ptr_mut(&mut bins)
+                .ptr_mut(&mut counters)
+                .arg(passes)
+                .run(&radix_sort_init::EMU);
+            cfg(tiles.min(hist_blocks), SORT_THREADS)
+                .ptr(keys)
+                .arg(n)
+                .arg(s)
+                .arg(passes)
+                .ptr_mut(&mut bins)
+                .ptr_mut(&mut lookback)
+                .run(&radix_sort_histogram::EMU);
+            cfg(passes, SORT_THREADS)
+                .ptr_mut(&mut bins)
+                .run(&radix_sort_bin_offsets::EMU);
             for p in 0..passes {
                 let (kin, vin) = match p {
                     0 => (keys.as_ptr(), values.as_ptr()),
@@ -502,24 +485,19 @@ pub(crate) mod tests {
                     (out_k.as_mut_ptr(), out_v.as_mut_ptr())
                 };
                 // Blocks in flight at once, as on a GPU: look-backs wait on running tiles.
-                launch_kernel_resident(
-                    &radix_sort_onesweep::EMU,
-                    &cfg(tiles, SORT_THREADS),
-                    &[
-                        kin as u64,
-                        kout as u64,
-                        vin as u64,
-                        vout as u64,
-                        n as u64,
-                        p as u64,
-                        s,
-                        bins.as_ptr() as u64,
-                        lookback.as_mut_ptr() as u64,
-                        counters.as_mut_ptr() as u64,
-                    ],
-                    resident,
-                )
-                .unwrap();
+                cfg(tiles, SORT_THREADS)
+                    .raw(kin)
+                    .raw(kout)
+                    .raw(vin)
+                    .raw(vout)
+                    .arg(n)
+                    .arg(p)
+                    .arg(s)
+                    .ptr(&bins)
+                    .ptr_mut(&mut lookback)
+                    .ptr_mut(&mut counters)
+                    .resident(resident)
+                    .run(&radix_sort_onesweep::EMU);
             }
         }
         (out_k, out_v)

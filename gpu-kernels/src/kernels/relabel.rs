@@ -25,27 +25,23 @@ kernel! {
 
 #[cfg(test)]
 mod tests {
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     #[test]
     fn an_affine_map_with_a_coprime_factor_is_a_bijection_and_skips_bad_ids() {
         let bound = 1000u64;
         let src: Vec<i64> = (0..bound as i64).chain([-1, 1000, 5000]).collect();
         let mut dst = vec![0i64; src.len()];
-        let cfg = LaunchConfig {
-            grid: [3, 1, 1],
-            block: [64, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(3, 64)
+                .ptr(&src)
+                .ptr_mut(&mut dst)
+                .arg(src.len())
+                .arg(bound)
+                .arg(7)
+                .arg(123)
+                .run(&super::relabel_rows::EMU)
         };
-        let args = [
-            src.as_ptr() as u64,
-            dst.as_mut_ptr() as u64,
-            src.len() as u64,
-            bound,
-            7,
-            123,
-        ];
-        unsafe { launch_kernel(&super::relabel_rows::EMU, &cfg, &args).unwrap() };
         let mut seen: Vec<i64> = dst[..bound as usize].to_vec();
         assert_eq!(dst[5], 7 * 5 + 123);
         assert_eq!(dst[200], (7 * 200 + 123) % 1000);

@@ -228,14 +228,10 @@ kernel! {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, launch_kernel_resident, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    fn cfg(grid: usize, block: u32) -> LaunchConfig {
-        LaunchConfig {
-            grid: [grid.max(1) as u32, 1, 1],
-            block: [block, 1, 1],
-            shared_bytes: 0,
-        }
+    fn cfg(grid: usize, block: u32) -> EmuLaunch {
+        EmuLaunch::new(grid.max(1) as u32, block)
     }
 
     /// Runs the two-kernel plan on the emulator.
@@ -246,26 +242,19 @@ pub(crate) mod tests {
         let mut status = vec![u64::MAX; tiles + 1];
         let mut out = vec![i64::MIN; n];
         unsafe {
-            launch_kernel(
-                &scan_init::EMU,
-                &cfg((tiles + 1).div_ceil(256), 256),
-                &[status.as_mut_ptr() as u64, tiles as u64],
-            )
-            .unwrap();
+            cfg((tiles + 1).div_ceil(256), 256)
+                .ptr_mut(&mut status)
+                .arg(tiles)
+                .run(&scan_init::EMU);
             // Four blocks in flight, as on an H200: look-backs wait on running tiles and walk
             // over tiles that have published only their aggregate.
-            launch_kernel_resident(
-                &inclusive_sum_i64::EMU,
-                &cfg(tiles, SCAN_THREADS),
-                &[
-                    input.as_ptr() as u64,
-                    out.as_mut_ptr() as u64,
-                    n as u64,
-                    status.as_mut_ptr() as u64,
-                ],
-                4,
-            )
-            .unwrap();
+            cfg(tiles, SCAN_THREADS)
+                .ptr(input)
+                .ptr_mut(&mut out)
+                .arg(n)
+                .ptr_mut(&mut status)
+                .resident(4)
+                .run(&inclusive_sum_i64::EMU);
         }
         out
     }
@@ -302,23 +291,16 @@ pub(crate) mod tests {
         let mut status = vec![u64::MAX; tiles + 1];
         let mut out = vec![0i64; n];
         unsafe {
-            launch_kernel(
-                &scan_init::EMU,
-                &cfg(1, 256),
-                &[status.as_mut_ptr() as u64, tiles as u64],
-            )
-            .unwrap();
-            launch_kernel(
-                &inclusive_sum_i32_to_i64::EMU,
-                &cfg(tiles, SCAN_THREADS),
-                &[
-                    input.as_ptr() as u64,
-                    out.as_mut_ptr() as u64,
-                    n as u64,
-                    status.as_mut_ptr() as u64,
-                ],
-            )
-            .unwrap();
+            cfg(1, 256)
+                .ptr_mut(&mut status)
+                .arg(tiles)
+                .run(&scan_init::EMU);
+            cfg(tiles, SCAN_THREADS)
+                .ptr(&input)
+                .ptr_mut(&mut out)
+                .arg(n)
+                .ptr_mut(&mut status)
+                .run(&inclusive_sum_i32_to_i64::EMU);
         }
         let wide: Vec<i64> = input.iter().map(|&x| x as i64).collect();
         assert_eq!(out, prefix(&wide));
@@ -330,7 +312,12 @@ pub(crate) mod tests {
         let result = std::sync::Mutex::new(Vec::new());
         let states = states.as_ptr() as usize;
         unsafe {
-            crate::emu::launch(&cfg(1, 32), &|| {
+            let one_warp = crate::emu::LaunchConfig {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                shared_bytes: 0,
+            };
+            crate::emu::launch(&one_warp, &|| {
                 let v = warp_look_back_i64(states as *const u64, tile);
                 result.lock().unwrap().push(v);
             })

@@ -59,7 +59,7 @@ kernel! {
 
 #[cfg(test)]
 mod tests {
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     fn pseudo_random(n: usize) -> Vec<f32> {
         (0..n)
@@ -75,18 +75,15 @@ mod tests {
         let blocks = n.div_ceil(block);
         let mut partials = vec![f32::NAN; blocks as usize];
         let mut total = 0.0f32;
-        let cfg = LaunchConfig {
-            grid: [blocks, 1, 1],
-            block: [block, 1, 1],
-            shared_bytes: block as usize * 4,
+        unsafe {
+            EmuLaunch::new(blocks, block)
+                .shared(block as usize * 4)
+                .ptr(&x)
+                .arg(n)
+                .ptr_mut(&mut partials)
+                .raw(&mut total as *mut f32)
+                .run(&super::block_reduce_sum_f32::EMU)
         };
-        let args = [
-            x.as_ptr() as u64,
-            n as u64,
-            partials.as_mut_ptr() as u64,
-            &mut total as *mut f32 as u64,
-        ];
-        unsafe { launch_kernel(&super::block_reduce_sum_f32::EMU, &cfg, &args).unwrap() };
         for (b, p) in partials.iter().enumerate() {
             let lo = b * block as usize;
             let hi = (lo + block as usize).min(n as usize);
@@ -109,18 +106,14 @@ mod tests {
         let warps = (blocks * block / 32) as usize;
         let mut out = vec![f32::NAN; warps];
         let mut mismatches = 0u32;
-        let cfg = LaunchConfig {
-            grid: [blocks, 1, 1],
-            block: [block, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(blocks, block)
+                .ptr(&x)
+                .arg(n)
+                .ptr_mut(&mut out)
+                .raw(&mut mismatches as *mut u32)
+                .run(&super::warp_reduce_sum_f32::EMU)
         };
-        let args = [
-            x.as_ptr() as u64,
-            n as u64,
-            out.as_mut_ptr() as u64,
-            &mut mismatches as *mut u32 as u64,
-        ];
-        unsafe { launch_kernel(&super::warp_reduce_sum_f32::EMU, &cfg, &args).unwrap() };
         assert_eq!(mismatches, 0, "every lane must receive the same total");
         for (w, got) in out.iter().enumerate() {
             let lo = (w * 32).min(n as usize);
@@ -137,13 +130,12 @@ mod tests {
     fn static_shared_memory_is_per_block() {
         let x: Vec<u32> = (0..384).collect();
         let mut out = vec![0u32; 384];
-        let cfg = LaunchConfig {
-            grid: [3, 1, 1],
-            block: [128, 1, 1],
-            shared_bytes: 0,
+        unsafe {
+            EmuLaunch::new(3, 128)
+                .ptr(&x)
+                .ptr_mut(&mut out)
+                .run(&super::static_shared_reverse_u32::EMU)
         };
-        let args = [x.as_ptr() as u64, out.as_mut_ptr() as u64];
-        unsafe { launch_kernel(&super::static_shared_reverse_u32::EMU, &cfg, &args).unwrap() };
         for b in 0..3 {
             for t in 0..128 {
                 assert_eq!(out[b * 128 + t], (b * 128 + 127 - t) as u32);

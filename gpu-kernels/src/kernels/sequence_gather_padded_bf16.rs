@@ -90,7 +90,7 @@ const _: () = assert!(EW_BLOCK_ITEMS == 512);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::torch_ops::tests::run_ew;
+    use crate::kernels::torch_ops::tests::ew;
 
     #[test]
     fn int_divider_matches_division() {
@@ -134,29 +134,25 @@ mod tests {
         let starts: Vec<i64> = vec![100, 200, 300, 400, 500, 600, 700];
         let pos: Vec<i64> = (0..l as i64).collect();
         let mut pad = vec![7u8; b * l];
-        run_ew(
-            &aten_ge_outer_i64::EMU,
-            b * l,
-            &[
-                pad.as_mut_ptr() as u64,
-                pos.as_ptr() as u64,
-                lengths.as_ptr() as u64,
-                b as u64,
-                l as u64,
-            ],
-        );
+        unsafe {
+            ew(b * l)
+                .ptr_mut(&mut pad)
+                .ptr(&pos)
+                .ptr(&lengths)
+                .arg(b)
+                .arg(l)
+                .run(&aten_ge_outer_i64::EMU)
+        };
         let mut sum = vec![0i64; b * l];
-        run_ew(
-            &aten_add_outer_i64::EMU,
-            b * l,
-            &[
-                sum.as_mut_ptr() as u64,
-                starts.as_ptr() as u64,
-                pos.as_ptr() as u64,
-                b as u64,
-                l as u64,
-            ],
-        );
+        unsafe {
+            ew(b * l)
+                .ptr_mut(&mut sum)
+                .ptr(&starts)
+                .ptr(&pos)
+                .arg(b)
+                .arg(l)
+                .run(&aten_add_outer_i64::EMU)
+        };
         for r in 0..b {
             for c in 0..l {
                 assert_eq!(pad[r * l + c], (c as i64 >= lengths[r]) as u8);
@@ -170,17 +166,15 @@ mod tests {
             .map(|i| (i as u16).wrapping_mul(31) | 2)
             .collect();
         let before = out.clone();
-        run_ew(
-            &aten_masked_fill_bcast_u16::EMU,
-            b * l * d,
-            &[
-                out.as_mut_ptr() as u64,
-                pad.as_ptr() as u64,
-                0x3f80,
-                (b * l) as u64,
-                d as u64,
-            ],
-        );
+        unsafe {
+            ew(b * l * d)
+                .ptr_mut(&mut out)
+                .ptr(&pad)
+                .arg(0x3f80)
+                .arg(b * l)
+                .arg(d)
+                .run(&aten_masked_fill_bcast_u16::EMU)
+        };
         for (i, (&o, &x)) in out.iter().zip(&before).enumerate() {
             assert_eq!(o, if pad[i / d] != 0 { 0x3f80 } else { x }, "{i}");
         }

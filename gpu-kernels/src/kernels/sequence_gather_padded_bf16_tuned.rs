@@ -276,7 +276,7 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
     /// bf16 NaN bits the kernel never writes: what each output starts as.
     const POISON: u16 = 0x7fc1;
@@ -349,26 +349,16 @@ mod tests {
         let mut weight = Aligned::new(e * d, 0, |i| (i as u16).wrapping_mul(40503) | 0x0101);
         let mut out = Aligned::new(b * l * d + GUARD, out_skew, |_| POISON);
         let tiles = l.div_ceil(TILE_ROWS as usize);
-        let cfg = LaunchConfig {
-            grid: [(b * tiles) as u32, 1, 1],
-            block: [block, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &sequence_gather_padded_bf16_tile_per_block::EMU,
-                &cfg,
-                &[
-                    weight.ptr() as u64,
-                    indices.as_ptr() as u64,
-                    lengths.as_ptr() as u64,
-                    out.ptr() as u64,
-                    b as u64,
-                    l as u64,
-                    d as u64,
-                ],
-            )
-            .unwrap();
+            EmuLaunch::new((b * tiles) as u32, block)
+                .raw(weight.ptr())
+                .ptr(&indices)
+                .ptr(lengths)
+                .raw(out.ptr())
+                .arg(b)
+                .arg(l)
+                .arg(d)
+                .run(&sequence_gather_padded_bf16_tile_per_block::EMU);
         }
         let want = oracle(weight.slice_mut(), &indices, lengths, l, d);
         let got = out.slice_mut();

@@ -101,7 +101,7 @@ mod tests {
     /// 8-byte path) and D = 6 (the scalar path).
     #[test]
     fn the_tuned_kernel_sums_every_bag_of_every_table() {
-        use crate::emu::{launch_kernel, LaunchConfig};
+        use crate::emu::EmuLaunch;
         for d in [8usize, 6] {
             let (t, b) = (3usize, 21usize);
             let rows_per_table = [5usize, 17, 64];
@@ -124,27 +124,17 @@ mod tests {
                 }
             }
             let mut out = vec![f32::NAN; b * t * d];
-            let cfg = LaunchConfig {
-                grid: [((t * b * 32).div_ceil(256)) as u32, 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            };
             unsafe {
-                launch_kernel(
-                    &tbe_forward_fp16_warp_per_bag::EMU,
-                    &cfg,
-                    &[
-                        weight.as_ptr() as u64,
-                        table_offsets.as_ptr() as u64,
-                        indices.as_ptr() as u64,
-                        offsets.as_ptr() as u64,
-                        out.as_mut_ptr() as u64,
-                        t as u64,
-                        b as u64,
-                        d as u64,
-                    ],
-                )
-                .unwrap();
+                EmuLaunch::new(((t * b * 32).div_ceil(256)) as u32, 256)
+                    .ptr(&weight)
+                    .ptr(&table_offsets)
+                    .ptr(&indices)
+                    .ptr(&offsets)
+                    .ptr_mut(&mut out)
+                    .arg(t)
+                    .arg(b)
+                    .arg(d)
+                    .run(&tbe_forward_fp16_warp_per_bag::EMU);
             }
             for table in 0..t {
                 for sample in 0..b {

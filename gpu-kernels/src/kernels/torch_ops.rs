@@ -566,24 +566,11 @@ kernel! {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, EmuKernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    /// Launches a TensorIterator-style kernel over `n` elements.
-    pub(crate) fn run_ew(kernel: &EmuKernel, n: usize, args: &[u64]) {
-        let cfg = LaunchConfig {
-            grid: [n.div_ceil(EW_BLOCK_ITEMS).max(1) as u32, 1, 1],
-            block: [EW_THREADS as u32, 1, 1],
-            shared_bytes: 0,
-        };
-        unsafe { launch_kernel(kernel, &cfg, args).unwrap() };
-    }
-
-    fn p<T>(v: &[T]) -> u64 {
-        v.as_ptr() as u64
-    }
-
-    fn pm<T>(v: &mut [T]) -> u64 {
-        v.as_mut_ptr() as u64
+    /// A launch of a TensorIterator-style kernel over `n` elements (arguments still to add).
+    pub(crate) fn ew(n: usize) -> EmuLaunch {
+        EmuLaunch::new(n.div_ceil(EW_BLOCK_ITEMS).max(1) as u32, EW_THREADS as u32)
     }
 
     #[test]
@@ -611,88 +598,100 @@ pub(crate) mod tests {
         let b: Vec<i64> = (0..n as i64).map(|i| (i % 13) + 1).collect();
         let b32: Vec<i32> = b.iter().map(|&x| x as i32).collect();
         let mut out = vec![i64::MIN; n];
-        run_ew(
-            &aten_floor_divide_i64::EMU,
-            n,
-            &[pm(&mut out), p(&a), p(&b), n as u64],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut out)
+                .ptr(&a)
+                .ptr(&b)
+                .arg(n)
+                .run(&aten_floor_divide_i64::EMU)
+        };
         assert!(out
             .iter()
             .zip(a.iter().zip(&b))
             .all(|(&o, (&x, &y))| o == div_floor_i64(x, y)));
-        run_ew(
-            &aten_sub_i64_i32::EMU,
-            n,
-            &[pm(&mut out), p(&a), p(&b32), n as u64],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut out)
+                .ptr(&a)
+                .ptr(&b32)
+                .arg(n)
+                .run(&aten_sub_i64_i32::EMU)
+        };
         assert!(out
             .iter()
             .zip(a.iter().zip(&b))
             .all(|(&o, (&x, &y))| o == x - y));
-        run_ew(
-            &aten_remainder_scalar_i64::EMU,
-            n,
-            &[pm(&mut out), p(&a), 7, n as u64],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut out)
+                .ptr(&a)
+                .arg(7)
+                .arg(n)
+                .run(&aten_remainder_scalar_i64::EMU)
+        };
         assert!(out.iter().zip(&a).all(|(&o, &x)| o == x.rem_euclid(7)));
         let mut flags = vec![9u8; n];
-        run_ew(
-            &aten_lt_scalar_i64::EMU,
-            n,
-            &[pm(&mut flags), p(&a), 0, n as u64],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut flags)
+                .ptr(&a)
+                .arg(0)
+                .arg(n)
+                .run(&aten_lt_scalar_i64::EMU)
+        };
         assert!(flags.iter().zip(&a).all(|(&f, &x)| f == (x < 0) as u8));
-        run_ew(
-            &aten_where_i64::EMU,
-            n,
-            &[pm(&mut out), p(&flags), p(&a), p(&b), n as u64],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut out)
+                .ptr(&flags)
+                .ptr(&a)
+                .ptr(&b)
+                .arg(n)
+                .run(&aten_where_i64::EMU)
+        };
         assert!((0..n).all(|i| out[i] == if a[i] < 0 { a[i] } else { b[i] }));
-        run_ew(&aten_arange_i64::EMU, n, &[pm(&mut out), n as u64]);
+        unsafe { ew(n).ptr_mut(&mut out).arg(n).run(&aten_arange_i64::EMU) };
         assert!(out.iter().enumerate().all(|(i, &o)| o == i as i64));
         let mut gathered = vec![0i64; n];
         let idx: Vec<i64> = (0..n as i64).map(|i| (i * 7) % n as i64).collect();
-        run_ew(
-            &aten_index_i64::EMU,
-            n,
-            &[pm(&mut gathered), p(&a), p(&idx), n as u64],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut gathered)
+                .ptr(&a)
+                .ptr(&idx)
+                .arg(n)
+                .run(&aten_index_i64::EMU)
+        };
         assert!((0..n).all(|i| gathered[i] == a[idx[i] as usize]));
         let mut scattered = vec![0i64; n];
-        run_ew(
-            &aten_scatter_i64::EMU,
-            n,
-            &[pm(&mut scattered), p(&idx), p(&a), n as u64],
-        );
+        unsafe {
+            ew(n)
+                .ptr_mut(&mut scattered)
+                .ptr(&idx)
+                .ptr(&a)
+                .arg(n)
+                .run(&aten_scatter_i64::EMU)
+        };
         assert!((0..n).all(|i| scattered[idx[i] as usize] == a[i]));
     }
 
-    /// Launches a `legacy_loop::<128, VT>` kernel over `n` elements.
-    fn run_legacy(kernel: &EmuKernel, n: usize, vt: usize, args: &[u64]) {
-        let cfg = LaunchConfig {
-            grid: [n.div_ceil(128 * vt).max(1) as u32, 1, 1],
-            block: [128, 1, 1],
-            shared_bytes: 0,
-        };
-        unsafe { launch_kernel(kernel, &cfg, args).unwrap() };
+    /// A launch of a `legacy_loop::<128, VT>` kernel over `n` elements (arguments still to add).
+    fn legacy(n: usize, vt: usize) -> EmuLaunch {
+        EmuLaunch::new(n.div_ceil(128 * vt).max(1) as u32, 128)
     }
 
     #[test]
     fn aten_shaped_arange_and_gathers_match_their_definitions() {
         let n = 2500; // not a multiple of 64, 512 or 1024
         let mut out = vec![0i64; n];
-        let cfg = LaunchConfig {
-            grid: [n.div_ceil(64) as u32, 1, 1],
-            block: [64, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &aten_arange_with_index_i64::EMU,
-                &cfg,
-                &[pm(&mut out), (-7i64) as u64, 3, n as u64],
-            )
-            .unwrap();
+            EmuLaunch::new(n.div_ceil(64) as u32, 64)
+                .ptr_mut(&mut out)
+                .arg(-7i64)
+                .arg(3)
+                .arg(n)
+                .run(&aten_arange_with_index_i64::EMU);
         }
         assert!(out.iter().enumerate().all(|(i, &o)| o == -7 + 3 * i as i64));
         let size = 777usize;
@@ -706,19 +705,25 @@ pub(crate) mod tests {
         idx[n - 1] = -(size as i64) - 1;
         let wrap = |j: i64| if j < 0 { j + size as i64 } else { j } as usize;
         let mut gathered = vec![i64::MIN; n];
-        run_legacy(
-            &aten_index_elementwise_i64::EMU,
-            n,
-            4,
-            &[pm(&mut gathered), p(&src), p(&idx), n as u64, size as u64],
-        );
+        unsafe {
+            legacy(n, 4)
+                .ptr_mut(&mut gathered)
+                .ptr(&src)
+                .ptr(&idx)
+                .arg(n)
+                .arg(size)
+                .run(&aten_index_elementwise_i64::EMU)
+        };
         let mut gf = vec![f32::NAN; n];
-        run_legacy(
-            &aten_index_elementwise_f32::EMU,
-            n,
-            4,
-            &[pm(&mut gf), p(&srcf), p(&idx), n as u64, size as u64],
-        );
+        unsafe {
+            legacy(n, 4)
+                .ptr_mut(&mut gf)
+                .ptr(&srcf)
+                .ptr(&idx)
+                .arg(n)
+                .arg(size)
+                .run(&aten_index_elementwise_f32::EMU)
+        };
         for i in 0..n {
             if i == 5 || i == n - 1 {
                 assert_eq!(gathered[i], i64::MIN, "{i}: out of range, unwritten");
@@ -732,12 +737,15 @@ pub(crate) mod tests {
         idx32[7] = -1;
         idx32[8] = size as i32;
         let mut g = vec![i64::MIN; n];
-        run_legacy(
-            &aten_gather_elementwise_i64_by_i32::EMU,
-            n,
-            8,
-            &[pm(&mut g), p(&src), p(&idx32), n as u64, size as u64],
-        );
+        unsafe {
+            legacy(n, 8)
+                .ptr_mut(&mut g)
+                .ptr(&src)
+                .ptr(&idx32)
+                .arg(n)
+                .arg(size)
+                .run(&aten_gather_elementwise_i64_by_i32::EMU)
+        };
         for i in 0..n {
             let want = if i == 7 || i == 8 {
                 i64::MIN
@@ -760,26 +768,18 @@ pub(crate) mod tests {
             let mut partials = vec![0i64; grid];
             let mut out = [0i64];
             unsafe {
-                launch_kernel(
-                    &aten_reduce_partial_i64::EMU,
-                    &LaunchConfig {
-                        grid: [grid as u32, 1, 1],
-                        block: [512, 1, 1],
-                        shared_bytes: 0,
-                    },
-                    &[pm(&mut partials), p(&a), n as u64, op as u64],
-                )
-                .unwrap();
-                launch_kernel(
-                    &aten_reduce_final_i64::EMU,
-                    &LaunchConfig {
-                        grid: [1, 1, 1],
-                        block: [512, 1, 1],
-                        shared_bytes: 0,
-                    },
-                    &[pm(&mut out), p(&partials), grid as u64, op as u64],
-                )
-                .unwrap();
+                EmuLaunch::new(grid as u32, 512)
+                    .ptr_mut(&mut partials)
+                    .ptr(&a)
+                    .arg(n)
+                    .arg(op)
+                    .run(&aten_reduce_partial_i64::EMU);
+                EmuLaunch::new(1, 512)
+                    .ptr_mut(&mut out)
+                    .ptr(&partials)
+                    .arg(grid)
+                    .arg(op)
+                    .run(&aten_reduce_final_i64::EMU);
             }
             assert_eq!(out[0], expect, "op {op}");
         }
@@ -788,23 +788,14 @@ pub(crate) mod tests {
         let nbins = 1600i64;
         let mut counts = vec![0u64; nbins as usize];
         unsafe {
-            launch_kernel(
-                &aten_histogram_i64::EMU,
-                &LaunchConfig {
-                    grid: [n.div_ceil(512) as u32, 1, 1],
-                    block: [512, 1, 1],
-                    shared_bytes: 0,
-                },
-                &[
-                    pm(&mut counts),
-                    p(&keys),
-                    n as u64,
-                    nbins as u64,
-                    0,
-                    nbins as u64,
-                ],
-            )
-            .unwrap();
+            EmuLaunch::new(n.div_ceil(512) as u32, 512)
+                .ptr_mut(&mut counts)
+                .ptr(&keys)
+                .arg(n)
+                .arg(nbins)
+                .arg(0)
+                .arg(nbins)
+                .run(&aten_histogram_i64::EMU);
         }
         let mut expect = vec![0u64; nbins as usize];
         for &k in &keys {
@@ -829,25 +820,15 @@ pub(crate) mod tests {
         }
         let idx: Vec<i64> = vec![3, 3, 0, 8, 5];
         let mut out = vec![0u128; idx.len() * row_bytes / 16];
-        let cfg = LaunchConfig {
-            grid: [idx.len() as u32, 1, 1],
-            block: [32, 1, 1],
-            shared_bytes: 0,
-        };
         unsafe {
-            launch_kernel(
-                &aten_gather_rows16::EMU,
-                &cfg,
-                &[
-                    pm(&mut out),
-                    p(&table),
-                    p(&idx),
-                    row_bytes as u64,
-                    row_bytes as u64,
-                    row_bytes as u64,
-                ],
-            )
-            .unwrap();
+            EmuLaunch::new(idx.len() as u32, 32)
+                .ptr_mut(&mut out)
+                .ptr(&table)
+                .ptr(&idx)
+                .arg(row_bytes)
+                .arg(row_bytes)
+                .arg(row_bytes)
+                .run(&aten_gather_rows16::EMU);
         }
         let w = row_bytes / 2;
         let (out, table) = (bits(&mut out).to_vec(), bits(&mut table).to_vec());

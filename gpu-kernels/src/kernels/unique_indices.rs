@@ -90,14 +90,10 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
 
-    fn grid_stride(n: usize) -> LaunchConfig {
-        LaunchConfig {
-            grid: [n.div_ceil(512).max(1) as u32, 1, 1],
-            block: [512, 1, 1],
-            shared_bytes: 0,
-        }
+    fn grid_stride(n: usize) -> EmuLaunch {
+        EmuLaunch::new(n.div_ceil(512).max(1) as u32, 512)
     }
 
     /// The whole plan on the emulator, for an input given as i64.
@@ -115,54 +111,34 @@ mod tests {
         let mut inverse = vec![i64::MIN; n];
         let mut num = [i64::MIN];
         unsafe {
-            launch_kernel(
-                &unique_adjacent_difference::EMU,
-                &grid_stride(n),
-                &[
-                    inv_loc.as_mut_ptr() as u64,
-                    sorted.as_ptr() as u64,
-                    n as u64,
-                ],
-            )
-            .unwrap();
+            grid_stride(n)
+                .ptr_mut(&mut inv_loc)
+                .ptr(&sorted)
+                .arg(n)
+                .run(&unique_adjacent_difference::EMU);
         }
         let inv_wide: Vec<i64> = inv_loc.iter().map(|&x| x as i64).collect();
         let run = super::super::scan::tests::run_inclusive_sum_i64(&inv_wide);
         unsafe {
-            launch_kernel(
-                &super::super::torch_ops::aten_scatter_i64::EMU,
-                &grid_stride(n),
-                &[
-                    inverse.as_mut_ptr() as u64,
-                    sorted_idx.as_ptr() as u64,
-                    run.as_ptr() as u64,
-                    n as u64,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &unique_run_ends::EMU,
-                &grid_stride(n),
-                &[
-                    sorted.as_ptr() as u64,
-                    run.as_ptr() as u64,
-                    unique.as_mut_ptr() as u64,
-                    ends.as_mut_ptr() as u64,
-                    num.as_mut_ptr() as u64,
-                    n as u64,
-                ],
-            )
-            .unwrap();
-            launch_kernel(
-                &unique_counts_from_ends::EMU,
-                &grid_stride(n),
-                &[
-                    counts.as_mut_ptr() as u64,
-                    ends.as_ptr() as u64,
-                    num.as_ptr() as u64,
-                ],
-            )
-            .unwrap();
+            grid_stride(n)
+                .ptr_mut(&mut inverse)
+                .ptr(&sorted_idx)
+                .ptr(&run)
+                .arg(n)
+                .run(&super::super::torch_ops::aten_scatter_i64::EMU);
+            grid_stride(n)
+                .ptr(&sorted)
+                .ptr(&run)
+                .ptr_mut(&mut unique)
+                .ptr_mut(&mut ends)
+                .ptr_mut(&mut num)
+                .arg(n)
+                .run(&unique_run_ends::EMU);
+            grid_stride(n)
+                .ptr_mut(&mut counts)
+                .ptr(&ends)
+                .ptr(&num)
+                .run(&unique_counts_from_ends::EMU);
         }
         let u = num[0] as usize;
         unique.truncate(u);

@@ -193,16 +193,12 @@ kernel! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emu::{launch_kernel, LaunchConfig};
+    use crate::emu::EmuLaunch;
     use crate::kernels::scan::{scan_init, SCAN_TILE};
     use std::collections::BTreeMap;
 
-    fn cfg(grid: usize) -> LaunchConfig {
-        LaunchConfig {
-            grid: [grid.max(1) as u32, 1, 1],
-            block: [UNIQUE_THREADS, 1, 1],
-            shared_bytes: 0,
-        }
+    fn cfg(grid: usize) -> EmuLaunch {
+        EmuLaunch::new(grid.max(1) as u32, UNIQUE_THREADS)
     }
 
     /// The five-step plan on the emulator against a BTreeMap of the ids.
@@ -218,73 +214,45 @@ mod tests {
             (vec![-1i64; n], vec![-1i64; n], vec![-1i64; n]);
         let mut num_unique = [-1i64];
         unsafe {
-            let args = |v: &[u64]| v.to_vec();
-            launch_kernel(
-                &unique_tuned_clear::EMU,
-                &cfg(rows.div_ceil(256).min(4096)),
-                &args(&[
-                    cnt.as_mut_ptr() as u64,
-                    rows as u64,
-                    bitmap.as_mut_ptr() as u64,
-                    words as u64,
-                ]),
-            )
-            .unwrap();
-            launch_kernel(
-                &unique_tuned_count::EMU,
-                &cfg(n.div_ceil(UNIQUE_TILE)),
-                &args(&[
-                    ids.as_ptr() as u64,
-                    n as u64,
-                    rows as u64,
-                    cnt.as_mut_ptr() as u64,
-                    bitmap.as_mut_ptr() as u64,
-                ]),
-            )
-            .unwrap();
-            launch_kernel(
-                &scan_init::EMU,
-                &cfg((tiles + 1).div_ceil(256)),
-                &args(&[status.as_mut_ptr() as u64, tiles as u64]),
-            )
-            .unwrap();
-            launch_kernel(
-                &unique_tuned_word_ends::EMU,
-                &cfg(tiles),
-                &args(&[
-                    bitmap.as_ptr() as u64,
-                    word_end.as_mut_ptr() as u64,
-                    words as u64,
-                    status.as_mut_ptr() as u64,
-                ]),
-            )
-            .unwrap();
-            launch_kernel(
-                &unique_tuned_emit::EMU,
-                &cfg(words.div_ceil(256)),
-                &args(&[
-                    bitmap.as_ptr() as u64,
-                    word_end.as_ptr() as u64,
-                    cnt.as_ptr() as u64,
-                    unique.as_mut_ptr() as u64,
-                    counts.as_mut_ptr() as u64,
-                    num_unique.as_mut_ptr() as u64,
-                    words as u64,
-                ]),
-            )
-            .unwrap();
-            launch_kernel(
-                &unique_tuned_inverse::EMU,
-                &cfg(n.div_ceil(UNIQUE_TILE)),
-                &args(&[
-                    ids.as_ptr() as u64,
-                    n as u64,
-                    bitmap.as_ptr() as u64,
-                    word_end.as_ptr() as u64,
-                    inverse.as_mut_ptr() as u64,
-                ]),
-            )
-            .unwrap();
+            cfg(rows.div_ceil(256).min(4096))
+                .ptr_mut(&mut cnt)
+                .arg(rows)
+                .ptr_mut(&mut bitmap)
+                .arg(words)
+                .run(&unique_tuned_clear::EMU);
+            cfg(n.div_ceil(UNIQUE_TILE))
+                .ptr(ids)
+                .arg(n)
+                .arg(rows)
+                .ptr_mut(&mut cnt)
+                .ptr_mut(&mut bitmap)
+                .run(&unique_tuned_count::EMU);
+            cfg((tiles + 1).div_ceil(256))
+                .ptr_mut(&mut status)
+                .arg(tiles)
+                .run(&scan_init::EMU);
+            cfg(tiles)
+                .ptr(&bitmap)
+                .ptr_mut(&mut word_end)
+                .arg(words)
+                .ptr_mut(&mut status)
+                .run(&unique_tuned_word_ends::EMU);
+            cfg(words.div_ceil(256))
+                .ptr(&bitmap)
+                .ptr(&word_end)
+                .ptr(&cnt)
+                .ptr_mut(&mut unique)
+                .ptr_mut(&mut counts)
+                .ptr_mut(&mut num_unique)
+                .arg(words)
+                .run(&unique_tuned_emit::EMU);
+            cfg(n.div_ceil(UNIQUE_TILE))
+                .ptr(ids)
+                .arg(n)
+                .ptr(&bitmap)
+                .ptr(&word_end)
+                .ptr_mut(&mut inverse)
+                .run(&unique_tuned_inverse::EMU);
         }
         let mut want: BTreeMap<i64, i64> = BTreeMap::new();
         for &id in ids {
