@@ -6,7 +6,7 @@ use super::triton::TritonSpec;
 use std::path::PathBuf;
 
 /// Where a plan's kernels come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ModuleSource {
     /// The project's own kernels: the embedded PTX on a GPU, the emulator on the CPU.
     Builtin,
@@ -52,7 +52,7 @@ impl ModuleSource {
 
 /// A CUDA C++ candidate's compile settings from its manifest, already validated
 /// ([`crate::toolchain::nvrtc_flags`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CudaFlags {
     /// `sm_90a`, `compute_90`, ...; `None`: the device's (or `check --arch`).
     pub arch: Option<String>,

@@ -23,7 +23,7 @@ pub const EXIT_NO_TRITON: i32 = 3;
 pub const NO_TRITON: &str = "triton is not installed";
 
 /// A Triton candidate's `[triton]` table, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TritonSpec {
     /// The `@triton.jit` function (and the kernel every launch names).
     pub function: String,

@@ -15,8 +15,12 @@ use bench_problems::{find_problem, LaunchSpec};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// A loaded candidate (or the reference, which uses the same form).
-#[derive(Clone, Debug)]
+/// A loaded candidate (or the reference, which uses the same form). The orchestrator loads it
+/// once and hands it to workers as it is (serialised in their [`WorkerSpec`]), so a worker runs
+/// exactly what was validated.
+///
+/// [`WorkerSpec`]: crate::runner::worker::WorkerSpec
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Candidate {
     pub name: String,
     pub problem: String,

@@ -264,6 +264,8 @@ impl Ceilings {
 pub struct RecordLog {
     path: PathBuf,
     file: File,
+    /// Every record of the file, in file order: those it held when opened, then each appended.
+    records: Vec<Record>,
 }
 
 impl RecordLog {
@@ -291,7 +293,12 @@ impl RecordLog {
                 torn.display()
             );
         }
-        Ok(RecordLog { path, file })
+        let records = read_records(&path);
+        Ok(RecordLog {
+            path,
+            file,
+            records,
+        })
     }
 
     /// Appends one record as one whole line, in a single write.
@@ -299,7 +306,19 @@ impl RecordLog {
         let mut line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
-        self.file.flush()
+        self.file.flush()?;
+        self.records.push(rec.clone());
+        Ok(())
+    }
+
+    /// The file's records, in file order (so the end of a run never reads the file back).
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// The file's records, the log closed.
+    pub fn into_records(self) -> Vec<Record> {
+        self.records
     }
 
     pub fn path(&self) -> &Path {
@@ -411,5 +430,54 @@ mod tests {
         );
         assert!(read_records(&dir.join("missing.jsonl")).is_empty());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Every number of every committed record reads back as the exact f64 it was written with,
+    /// so re-writing a record (a merge, a pooled report) keeps its text: each committed line,
+    /// parsed and written again, has the same value at every key it had.
+    #[test]
+    fn committed_records_round_trip_bit_for_bit() {
+        fn same(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+            use serde_json::Value::*;
+            match (a, b) {
+                (Object(x), Object(y)) => {
+                    for (k, v) in x {
+                        if let Some(w) = y.get(k) {
+                            same(v, w, &format!("{at}.{k}"));
+                        }
+                    }
+                }
+                (Array(x), Array(y)) => {
+                    assert_eq!(x.len(), y.len(), "{at}");
+                    for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                        same(v, w, &format!("{at}[{i}]"));
+                    }
+                }
+                (Number(x), Number(y)) if x.is_f64() || y.is_f64() => {
+                    let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                    assert_eq!(x.to_bits(), y.to_bits(), "{at}: {x} became {y}");
+                }
+                _ => assert_eq!(a, b, "{at}"),
+            }
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+        let mut files = vec![root];
+        let mut lines = 0;
+        while let Some(p) = files.pop() {
+            if p.is_dir() {
+                files.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+            } else if p.file_name().is_some_and(|n| n == "results.jsonl") {
+                for line in std::fs::read_to_string(&p).unwrap().lines() {
+                    let Ok(rec) = serde_json::from_str::<Record>(line) else {
+                        continue;
+                    };
+                    let written: serde_json::Value = serde_json::to_value(&rec).unwrap();
+                    let original: serde_json::Value = serde_json::from_str(line).unwrap();
+                    same(&original, &written, &p.display().to_string());
+                    lines += 1;
+                }
+            }
+        }
+        assert!(lines > 500, "only {lines} committed records");
     }
 }

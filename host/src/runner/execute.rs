@@ -127,6 +127,10 @@ pub(crate) fn execute(
     bar.finish_and_clear();
 
     Ok(Executed {
+        records: log
+            .into_inner()
+            .expect("no worker thread panics")
+            .into_records(),
         fresh: fresh.len(),
         touched: touched.len(),
         sessions,

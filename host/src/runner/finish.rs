@@ -9,7 +9,6 @@ use crate::report::projection;
 use crate::results::derived::input_stats;
 use crate::results::derived::phase_table;
 use crate::results::derived::phase_totals;
-use crate::results::record::read_records;
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::Status;
@@ -41,12 +40,12 @@ pub(super) fn finish(
         ..
     } = p;
     let Executed {
+        records,
         fresh,
         touched,
         sessions,
         in_sessions,
     } = executed;
-    let records = read_records(&dir.join("results.jsonl"));
     let metrics = Summary::new(&records, touched, opts.basis);
     meta.finished = Some(chrono::Utc::now().to_rfc3339());
     // A shard's seed is the other shards' too: only their merge publishes it.

@@ -10,7 +10,7 @@
 //! (`runner/units.rs`).
 use crate::backend::DeviceInfo;
 use crate::candidate::{discover_all, Candidate};
-use crate::results::record::{Ceilings, GIT_COMMIT};
+use crate::results::record::{Ceilings, Record, GIT_COMMIT};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -99,6 +99,8 @@ pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome
 
 /// What [`execute`] leaves for [`finish`].
 struct Executed {
+    /// Every record of `results.jsonl` (a resumed run's earlier ones first), in file order.
+    pub(super) records: Vec<Record>,
     pub(super) fresh: usize,
     pub(super) touched: usize,
     pub(super) sessions: serde_json::Map<String, serde_json::Value>,

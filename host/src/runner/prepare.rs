@@ -7,7 +7,6 @@ use crate::backend::DeviceInfo;
 use crate::kernelbench;
 use crate::report::projection::Workload;
 use crate::results;
-use crate::results::record::read_records;
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::RecordLog;
@@ -130,7 +129,7 @@ pub(crate) fn prepare(
         .unwrap_or_else(|| default_input_cache(&dir, &run_id));
     eprintln!("input cache: {}", cache_root.display());
     let log = RecordLog::open(&dir)?;
-    let previous = read_records(&dir.join("results.jsonl"));
+    let previous = log.records().to_vec();
     let done: BTreeSet<(String, String)> = previous
         .iter()
         .map(|r| (r.problem.clone(), r.origin.clone()))

@@ -5,7 +5,7 @@ use super::spawn::spawn_worker;
 use super::spawn::Worker;
 
 use super::{execution_limit_s, HARNESS_STALL_S, PREPARE_TIMEOUT_S};
-use crate::candidate::load_candidate;
+use crate::candidate::Candidate;
 use crate::evaluate::InputCache;
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
@@ -101,9 +101,12 @@ impl ProblemSession<'_> {
         Ok(())
     }
 
+    /// Records `origin` (the reference, or a candidate — `cand` when it was pending) as ended
+    /// with `status` without a record from the worker.
     fn fail(
         &mut self,
         origin: &str,
+        cand: Option<&Candidate>,
         status: Status,
         message: String,
         out: &mut Vec<Record>,
@@ -125,18 +128,16 @@ impl ProblemSession<'_> {
         let mut r = Record::new(self.problem.name(), &name, &group, origin);
         r.status = status;
         r.message = message;
-        if origin != "reference" {
-            if let Ok(c) = load_candidate(Path::new(origin)) {
-                // The candidate's name and expected status, from its manifest.
-                r.candidate = c.name.clone();
-                r.expected_status = c.expect.clone();
-            }
+        if let Some(c) = cand {
+            // The candidate's name and expected status, from its manifest.
+            r.candidate = c.name.clone();
+            r.expected_status = c.expect.clone();
         }
         self.record(r, out)
     }
 
     /// Evaluates `pending` (candidate directories), restarting workers after faults.
-    pub(crate) fn evaluate(&mut self, pending: &mut Vec<PathBuf>) -> anyhow::Result<Vec<Record>> {
+    pub(crate) fn evaluate(&mut self, pending: &mut Vec<Candidate>) -> anyhow::Result<Vec<Record>> {
         let mut out = Vec::new();
         if self.reference_done && pending.is_empty() {
             return Ok(out);
@@ -154,7 +155,7 @@ impl ProblemSession<'_> {
     /// within its limit (then killed), or its channel closes.
     fn attempt(
         &mut self,
-        pending: &mut Vec<PathBuf>,
+        pending: &mut Vec<Candidate>,
         out: &mut Vec<Record>,
     ) -> anyhow::Result<Attempt> {
         self.bar.set_message(format!(
@@ -229,7 +230,7 @@ impl ProblemSession<'_> {
         event: Event,
         w: &mut Watch,
         worker: &mut Worker,
-        pending: &mut Vec<PathBuf>,
+        pending: &mut Vec<Candidate>,
         out: &mut Vec<Record>,
     ) -> anyhow::Result<()> {
         match event {
@@ -240,9 +241,7 @@ impl ProblemSession<'_> {
                 let expected = if record.is_reference() {
                     !self.reference_done && record.origin == "reference"
                 } else {
-                    pending
-                        .iter()
-                        .any(|p| p.display().to_string() == record.origin)
+                    pending.iter().any(|c| c.origin == record.origin)
                 };
                 if !expected {
                     eprintln!(
@@ -255,7 +254,7 @@ impl ProblemSession<'_> {
                 if record.is_reference() && record.status != Status::Correct {
                     w.reference_failed = true;
                 }
-                pending.retain(|p| p.display().to_string() != record.origin);
+                pending.retain(|c| c.origin != record.origin);
                 w.current = None;
                 w.running = None;
                 w.phase = None;
@@ -307,7 +306,7 @@ impl ProblemSession<'_> {
     fn conclude(
         &mut self,
         attempt: Attempt,
-        pending: &mut Vec<PathBuf>,
+        pending: &mut Vec<Candidate>,
         progress_before: usize,
         out: &mut Vec<Record>,
     ) -> anyhow::Result<bool> {
@@ -321,27 +320,27 @@ impl ProblemSession<'_> {
         let (reference_failed, device_lost) = (w.reference_failed, w.device_lost);
         match (outcome, current) {
             (Some((limit, Stall::Execution)), Some((cand, _))) => {
-                pending.retain(|p| p.display().to_string() != cand);
+                let c = take_pending(pending, &cand);
                 let msg = format!(
                     "one execution of its launch plan ran past {limit:.0} s on the device: the \
                  worker was killed (a hang or an endless kernel; the limit counts only the \
                  candidate's own device work)"
                 );
-                self.fail(&cand, Status::Timeout, msg, out)?;
+                self.fail(&cand, c.as_ref(), Status::Timeout, msg, out)?;
             }
             (Some((limit, _)), Some((cand, _))) => {
-                pending.retain(|p| p.display().to_string() != cand);
+                let c = take_pending(pending, &cand);
                 let msg = format!(
                     "the harness made no progress for {limit:.0} s while evaluating this \
                  candidate (outside its device work): the worker was killed"
                 );
-                self.fail(&cand, Status::RuntimeError, msg, out)?;
+                self.fail(&cand, c.as_ref(), Status::RuntimeError, msg, out)?;
             }
             (None, Some((cand, _))) => {
-                pending.retain(|p| p.display().to_string() != cand);
+                let c = take_pending(pending, &cand);
                 let what = format!("candidate {cand} of {}", self.problem.name());
                 let msg = death_message(&what, phase.as_deref(), status, &tail);
-                self.fail(&cand, Status::RuntimeError, msg, out)?;
+                self.fail(&cand, c.as_ref(), Status::RuntimeError, msg, out)?;
             }
             (outcome, None) if !ready => {
                 // Preparation (inputs, oracle, reference) failed or hung: nothing can be compared.
@@ -360,11 +359,12 @@ impl ProblemSession<'_> {
                     ),
                 };
                 if !self.reference_done {
-                    self.fail("reference", Status::RuntimeError, why.clone(), out)?;
+                    self.fail("reference", None, Status::RuntimeError, why.clone(), out)?;
                 }
-                for p in std::mem::take(pending) {
+                for c in std::mem::take(pending) {
                     self.fail(
-                        &p.display().to_string(),
+                        &c.origin,
+                        Some(&c),
                         Status::Skipped,
                         format!("not run: {why}"),
                         out,
@@ -375,9 +375,9 @@ impl ProblemSession<'_> {
             _ => {}
         }
         if reference_failed {
-            for p in std::mem::take(pending) {
+            for c in std::mem::take(pending) {
                 let msg = "not run: the reference failed its own check on this device".to_string();
-                self.fail(&p.display().to_string(), Status::Skipped, msg, out)?;
+                self.fail(&c.origin, Some(&c), Status::Skipped, msg, out)?;
             }
         }
         if pending.is_empty() {
@@ -391,9 +391,9 @@ impl ProblemSession<'_> {
         }
         if pending.len() == progress_before {
             // No progress and no candidate to blame: do not loop forever.
-            for p in std::mem::take(pending) {
+            for c in std::mem::take(pending) {
                 let msg = format!("not run: the worker stopped without a result:\n{tail}");
-                self.fail(&p.display().to_string(), Status::RuntimeError, msg, out)?;
+                self.fail(&c.origin, Some(&c), Status::RuntimeError, msg, out)?;
             }
             return Ok(true);
         }
@@ -426,4 +426,10 @@ struct Attempt {
 /// Appends `r` to the run's record log, which the devices' threads share.
 pub(super) fn append(log: &Mutex<RecordLog>, r: &Record) -> std::io::Result<()> {
     log.lock().unwrap_or_else(|e| e.into_inner()).append(r)
+}
+
+/// Removes candidate `origin` from `pending`, returning it (`None` when it was not pending).
+fn take_pending(pending: &mut Vec<Candidate>, origin: &str) -> Option<Candidate> {
+    let at = pending.iter().position(|c| c.origin == origin)?;
+    Some(pending.remove(at))
 }

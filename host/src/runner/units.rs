@@ -22,7 +22,6 @@ use indicatif::ProgressBar;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -189,11 +188,11 @@ impl UnitContext<'_> {
     ) -> anyhow::Result<Vec<Record>> {
         let (opts, problem) = (self.opts, unit.problem);
         let is_done = |origin: &str| self.done.contains(&(problem.name().into(), origin.into()));
-        let mut pending: Vec<PathBuf> = unit
+        let mut pending: Vec<Candidate> = unit
             .candidates
             .iter()
             .filter(|c| !is_done(&c.origin))
-            .map(|c| PathBuf::from(&c.origin))
+            .map(|&c| c.clone())
             .collect();
         // A unit that does not log the reference needs it only to pair its candidates with.
         let reference_done = if unit.keeps_reference {

@@ -13,7 +13,7 @@
 //! first prints, on descriptor 1, the event line a kernel's device `printf` could print (the
 //! reference `correct`): the record must still be `runtime_error`.
 use crate::backend;
-use crate::candidate::load_candidate;
+use crate::candidate::Candidate;
 use crate::evaluate::{EvalConfig, InputCache, ProblemRun};
 use crate::results::record::{Ceilings, Record, Status};
 use crate::runner::activity::{Activity, Phase, PhaseTimes};
@@ -32,7 +32,8 @@ pub struct WorkerSpec {
     pub eval: EvalConfig,
     /// `EvalConfig::secret_seed` is never serialised with the config; it travels here.
     pub secret_seed: u64,
-    pub candidates: Vec<PathBuf>,
+    /// The candidates to evaluate, as the orchestrator loaded and validated them.
+    pub candidates: Vec<Candidate>,
     /// Report the reference's record (the first worker of a problem does).
     pub report_reference: bool,
     /// The backend the run's probe chose: the CPU emulator, or else CUDA device [`Self::device`]
@@ -227,20 +228,11 @@ pub fn main() -> anyhow::Result<()> {
     if !reference_ok {
         return Ok(());
     }
-    for dir in &spec.candidates {
-        let origin = dir.display().to_string();
+    for cand in &spec.candidates {
         emit(&Event::Start {
-            candidate: origin.clone(),
+            candidate: cand.origin.clone(),
         });
-        let record = match load_candidate(dir) {
-            Ok(cand) => run.evaluate(&cand),
-            Err(e) => {
-                let mut r = Record::new(&spec.problem, &origin, "invalid", &origin);
-                r.status = Status::InvalidManifest;
-                r.message = e.to_string();
-                r
-            }
-        };
+        let record = run.evaluate(cand);
         let failed_at_runtime = record.status == Status::RuntimeError;
         emit(&Event::Record {
             record: Box::new(record),
@@ -256,4 +248,48 @@ pub fn main() -> anyhow::Result<()> {
     }
     run.release();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkerSpec;
+    use crate::runner::load_all;
+    use std::path::Path;
+
+    /// A worker gets every shipped candidate exactly as the orchestrator loaded it: sources,
+    /// cubin bytes, Triton specs, plans and expectations survive the spec's JSON unchanged, so
+    /// the worker has nothing to read from the candidate's directory.
+    #[test]
+    fn every_shipped_candidate_reaches_a_worker_unchanged() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../candidates");
+        let (candidates, _invalid) = load_all(&[root]);
+        assert!(
+            candidates.len() > 50,
+            "only {} candidates",
+            candidates.len()
+        );
+        let json = serde_json::json!({
+            "problem": "embedding_bag_sum",
+            "eval": crate::evaluate::EvalConfig::quick_ci(1, 7),
+            "secret_seed": 7,
+            "candidates": candidates,
+            "report_reference": true,
+            "force_cpu": true,
+            "ceilings": null,
+        });
+        let spec: WorkerSpec = serde_json::from_value(json).unwrap();
+        assert_eq!(spec.candidates, candidates);
+        let kinds: std::collections::BTreeSet<&str> = candidates
+            .iter()
+            .map(|c| match c.source {
+                crate::backend::ModuleSource::Builtin => "builtin",
+                crate::backend::ModuleSource::Cuda { .. } => "cuda",
+                crate::backend::ModuleSource::Ptx { .. } => "ptx",
+                crate::backend::ModuleSource::Binary { .. } => "binary",
+                crate::backend::ModuleSource::Triton { .. } => "triton",
+                crate::backend::ModuleSource::Unavailable { .. } => "unavailable",
+            })
+            .collect();
+        assert!(kinds.len() >= 4, "{kinds:?}");
+    }
 }
