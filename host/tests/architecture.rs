@@ -222,3 +222,157 @@ fn the_host_crate_has_no_import_loops() {
         .collect();
     assert!(found.is_empty(), "import loops:\n{}", described.join("\n"));
 }
+
+/// The brace depth at the start of each line of Rust `code`, strings, chars and comments
+/// skipped (raw strings and nested block comments included).
+fn depths(code: &str) -> Vec<i32> {
+    let b = code.as_bytes();
+    let (mut i, mut depth, mut out) = (0, 0i32, vec![0]);
+    while i < b.len() {
+        match b[i] {
+            b'\n' => out.push(depth),
+            b'{' => depth += 1,
+            b'}' => depth -= 1,
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i + 1 < b.len() && b[i + 1] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut nest = 0;
+                while i < b.len() {
+                    if b[i..].starts_with(b"/*") {
+                        nest += 1;
+                        i += 1;
+                    } else if b[i..].starts_with(b"*/") {
+                        nest -= 1;
+                        i += 1;
+                        if nest == 0 {
+                            break;
+                        }
+                    } else if b[i] == b'\n' {
+                        out.push(depth);
+                    }
+                    i += 1;
+                }
+            }
+            b'r' if matches!(b.get(i + 1), Some(b'#' | b'"'))
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
+            {
+                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+                if b.get(i + 1 + hashes) == Some(&b'"') {
+                    let end: Vec<u8> = std::iter::once(b'"')
+                        .chain(std::iter::repeat_n(b'#', hashes))
+                        .collect();
+                    i += 2 + hashes;
+                    while i < b.len() && !b[i..].starts_with(&end) {
+                        if b[i] == b'\n' {
+                            out.push(depth);
+                        }
+                        i += 1;
+                    }
+                    i += end.len() - 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    if b[i] == b'\n' {
+                        out.push(depth);
+                    }
+                    i += 1;
+                }
+            }
+            b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                i += 2;
+                while i < b.len() && b[i] != b'\'' {
+                    i += 1;
+                }
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') => i += 2,
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The functions of `code` longer than `max` lines: (first line, length, name).
+fn long_functions(code: &str, max: usize) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let depth = depths(code);
+    let mut found = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| *w == "fn") else {
+            continue;
+        };
+        let before_ok = words[..at].iter().all(|w| {
+            w.starts_with("pub") || ["const", "async", "unsafe", "extern", "\"C\""].contains(w)
+        });
+        if !before_ok || at + 1 >= words.len() {
+            continue;
+        }
+        let name: String = words[at + 1]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The body: from the first line deeper than the signature back to its depth.
+        let base = depth[n];
+        let Some(open) = (n..lines.len()).find(|&k| depth.get(k + 1).is_some_and(|&d| d > base))
+        else {
+            continue;
+        };
+        if lines[n..=open].iter().any(|l| l.trim_end().ends_with(';')) && !lines[open].contains('{') {
+            continue; // a declaration without a body
+        }
+        let end = (open + 1..lines.len())
+            .find(|&k| depth.get(k + 1).is_none_or(|&d| d <= base))
+            .unwrap_or(lines.len() - 1);
+        let len = end - n + 1;
+        if len > max {
+            found.push((n + 1, len, name));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_length_finder_skips_strings_and_comments() {
+    let code = "fn a() {\n    let s = \"}}}\n{\";\n    // }\n    let c = '}';\n    let r = r#\"}\"#;\n    x\n}\nfn b() {}\n";
+    assert_eq!(long_functions(code, 6), vec![(1, 8, "a".to_string())]);
+    assert!(long_functions(code, 8).is_empty());
+}
+
+/// Small enough to read: no file of `host/src` over 800 lines, no function over 120.
+#[test]
+fn host_files_and_functions_are_short() {
+    let mut dirs = vec![src()];
+    let mut over = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let rel = path.strip_prefix(src()).unwrap().display().to_string();
+            let lines = text.lines().count();
+            if lines > 800 {
+                over.push(format!("{rel}: {lines} lines"));
+            }
+            for (line, len, name) in long_functions(&text, 120) {
+                over.push(format!("{rel}:{line}: fn {name} is {len} lines"));
+            }
+        }
+    }
+    over.sort();
+    assert!(over.is_empty(), "over the limits:\n{}", over.join("\n"));
+}
