@@ -326,7 +326,8 @@ fn long_functions(code: &str, max: usize) -> Vec<(usize, usize, String)> {
         else {
             continue;
         };
-        if lines[n..=open].iter().any(|l| l.trim_end().ends_with(';')) && !lines[open].contains('{') {
+        if lines[n..=open].iter().any(|l| l.trim_end().ends_with(';')) && !lines[open].contains('{')
+        {
             continue; // a declaration without a body
         }
         let end = (open + 1..lines.len())

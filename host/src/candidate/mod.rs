@@ -11,7 +11,7 @@ pub mod set;
 pub use crate::backend::{CudaFlags, ModuleSource};
 pub use crate::candidate::manifest::{CandidateError, Manifest};
 pub use bench_problems::ScratchSpec;
-use bench_problems::{find_problem, LaunchSpec};
+use bench_problems::{find_problem, LaunchSpec, Problem};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -41,125 +41,10 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
     let text = std::fs::read_to_string(&file)
         .map_err(|e| CandidateError::new(&file, None, format!("cannot read: {e}")))?;
     let manifest = crate::candidate::manifest::parse(&file, &text)?;
-    let problem = find_problem(&manifest.problem).ok_or_else(|| {
-        let known: Vec<&str> = bench_problems::all_problems()
-            .iter()
-            .map(|p| p.name())
-            .collect();
-        CandidateError::new(
-            &file,
-            Some("problem"),
-            format!(
-                "unknown problem `{}` (one of: {})",
-                manifest.problem,
-                known.join(", ")
-            ),
-        )
-    })?;
-    if manifest.launches.is_empty() {
-        return Err(CandidateError::new(
-            &file,
-            Some("launch"),
-            "at least one [[launch]] is needed",
-        ));
-    }
-    let tensors = problem.tensors();
-    // A small sample input set gives the data-dependent sizes (N, ...) and the float scalars
-    // (lr, eps, ...) the expressions may name.
-    let (sizes, scalars) = sample_symbols(problem);
-    check_scratch_names(&file, &manifest.scratch, problem, &sizes, &scalars)?;
-    for (i, l) in manifest.launches.iter().enumerate() {
-        for (field, dims) in [("grid", &l.grid), ("block", &l.block)] {
-            for (axis, d) in dims.iter().enumerate() {
-                check_expr(
-                    &file,
-                    &format!("launch[{i}].{field}[{axis}]"),
-                    d,
-                    &sizes,
-                    &manifest.scratch,
-                )?;
-            }
-        }
-        check_expr(
-            &file,
-            &format!("launch[{i}].shared_bytes"),
-            &l.shared_bytes,
-            &sizes,
-            &manifest.scratch,
-        )?;
-        for (j, arg) in l.args.iter().enumerate() {
-            let known = tensors.iter().any(|t| t.name == arg)
-                || manifest.scratch.iter().any(|s| &s.name == arg);
-            if !known {
-                bench_problems::expr::eval_number(arg, &sizes, &scalars).map_err(|e| {
-                    CandidateError::new(
-                        &file,
-                        Some(&format!("launch[{i}].args[{j}]")),
-                        format!(
-                            "`{arg}` is neither a tensor of {}, a scratch buffer, nor an expression over its sizes and scalars ({e})",
-                            problem.name()
-                        ),
-                    )
-                })?;
-            }
-        }
-    }
-    for (i, s) in manifest.scratch.iter().enumerate() {
-        check_expr(&file, &format!("scratch[{i}].bytes"), &s.bytes, &sizes, &[])?;
-    }
-    let source = match manifest.source.as_str() {
-        "gpu-kernels" => ModuleSource::Builtin,
-        src if is_binary(src) => binary_source(&file, dir, src)?,
-        src => {
-            let path = dir.join(src);
-            let code = std::fs::read_to_string(&path).map_err(|e| {
-                CandidateError::new(
-                    &file,
-                    Some("source"),
-                    format!("cannot read {}: {e}", path.display()),
-                )
-            })?;
-            match path.extension().and_then(|e| e.to_str()) {
-                Some("cu") => ModuleSource::Cuda {
-                    file: path,
-                    code,
-                    flags: cuda_flags(&file, dir, &manifest)?,
-                },
-                Some("ptx") => ModuleSource::Ptx { file: path, code },
-                Some("py") => {
-                    let mut spec = manifest.triton.clone().expect("a .py source has [triton]");
-                    check_triton_source(&file, &path, &code, &mut spec)?;
-                    ModuleSource::Triton { file: path, spec }
-                }
-                _ => {
-                    return Err(CandidateError::new(
-                        &file,
-                        Some("source"),
-                        format!(
-                            "`{src}`: expected a .cu, .ptx, .cubin, .fatbin or .py (Triton) file, or `gpu-kernels`"
-                        ),
-                    ))
-                }
-            }
-        }
-    };
-    if !matches!(source, ModuleSource::Cuda { .. }) {
-        let set = [
-            ("arch", manifest.arch.is_some()),
-            ("options", !manifest.options.is_empty()),
-            ("include", !manifest.include.is_empty()),
-        ];
-        if let Some((field, _)) = set.iter().find(|(_, s)| *s) {
-            return Err(CandidateError::new(
-                &file,
-                Some(field),
-                format!(
-                    "only a CUDA C++ (.cu) source is compiled with NVRTC; `{}` is not",
-                    manifest.source
-                ),
-            ));
-        }
-    }
+    let problem = known_problem(&file, &manifest.problem)?;
+    check_plan(&file, &manifest, problem)?;
+    let source = load_source(&file, dir, &manifest)?;
+    check_nvrtc_fields(&file, &manifest, &source)?;
     let group = candidate_group(dir, &manifest.problem);
     Ok(Candidate {
         name: manifest.name,
@@ -173,6 +58,154 @@ pub fn load_candidate(dir: &Path) -> Result<Candidate, CandidateError> {
     })
 }
 
+/// The catalog's problem `name`, or an error at `problem` listing the known ones.
+fn known_problem(file: &Path, name: &str) -> Result<&'static dyn Problem, CandidateError> {
+    find_problem(name).ok_or_else(|| {
+        let known: Vec<&str> = bench_problems::all_problems()
+            .iter()
+            .map(|p| p.name())
+            .collect();
+        CandidateError::new(
+            file,
+            Some("problem"),
+            format!("unknown problem `{}` (one of: {})", name, known.join(", ")),
+        )
+    })
+}
+
+/// Checks the launch plan and scratch buffers: every grid, block, shared-memory and scratch
+/// expression evaluates over the problem's sizes, and every argument names a tensor, a
+/// scratch buffer or an expression.
+fn check_plan(
+    file: &Path,
+    manifest: &Manifest,
+    problem: &dyn Problem,
+) -> Result<(), CandidateError> {
+    if manifest.launches.is_empty() {
+        return Err(CandidateError::new(
+            file,
+            Some("launch"),
+            "at least one [[launch]] is needed",
+        ));
+    }
+    let tensors = problem.tensors();
+    // A small sample input set gives the data-dependent sizes (N, ...) and the float scalars
+    // (lr, eps, ...) the expressions may name.
+    let (sizes, scalars) = sample_symbols(problem);
+    check_scratch_names(file, &manifest.scratch, problem, &sizes, &scalars)?;
+    for (i, l) in manifest.launches.iter().enumerate() {
+        for (field, dims) in [("grid", &l.grid), ("block", &l.block)] {
+            for (axis, d) in dims.iter().enumerate() {
+                check_expr(
+                    file,
+                    &format!("launch[{i}].{field}[{axis}]"),
+                    d,
+                    &sizes,
+                    &manifest.scratch,
+                )?;
+            }
+        }
+        check_expr(
+            file,
+            &format!("launch[{i}].shared_bytes"),
+            &l.shared_bytes,
+            &sizes,
+            &manifest.scratch,
+        )?;
+        for (j, arg) in l.args.iter().enumerate() {
+            let known = tensors.iter().any(|t| t.name == arg)
+                || manifest.scratch.iter().any(|s| &s.name == arg);
+            if !known {
+                bench_problems::expr::eval_number(arg, &sizes, &scalars).map_err(|e| {
+                    CandidateError::new(
+                        file,
+                        Some(&format!("launch[{i}].args[{j}]")),
+                        format!(
+                            "`{arg}` is neither a tensor of {}, a scratch buffer, nor an expression over its sizes and scalars ({e})",
+                            problem.name()
+                        ),
+                    )
+                })?;
+            }
+        }
+    }
+    for (i, s) in manifest.scratch.iter().enumerate() {
+        check_expr(file, &format!("scratch[{i}].bytes"), &s.bytes, &sizes, &[])?;
+    }
+    Ok(())
+}
+
+/// The candidate's kernels: the project's own (`gpu-kernels`), a binary, or a source file read
+/// and told apart by its extension.
+fn load_source(
+    file: &Path,
+    dir: &Path,
+    manifest: &Manifest,
+) -> Result<ModuleSource, CandidateError> {
+    let source = match manifest.source.as_str() {
+        "gpu-kernels" => ModuleSource::Builtin,
+        src if is_binary(src) => binary_source(file, dir, src)?,
+        src => {
+            let path = dir.join(src);
+            let code = std::fs::read_to_string(&path).map_err(|e| {
+                CandidateError::new(
+                    file,
+                    Some("source"),
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("cu") => ModuleSource::Cuda {
+                    file: path,
+                    code,
+                    flags: cuda_flags(file, dir, manifest)?,
+                },
+                Some("ptx") => ModuleSource::Ptx { file: path, code },
+                Some("py") => {
+                    let mut spec = manifest.triton.clone().expect("a .py source has [triton]");
+                    check_triton_source(file, &path, &code, &mut spec)?;
+                    ModuleSource::Triton { file: path, spec }
+                }
+                _ => {
+                    return Err(CandidateError::new(
+                        file,
+                        Some("source"),
+                        format!(
+                            "`{src}`: expected a .cu, .ptx, .cubin, .fatbin or .py (Triton) file, or `gpu-kernels`"
+                        ),
+                    ))
+                }
+            }
+        }
+    };
+    Ok(source)
+}
+
+/// `arch`, `options` and `include` are NVRTC's: refused for any source but CUDA C++.
+fn check_nvrtc_fields(
+    file: &Path,
+    manifest: &Manifest,
+    source: &ModuleSource,
+) -> Result<(), CandidateError> {
+    if !matches!(source, ModuleSource::Cuda { .. }) {
+        let set = [
+            ("arch", manifest.arch.is_some()),
+            ("options", !manifest.options.is_empty()),
+            ("include", !manifest.include.is_empty()),
+        ];
+        if let Some((field, _)) = set.iter().find(|(_, s)| *s) {
+            return Err(CandidateError::new(
+                file,
+                Some(field),
+                format!(
+                    "only a CUDA C++ (.cu) source is compiled with NVRTC; `{}` is not",
+                    manifest.source
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 /// Whether `src` names a binary built offline (`.cubin`, `.fatbin`).
 fn is_binary(src: &str) -> bool {
     Path::new(src)

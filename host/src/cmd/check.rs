@@ -6,7 +6,7 @@
 //! parameter list in the PTX. When a ptxas is found ([`crate::toolchain::ptxas`]) the module is assembled
 //! for sm_90 too and each launch's line gives its kernel's registers, stack and spills. Each
 //! directory is checked once ([`crate::candidate::set`]).
-use crate::backend::{cuda::compile_cuda, ptx_params::entry_params, Backend};
+use crate::backend::{cuda::compile_cuda, ptx_params::entry_params, Backend, CudaFlags, Launch};
 use crate::candidate::launch_limits::LaunchLimits;
 use crate::candidate::plan;
 use crate::candidate::set::load_unique;
@@ -74,9 +74,55 @@ pub fn check_loaded(
     arch: &str,
     limits: &LaunchLimits,
 ) -> Result<Vec<String>, String> {
-    // Where the kernels' parameter lists come from: PTX text, a Triton signature, or nowhere
-    // without a GPU (a cubin's list is the driver's), then each argument is taken as 8 bytes
-    // and only the plan's geometry and expressions are checked; `note` says so.
+    let (ptx, note) = module_ptx(cand, arch)?;
+    let triton_widths = triton_widths(cand);
+    let widths = |k: &str| -> Result<Vec<usize>, String> {
+        match (&ptx, &triton_widths) {
+            (Some(ptx), _) => {
+                entry_params(ptx, k).ok_or_else(|| format!("no kernel `{k}` in the module"))
+            }
+            (None, Some(w)) => Ok(w.clone()),
+            (None, None) => Ok(cand
+                .launches
+                .iter()
+                .find(|l| l.kernel == k)
+                .map_or(Vec::new(), |l| vec![8; l.args.len()])),
+        }
+    };
+    let full = resolve_at_every_size(cand, limits, widths)?;
+    let mut lines: Vec<String> = Vec::new();
+    if let ModuleSource::Cuda { flags, .. } = &cand.source {
+        lines.push(nvrtc_line(flags, arch));
+    }
+    let resources = match &ptx {
+        Some(ptx) => ptxas_resources(&cand.source, ptx)?,
+        None => None,
+    };
+    lines.extend(full.iter().enumerate().map(|(i, l)| {
+        launch_line(
+            i,
+            l,
+            widths(&l.kernel).unwrap_or_default(),
+            resources.as_ref(),
+        )
+    }));
+    if resources.is_none() && ptx.is_some() {
+        lines.push(
+            "note: no ptxas found (DLRM_BENCH_PTXAS, beside libnvrtc, a CUDA toolkit or PATH): \
+             registers and spills not reported"
+                .into(),
+        );
+    }
+    lines.extend(note);
+    Ok(lines)
+}
+
+/// The candidate's module as PTX, where the kernels' parameter lists come from, with the note
+/// its check ends with: PTX text (CUDA C++ compiled for `arch`), or none for a Triton kernel
+/// (its signature gives the list) or without a GPU (a cubin's list is the driver's; then each
+/// argument is taken as 8 bytes and only the plan's geometry and expressions are checked, as
+/// the note says). An error when the module does not compile or is no valid binary.
+fn module_ptx(cand: &Candidate, arch: &str) -> Result<(Option<String>, Option<String>), String> {
     let mut note = None;
     let ptx = match &cand.source {
         ModuleSource::Builtin => Some(crate::toolchain::ptx::GPU_KERNELS_PTX.to_string()),
@@ -108,7 +154,13 @@ pub fn check_loaded(
             None
         }
     };
-    let triton_widths: Option<Vec<usize>> = match &cand.source {
+    Ok((ptx, note))
+}
+
+/// A Triton kernel's parameter widths, from its `[triton.signature]` (8 bytes for a type it
+/// does not know); `None` for other sources.
+fn triton_widths(cand: &Candidate) -> Option<Vec<usize>> {
+    match &cand.source {
         ModuleSource::Triton { spec, .. } => Some(
             spec.signature
                 .iter()
@@ -116,20 +168,17 @@ pub fn check_loaded(
                 .collect(),
         ),
         _ => None,
-    };
-    let widths = |k: &str| -> Result<Vec<usize>, String> {
-        match (&ptx, &triton_widths) {
-            (Some(ptx), _) => {
-                entry_params(ptx, k).ok_or_else(|| format!("no kernel `{k}` in the module"))
-            }
-            (None, Some(w)) => Ok(w.clone()),
-            (None, None) => Ok(cand
-                .launches
-                .iter()
-                .find(|l| l.kernel == k)
-                .map_or(Vec::new(), |l| vec![8; l.args.len()])),
-        }
-    };
+    }
+}
+
+/// Resolves the candidate's plan at every size of [`check_sizes`] (its scratch buffers first),
+/// with `params` giving each kernel's parameter widths; the launches at `full` size, or the
+/// first error, naming the sizes.
+fn resolve_at_every_size(
+    cand: &Candidate,
+    limits: &LaunchLimits,
+    mut params: impl FnMut(&str) -> Result<Vec<usize>, String>,
+) -> Result<Vec<Launch>, String> {
     let problem = find_problem(&cand.problem).expect("checked by load_candidate");
     let tensors = problem.tensors();
     let pointers: BTreeSet<&str> = tensors
@@ -137,7 +186,6 @@ pub fn check_loaded(
         .map(|t| t.name)
         .chain(cand.scratch.iter().map(|s| s.name.as_str()))
         .collect();
-    let mut params = widths;
     // Any address will do: only the parameter's width is checked.
     let address = |name: &str| pointers.contains(name).then_some(0u64);
     let mut full = Vec::new();
@@ -152,60 +200,55 @@ pub fn check_loaded(
             full = launches;
         }
     }
-    let mut lines: Vec<String> = Vec::new();
-    if let ModuleSource::Cuda { flags, .. } = &cand.source {
-        let arch = flags.arch.as_deref().unwrap_or(arch);
-        let ptx = crate::toolchain::nvrtc_flags::ptx_arch(arch).unwrap_or_default();
-        let mut line = format!("NVRTC: arch {arch} (PTX for {ptx})");
-        if !flags.options.is_empty() {
-            line.push_str(&format!(", options {:?}", flags.options));
-        }
-        if !flags.include.is_empty() {
-            line.push_str(&format!(", include {:?}", flags.include));
-        }
-        lines.push(line);
+    Ok(full)
+}
+
+/// The line saying how NVRTC compiles a CUDA C++ module (`flags`' arch, else `arch`): the PTX
+/// target, options and include directories.
+fn nvrtc_line(flags: &CudaFlags, arch: &str) -> String {
+    let arch = flags.arch.as_deref().unwrap_or(arch);
+    let ptx = crate::toolchain::nvrtc_flags::ptx_arch(arch).unwrap_or_default();
+    let mut line = format!("NVRTC: arch {arch} (PTX for {ptx})");
+    if !flags.options.is_empty() {
+        line.push_str(&format!(", options {:?}", flags.options));
     }
-    let resources = match &ptx {
-        Some(ptx) => ptxas_resources(&cand.source, ptx)?,
-        None => None,
-    };
-    lines.extend(full.iter().enumerate().map(|(i, l)| {
-        let params = widths(&l.kernel).unwrap_or_default();
-        let mut line = format!(
-            "launch[{i}] {}: {} parameters {:?}, grid at full size {:?}, block {:?}",
-            l.kernel,
-            params.len(),
-            params,
-            l.grid,
-            l.block
-        );
-        if let Some((arch, r)) = resources
-            .as_ref()
-            .and_then(|(arch, all)| all.get(&l.kernel).map(|r| (arch, r)))
-        {
-            line.push_str(&format!(
-                "; ptxas {arch}: {} registers, {} bytes stack, {} bytes spilled{}",
-                r.registers,
-                r.stack_bytes,
-                r.spill_stores,
-                if r.uses_local_memory() {
-                    " (local memory)"
-                } else {
-                    ""
-                }
-            ));
-        }
-        line
-    }));
-    if resources.is_none() && ptx.is_some() {
-        lines.push(
-            "note: no ptxas found (DLRM_BENCH_PTXAS, beside libnvrtc, a CUDA toolkit or PATH): \
-             registers and spills not reported"
-                .into(),
-        );
+    if !flags.include.is_empty() {
+        line.push_str(&format!(", include {:?}", flags.include));
     }
-    lines.extend(note);
-    Ok(lines)
+    line
+}
+
+/// The line of launch `i` (`l`, at full size): its kernel, parameter widths (`params`), grid
+/// and block, and the kernel's ptxas resources when `resources` has them.
+fn launch_line(
+    i: usize,
+    l: &Launch,
+    params: Vec<usize>,
+    resources: Option<&(&'static str, ptxas::ModuleResources)>,
+) -> String {
+    let mut line = format!(
+        "launch[{i}] {}: {} parameters {:?}, grid at full size {:?}, block {:?}",
+        l.kernel,
+        params.len(),
+        params,
+        l.grid,
+        l.block
+    );
+    if let Some((arch, r)) = resources.and_then(|(arch, all)| all.get(&l.kernel).map(|r| (arch, r)))
+    {
+        line.push_str(&format!(
+            "; ptxas {arch}: {} registers, {} bytes stack, {} bytes spilled{}",
+            r.registers,
+            r.stack_bytes,
+            r.spill_stores,
+            if r.uses_local_memory() {
+                " (local memory)"
+            } else {
+                ""
+            }
+        ));
+    }
+    line
 }
 
 /// The module's per-kernel resources from ptxas, with the architecture it assembled for, or

@@ -359,7 +359,17 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
         summary = problem.summary(),
         semantics = semantics(problem).unwrap_or_default(),
     );
+    native_tensors(&mut s, problem, p, &shape_sizes);
+    native_sizes(&mut s, problem, p, &sizes, &symbols, &params);
+    native_kernel_parameters(&mut s, problem, &params);
+    native_manifest(&mut s, problem);
+    native_answer(&mut s, name, p);
+    s
+}
 
+/// The native prompt's "Tensors" table, with each shape at preset `p` (`shape_sizes`: the
+/// fixed sizes only).
+fn native_tensors(s: &mut String, problem: &dyn Problem, p: &str, shape_sizes: &Sizes) {
     let _ = write!(
         s,
         "## Tensors\n\nIn signature order; every tensor is contiguous and row-major.\n\n\
@@ -374,13 +384,25 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
             t.dtype.name(),
             new_problem::cuda_type(t.dtype),
             symbolic(t.shape),
-            concrete(t.shape, &shape_sizes)
+            concrete(t.shape, shape_sizes)
         );
     }
+}
+
+/// The native prompt's sizes at preset `p` (fixed, data-dependent, generator switches), its
+/// scalars and its outputs' bounds.
+fn native_sizes(
+    s: &mut String,
+    problem: &dyn Problem,
+    p: &str,
+    sizes: &Sizes,
+    symbols: &[new_problem::SizeSymbol],
+    params: &[TemplateParam],
+) {
     let mut fixed = Vec::new();
     let mut dependent = Vec::new();
     let mut switches = Vec::new();
-    for sym in &symbols {
+    for sym in symbols {
         let at_preset = sizes.get(&sym.name);
         match (&sym.kind, at_preset) {
             (SizeKind::Fixed, Some(v)) => fixed.push(format!("{} = {v}", sym.name)),
@@ -423,7 +445,11 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
         let _ = writeln!(s, "Scalars: {}.", scalars.join(", "));
     }
     let _ = write!(s, "\nOutputs and their bounds:\n\n{}\n", bounds(problem));
+}
 
+/// The native prompt's "Kernel parameters" section: what the runner passes and the template
+/// kernel's parameter list (`params`).
+fn native_kernel_parameters(s: &mut String, problem: &dyn Problem, params: &[TemplateParam]) {
     let decls: Vec<String> = params
         .iter()
         .map(|q| format!("    {}", q.cuda_decl()))
@@ -446,7 +472,11 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
         kernel = new_problem::template_kernel(problem),
         decls = decls.join(",\n"),
     );
+}
 
+/// The native prompt's "candidate.toml" section: the problem's template and what a manifest
+/// may say.
+fn native_manifest(s: &mut String, problem: &dyn Problem) {
     let _ = write!(
         s,
         "## candidate.toml\n\n```toml\n{template}```\n\n\
@@ -460,7 +490,11 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
          the candidate's).\n\n",
         template = new_problem::candidate_template(problem),
     );
+}
 
+/// The native prompt's closing sections: the rules a candidate must survive and what to reply,
+/// with the commands to try problem `name` at preset `p`.
+fn native_answer(s: &mut String, name: &str, p: &str) {
     let _ = write!(
         s,
         "## What your candidate must survive\n\n{rules}\n\
@@ -472,7 +506,6 @@ pub fn native(problem: &dyn Problem, preset: Preset) -> String {
          `dlrm-bench run --problem {name} --candidates DIR --preset {p}`.\n",
         rules = rules(Format::Native),
     );
-    s
 }
 
 #[cfg(test)]

@@ -330,6 +330,69 @@ fn in_place_rows_catch_a_changed_untouched_row_and_a_wrong_update() {
     let ref_plan = reference_plan(&mut backend, problem, &sets);
     let set = &sets[0];
     let outputs = output_specs(problem);
+    let weight = outputs.iter().find(|s| s.name == "weight").unwrap();
+    let buf = set.outputs(Side::Candidate)["weight"];
+    let listed = rows_are_checked_like_the_whole_outputs(&mut backend, problem, &sets, &outputs);
+
+    let rows = rows_of(set, "weight");
+    let touched = rows.touched();
+    let untouched = (0..rows.total_rows).rev().find(|&r| !touched[r]).unwrap();
+    let correct = backend.download(&buf).unwrap();
+    let case = InPlaceCase {
+        problem,
+        sets: &sets,
+        ref_plan: &ref_plan,
+        weight,
+        buf,
+        correct,
+        untouched,
+    };
+    // The recheck copies back the listed rows of both sides, no table.
+    let before = backend.downloaded_bytes();
+    let mut checks = Vec::new();
+    assert_eq!(
+        verifier(&mut backend, problem)
+            .recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
+            .unwrap(),
+        None
+    );
+    assert_eq!(backend.downloaded_bytes() - before, 2 * listed);
+    assert_eq!(checks.len(), 2 * outputs.len());
+    assert!(checks
+        .iter()
+        .all(|c| c.report.passed && c.report.by_fingerprint));
+
+    case.a_changed_untouched_row_is_caught(&mut backend);
+    case.a_wrong_listed_row_is_caught(&mut backend);
+    case.a_reference_changing_an_untouched_row_is_caught(&mut backend);
+
+    // No update at all (the initial table back): the update check fails.
+    sets[0]
+        .reset_outputs(&mut backend, problem, Side::Candidate, OutputFill::Keep)
+        .unwrap();
+    let fail = verifier(&mut backend, problem)
+        .recheck(&sets, 0..sets.len(), &ref_plan, &mut Vec::new())
+        .unwrap()
+        .unwrap();
+    assert!(fail.contains("the update of the"), "{fail}");
+}
+
+/// The bytes of the rows of output `name` of `set` that its row-update oracle lists (f32).
+fn listed_bytes(set: &DeviceSet, name: &str) -> usize {
+    let rows = rows_of(set, name);
+    rows.rows.len() * rows.width * 4
+}
+
+/// Checks the reference on both sides of `sets` (one set, of an in-place problem with float
+/// outputs) and asserts that the check takes the rows path, copies back only the listed rows
+/// and reports what the full check of each whole output does; the listed rows' bytes.
+fn rows_are_checked_like_the_whole_outputs(
+    backend: &mut EmuBackend,
+    problem: &'static dyn Problem,
+    sets: &[DeviceSet],
+    outputs: &[TensorSpec],
+) -> usize {
+    let set = &sets[0];
     assert!(
         set.expected.is_empty(),
         "float outputs: no exact fingerprint"
@@ -340,24 +403,19 @@ fn in_place_rows_catch_a_changed_untouched_row_and_a_wrong_update() {
         "both take the rows path"
     );
     // A passing check copies back the listed rows of each output, not the tables.
-    let listed_bytes = |name| {
-        let rows = rows_of(set, name);
-        rows.rows.len() * rows.width * 4
-    };
-    let listed: usize = outputs.iter().map(|s| listed_bytes(s.name)).sum();
-    let weight = outputs.iter().find(|s| s.name == "weight").unwrap();
+    let listed: usize = outputs.iter().map(|s| listed_bytes(set, s.name)).sum();
     let buf = set.outputs(Side::Candidate)["weight"];
     assert!(
-        listed_bytes("weight") < buf.bytes / 4,
+        listed_bytes(set, "weight") < buf.bytes / 4,
         "a small part of the table"
     );
-    let (checks, copied) = checked_both_sides(&mut backend, problem, &sets);
+    let (checks, copied) = checked_both_sides(backend, problem, sets);
     assert_eq!(copied, listed, "only the listed rows were copied back");
     assert!(checks
         .iter()
         .all(|c| c.report.passed && c.report.by_fingerprint));
     // Its reports are those of the full check of the whole output.
-    for (c, spec) in checks.iter().zip(&outputs) {
+    for (c, spec) in checks.iter().zip(outputs) {
         let out = set.outputs(Side::Reference)[spec.name];
         let got = HostTensor::new(
             spec.dtype,
@@ -392,114 +450,119 @@ fn in_place_rows_catch_a_changed_untouched_row_and_a_wrong_update() {
         assert!((r.rel_l2 - full.rel_l2).abs() <= 1e-9 * full.rel_l2.max(1e-30));
         assert!((r.max_scaled - full.max_scaled).abs() <= 1e-9 * full.max_scaled.max(1e-30));
     }
+    listed
+}
 
-    let rows = rows_of(set, "weight");
-    let touched = rows.touched();
-    let untouched = (0..rows.total_rows).rev().find(|&r| !touched[r]).unwrap();
-    let correct = backend.download(&buf).unwrap();
-    // The recheck copies back the listed rows of both sides, no table.
-    let before = backend.downloaded_bytes();
-    let mut checks = Vec::new();
-    assert_eq!(
-        verifier(&mut backend, problem)
-            .recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
-            .unwrap(),
-        None
-    );
-    assert_eq!(backend.downloaded_bytes() - before, 2 * listed);
-    assert_eq!(checks.len(), 2 * outputs.len());
-    assert!(checks
-        .iter()
-        .all(|c| c.report.passed && c.report.by_fingerprint));
+/// What the later stages of `in_place_rows_catch_a_changed_untouched_row_and_a_wrong_update`
+/// share: its problem, its one ci set and the reference's plan, the `weight` output with the
+/// candidate's buffer of it and the table's correct contents after the step, and the last row
+/// no lookup touches.
+struct InPlaceCase<'a> {
+    problem: &'static dyn Problem,
+    sets: &'a [DeviceSet],
+    ref_plan: &'a Loaded,
+    weight: &'a TensorSpec,
+    buf: Buffer,
+    correct: Vec<u8>,
+    untouched: usize,
+}
 
-    // One ulp in a row no lookup touches: the proof fails, the full check names the row.
-    let mut changed = correct.clone();
-    changed[untouched * rows.width * 4] ^= 1;
-    backend.upload(&buf, &changed).unwrap();
-    let (report, copy) = verifier(&mut backend, problem)
-        .check_one(set, Side::Candidate, weight)
-        .unwrap();
-    assert!(!report.passed && !report.by_fingerprint);
-    assert!(matches!(copy, Copied::Whole(_)), "copied back whole");
-    let named = format!("first: row {untouched}");
-    assert!(
-        report.reason.contains(&named) && report.reason.contains("bit-identical"),
-        "{}",
-        report.reason
-    );
-    let fail = verifier(&mut backend, problem)
-        .recheck(&sets, 0..sets.len(), &ref_plan, &mut Vec::new())
-        .unwrap()
-        .unwrap();
-    assert!(fail.contains("`weight`") && fail.contains(&named), "{fail}");
-
-    // One listed row a little off, the rest right: caught on the listed rows alone, by the
-    // check against the oracle and by the recheck against the reference's rows.
-    let mut off = correct.clone();
-    let row = rows.rows[rows.rows.len() / 2] as usize;
-    for e in off[row * rows.width * 4..(row + 1) * rows.width * 4].chunks_mut(4) {
-        let x = f32::from_le_bytes(e.try_into().unwrap());
-        e.copy_from_slice(&(x + 1e-3).to_le_bytes());
+impl InPlaceCase<'_> {
+    /// One ulp in a row no lookup touches: the proof fails, the full check names the row.
+    fn a_changed_untouched_row_is_caught(&self, backend: &mut EmuBackend) {
+        let (problem, sets, set) = (self.problem, self.sets, &self.sets[0]);
+        let (untouched, width) = (self.untouched, rows_of(set, "weight").width);
+        let mut changed = self.correct.clone();
+        changed[untouched * width * 4] ^= 1;
+        backend.upload(&self.buf, &changed).unwrap();
+        let (report, copy) = verifier(backend, problem)
+            .check_one(set, Side::Candidate, self.weight)
+            .unwrap();
+        assert!(!report.passed && !report.by_fingerprint);
+        assert!(matches!(copy, Copied::Whole(_)), "copied back whole");
+        let named = format!("first: row {untouched}");
+        assert!(
+            report.reason.contains(&named) && report.reason.contains("bit-identical"),
+            "{}",
+            report.reason
+        );
+        let fail = verifier(backend, problem)
+            .recheck(sets, 0..sets.len(), self.ref_plan, &mut Vec::new())
+            .unwrap()
+            .unwrap();
+        assert!(fail.contains("`weight`") && fail.contains(&named), "{fail}");
     }
-    backend.upload(&buf, &off).unwrap();
-    let before = backend.downloaded_bytes();
-    let (report, copy) = verifier(&mut backend, problem)
-        .check_one(set, Side::Candidate, weight)
-        .unwrap();
-    assert_eq!(backend.downloaded_bytes() - before, listed_bytes("weight"));
-    assert!(matches!(copy, Copied::ChangedRows(_)));
-    assert!(!report.passed && report.by_fingerprint);
-    assert!(
-        report.reason.contains("the update of the"),
-        "{}",
-        report.reason
-    );
-    let mut checks = Vec::new();
-    let fail = verifier(&mut backend, problem)
-        .recheck(&sets, 0..sets.len(), &ref_plan, &mut checks)
-        .unwrap()
-        .unwrap();
-    assert!(
-        fail.starts_with("timed output differs from the oracle"),
-        "{fail}"
-    );
-    let vs_reference = checks
-        .iter()
-        .find(|c| c.set == "recheck-public-0-vs-reference" && c.output == "weight")
-        .unwrap();
-    let r = &vs_reference.report;
-    assert!(!r.passed && r.by_fingerprint, "{r:?}");
-    assert!(r.reason.contains("the update of the"), "{}", r.reason);
-    assert_eq!(r.worst_index.map(|i| i / rows.width), Some(row));
 
-    // A reference that changed a row it must not: the whole outputs are compared.
-    backend.upload(&buf, &correct).unwrap();
-    let reference = set.outputs(Side::Reference)["weight"];
-    let mut wrong = correct.clone();
-    for e in wrong[untouched * rows.width * 4..(untouched + 1) * rows.width * 4].chunks_mut(4) {
-        e.copy_from_slice(&100f32.to_le_bytes());
+    /// One listed row a little off, the rest right: caught on the listed rows alone, by the
+    /// check against the oracle and by the recheck against the reference's rows.
+    fn a_wrong_listed_row_is_caught(&self, backend: &mut EmuBackend) {
+        let (problem, sets, set) = (self.problem, self.sets, &self.sets[0]);
+        let rows = rows_of(set, "weight");
+        let mut off = self.correct.clone();
+        let row = rows.rows[rows.rows.len() / 2] as usize;
+        for e in off[row * rows.width * 4..(row + 1) * rows.width * 4].chunks_mut(4) {
+            let x = f32::from_le_bytes(e.try_into().unwrap());
+            e.copy_from_slice(&(x + 1e-3).to_le_bytes());
+        }
+        backend.upload(&self.buf, &off).unwrap();
+        let before = backend.downloaded_bytes();
+        let (report, copy) = verifier(backend, problem)
+            .check_one(set, Side::Candidate, self.weight)
+            .unwrap();
+        assert_eq!(
+            backend.downloaded_bytes() - before,
+            listed_bytes(set, "weight")
+        );
+        assert!(matches!(copy, Copied::ChangedRows(_)));
+        assert!(!report.passed && report.by_fingerprint);
+        assert!(
+            report.reason.contains("the update of the"),
+            "{}",
+            report.reason
+        );
+        let mut checks = Vec::new();
+        let fail = verifier(backend, problem)
+            .recheck(sets, 0..sets.len(), self.ref_plan, &mut checks)
+            .unwrap()
+            .unwrap();
+        assert!(
+            fail.starts_with("timed output differs from the oracle"),
+            "{fail}"
+        );
+        let vs_reference = checks
+            .iter()
+            .find(|c| c.set == "recheck-public-0-vs-reference" && c.output == "weight")
+            .unwrap();
+        let r = &vs_reference.report;
+        assert!(!r.passed && r.by_fingerprint, "{r:?}");
+        assert!(r.reason.contains("the update of the"), "{}", r.reason);
+        assert_eq!(r.worst_index.map(|i| i / rows.width), Some(row));
     }
-    backend.upload(&reference, &wrong).unwrap();
-    let (report, copy) = verifier(&mut backend, problem)
-        .check_one(set, Side::Candidate, weight)
-        .unwrap();
-    assert!(report.passed && matches!(copy, Copied::ChangedRows(_)));
-    let r = verifier(&mut backend, problem)
-        .against_reference(set, weight, copy)
-        .unwrap();
-    assert!(!r.passed && !r.by_fingerprint, "{r:?}");
-    assert_eq!(r.worst_index.map(|i| i / rows.width), Some(untouched));
-    backend.upload(&reference, &correct).unwrap();
 
-    // No update at all (the initial table back): the update check fails.
-    sets[0]
-        .reset_outputs(&mut backend, problem, Side::Candidate, OutputFill::Keep)
-        .unwrap();
-    let fail = verifier(&mut backend, problem)
-        .recheck(&sets, 0..sets.len(), &ref_plan, &mut Vec::new())
-        .unwrap()
-        .unwrap();
-    assert!(fail.contains("the update of the"), "{fail}");
+    /// A reference that changed a row it must not: the whole outputs are compared. Leaves
+    /// both sides' tables correct.
+    fn a_reference_changing_an_untouched_row_is_caught(&self, backend: &mut EmuBackend) {
+        let (problem, set) = (self.problem, &self.sets[0]);
+        let (untouched, width) = (self.untouched, rows_of(set, "weight").width);
+        let correct = &self.correct;
+        backend.upload(&self.buf, correct).unwrap();
+        let reference = set.outputs(Side::Reference)["weight"];
+        let mut wrong = correct.clone();
+        for e in wrong[untouched * width * 4..(untouched + 1) * width * 4].chunks_mut(4) {
+            e.copy_from_slice(&100f32.to_le_bytes());
+        }
+        backend.upload(&reference, &wrong).unwrap();
+        let (report, copy) = verifier(backend, problem)
+            .check_one(set, Side::Candidate, self.weight)
+            .unwrap();
+        assert!(report.passed && matches!(copy, Copied::ChangedRows(_)));
+        let r = verifier(backend, problem)
+            .against_reference(set, self.weight, copy)
+            .unwrap();
+        assert!(!r.passed && !r.by_fingerprint, "{r:?}");
+        assert_eq!(r.worst_index.map(|i| i / width), Some(untouched));
+        backend.upload(&reference, correct).unwrap();
+    }
 }
 
 #[test]

@@ -107,23 +107,8 @@ pub fn stat_arrays(stats: &Value) -> Vec<StatArray> {
 /// One input-statistics array of `problem` (set `set`) as a lollipop chart.
 pub fn stat_plot(problem: &str, set: &str, a: &StatArray) -> anyhow::Result<Plot> {
     let n = a.labels.len().max(1);
-    let slot = a
-        .labels
-        .iter()
-        .map(|l| l.chars().count())
-        .max()
-        .unwrap_or(1) as u32
-        * 8
-        + 10;
-    let (w, h) = ((slot.max(24) * n as u32 + 200).clamp(560, 1100), 360u32);
-    let values: Vec<f64> = a
-        .series
-        .iter()
-        .flat_map(|s| s.values.iter().copied())
-        .filter(|v| v.is_finite() && (!a.log || *v > 0.0))
-        .collect();
-    let hi = values.iter().copied().fold(0.0, f64::max).max(1e-9);
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let (w, h) = plot_size(a, n);
+    let (lo, hi) = value_range(a);
     let title = format!("{problem}: {} ({set})", a.field);
     let mut svg = String::new();
     {
@@ -226,4 +211,32 @@ pub fn stat_plot(problem: &str, set: &str, a: &StatArray) -> anyhow::Result<Plot
         svg,
         points: a.points(),
     })
+}
+
+/// The chart's (width, height) in pixels for `n` x positions: a slot per position wide enough
+/// for the longest label, within 560 to 1100 wide.
+fn plot_size(a: &StatArray, n: usize) -> (u32, u32) {
+    let slot = a
+        .labels
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(1) as u32
+        * 8
+        + 10;
+    ((slot.max(24) * n as u32 + 200).clamp(560, 1100), 360u32)
+}
+
+/// The (lowest, highest) value drawn (finite, and positive on a log axis); the highest at
+/// least 1e-9, the lowest infinite when none is drawn.
+fn value_range(a: &StatArray) -> (f64, f64) {
+    let values: Vec<f64> = a
+        .series
+        .iter()
+        .flat_map(|s| s.values.iter().copied())
+        .filter(|v| v.is_finite() && (!a.log || *v > 0.0))
+        .collect();
+    let hi = values.iter().copied().fold(0.0, f64::max).max(1e-9);
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    (lo, hi)
 }
