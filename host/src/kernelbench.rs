@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The evaluator, relative to the working directory (the repository root).
-pub const KERNELBENCH_EVAL: &str = "tools/kernelbench_eval.py";
+pub(crate) const KERNELBENCH_EVAL: &str = "tools/kernelbench_eval.py";
 /// The prefix of a KernelBench record's `origin` (the answer file follows).
-pub const ORIGIN_PREFIX: &str = "kernelbench:";
+pub(crate) const ORIGIN_PREFIX: &str = "kernelbench:";
 
 /// One answer file.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +49,7 @@ impl Answer {
 
 /// The problem an answer file's name names: `NN_<problem>.py` (NN its catalog number) or
 /// `<problem>.py`; an error says what is wrong with the name.
-pub fn problem_of(file: &Path) -> Result<&'static dyn Problem, String> {
+pub(crate) fn problem_of(file: &Path) -> Result<&'static dyn Problem, String> {
     let name = file
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
@@ -147,7 +147,7 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<Answer>, Vec<(PathBuf, String)>) {
 /// The evaluator's request for one answer of `problem`: the run's check sets and timing
 /// rotation (from its input cache), the float bounds of the problem's outputs by dtype, the
 /// timing limits of the run.
-pub fn request(
+pub(crate) fn request(
     problem: &'static dyn Problem,
     answer: &Answer,
     eval: &EvalConfig,
@@ -203,7 +203,12 @@ pub enum Outcome {
 
 /// Runs `tools/kernelbench_eval.py --protocol PROTOCOL` on `request` in a fresh process,
 /// killed after `limit_s`; `work_dir` holds the request and result files.
-pub fn run_protocol(request: &Value, protocol: &str, work_dir: &Path, limit_s: f64) -> Outcome {
+pub(crate) fn run_protocol(
+    request: &Value,
+    protocol: &str,
+    work_dir: &Path,
+    limit_s: f64,
+) -> Outcome {
     let tag = format!("{}-{protocol}", std::process::id());
     let req_file = work_dir.join(format!("request-{tag}.json"));
     let out_file = work_dir.join(format!("result-{tag}.json"));
@@ -268,7 +273,7 @@ fn f64_of(v: &Value) -> Option<f64> {
 }
 
 /// KernelBench's verdict from its protocol's outcome.
-pub fn kernelbench_verdict(kb: &Outcome) -> KernelBenchVerdict {
+pub(crate) fn kernelbench_verdict(kb: &Outcome) -> KernelBenchVerdict {
     match kb {
         Outcome::Result(v) => KernelBenchVerdict {
             passed: v["passed"].as_bool().unwrap_or(false),
@@ -299,7 +304,7 @@ pub fn kernelbench_verdict(kb: &Outcome) -> KernelBenchVerdict {
 /// correct answer faster than the physical floor is `suspect`. The speedup over the reference
 /// is the ratio of medians measured in two processes (unpaired: its interval is the point); the
 /// speedup over eager is paired (`speedup_eager`).
-pub fn answer_record(
+pub(crate) fn answer_record(
     answer: &Answer,
     ours: &Outcome,
     kb: &Outcome,
@@ -394,7 +399,7 @@ pub fn answer_record(
 }
 
 /// The record of an answer that was not evaluated (`why`: no torch, no GPU, missing inputs).
-pub fn skipped_record(answer: &Answer, why: &str) -> Record {
+pub(crate) fn skipped_record(answer: &Answer, why: &str) -> Record {
     let mut r = Record::new(
         answer.problem,
         &answer.name(),
@@ -408,7 +413,7 @@ pub fn skipped_record(answer: &Answer, why: &str) -> Record {
 
 /// The answers' two verdicts side by side (markdown), and the count of answers KernelBench's
 /// protocol passes and the suite's rejects; `None` when `records` hold no KernelBench answer.
-pub fn verdicts_markdown(records: &[Record]) -> Option<String> {
+pub(crate) fn verdicts_markdown(records: &[Record]) -> Option<String> {
     let answers: Vec<&Record> = records.iter().filter(|r| r.kernelbench.is_some()).collect();
     if answers.is_empty() {
         return None;

@@ -18,7 +18,7 @@ const EM_CUDA: u16 = 190;
 const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 
 /// What `image` is, or why it is neither a cubin nor a fatbin.
-pub fn check_image(image: &[u8]) -> Result<Kind, String> {
+pub(crate) fn check_image(image: &[u8]) -> Result<Kind, String> {
     if image.len() >= 4 && u32::from_le_bytes(image[..4].try_into().unwrap()) == FATBIN_MAGIC {
         return Ok(Kind::Fatbin);
     }
@@ -54,7 +54,7 @@ pub fn check_image(image: &[u8]) -> Result<Kind, String> {
 /// PTX text embedded in an image (a fatbin built with `-gencode ...,code=compute_XX` and no
 /// compression holds it as plain text), for the parameter lists of its kernels; `None` when
 /// there is none.
-pub fn embedded_ptx(image: &[u8]) -> Option<String> {
+pub(crate) fn embedded_ptx(image: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(image);
     text.contains(".entry").then(|| text.into_owned())
 }

@@ -5,7 +5,7 @@ use crate::backend::{Backend, BackendResult, Launch, ModuleSource};
 use crate::results::record::Ceilings;
 
 /// Best of a few repetitions of each probe.
-pub fn measure(backend: &mut dyn Backend) -> BackendResult<Ceilings> {
+pub(crate) fn measure(backend: &mut dyn Backend) -> BackendResult<Ceilings> {
     let info = backend.info().clone();
     let hbm = backend.copy_bandwidth(2 << 30)?;
     let module = backend.load_module(&ModuleSource::Builtin)?;

@@ -45,18 +45,21 @@ impl EmuBackend {
         }
     }
 
+    #[cfg(test)]
     /// Buffers allocated and not freed (for tests of what the harness leaves behind).
-    pub fn live_buffers(&self) -> usize {
+    pub(crate) fn live_buffers(&self) -> usize {
         self.buffers.iter().filter(|b| b.is_some()).count()
     }
 
+    #[cfg(test)]
     /// Downloads so far (whole or ranged), for tests of what a check copies back.
-    pub fn downloads(&self) -> usize {
+    pub(crate) fn downloads(&self) -> usize {
         self.downloads
     }
 
+    #[cfg(test)]
     /// Bytes those downloads copied back.
-    pub fn downloaded_bytes(&self) -> usize {
+    pub(crate) fn downloaded_bytes(&self) -> usize {
         self.downloaded_bytes
     }
 

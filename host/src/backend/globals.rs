@@ -11,7 +11,7 @@
 //! cubin's globals are the symbols of its `.nv.global*` sections.
 
 /// Module global memory a candidate may define, in bytes (16 MiB).
-pub const LIMIT_BYTES: usize = 16 << 20;
+pub(crate) const LIMIT_BYTES: usize = 16 << 20;
 
 /// One module-scope `.global` directive of a PTX text: the names it defines, where it starts
 /// (the byte offset of `.global`), and whether its linkage is already given (`.visible`,

@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 /// One zero-initialised, 16-byte-aligned buffer between two guard pages. The bytes past `len`
 /// up to the next multiple of 16 (what vector accesses of the last element may touch) are
 /// accessible; the guard page follows them.
-pub struct GuardedBuffer {
+pub(crate) struct GuardedBuffer {
     /// Start of the whole mapping (the first guard page).
     map: NonNull<u8>,
     map_len: usize,
@@ -72,7 +72,7 @@ impl GuardedBuffer {
     }
 
     /// The buffer's bytes.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: `len` bytes from `data`, owned by `self`; `&mut self` makes it exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.len) }
     }

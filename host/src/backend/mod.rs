@@ -17,7 +17,8 @@ use bench_problems::check::poison_pattern;
 use data_gen::DType;
 use gpu_kernels::kernels::compare::{self, FloatAcc};
 use serde::{Deserialize, Serialize};
-pub use source::{CudaFlags, ModuleSource};
+pub(crate) use source::CudaFlags;
+pub use source::ModuleSource;
 
 /// A device buffer: bytes `offset..offset + bytes` of allocation `id` (a whole allocation has
 /// offset 0; [`Buffer::part`] gives a part of one, which every call treats as a buffer of its
@@ -381,7 +382,7 @@ pub fn shortest_period(pattern: &[u8]) -> &[u8] {
 /// The fingerprint the device computes ([`Backend::fingerprint_words`]) of `bytes` (whole
 /// 32-bit words; a length that is not a multiple of 4 is an error of the caller's), on the host:
 /// Σ `word_hash(i, word i)`, wrapping, summed in parallel (the sum is order-free).
-pub fn host_fingerprint(bytes: &[u8]) -> u64 {
+pub(crate) fn host_fingerprint(bytes: &[u8]) -> u64 {
     use rayon::prelude::*;
     assert!(
         bytes.len().is_multiple_of(4),
@@ -401,7 +402,7 @@ pub fn host_fingerprint(bytes: &[u8]) -> u64 {
 /// counts at its position in the whole buffer. The fingerprint is a sum, so the whole buffer's
 /// minus this is the fingerprint of the other rows. Rows past the end of `gathered` (or ids
 /// past the end of `rows`) add nothing.
-pub fn host_rows_fingerprint(rows: &[i64], width_words: usize, gathered: &[u8]) -> u64 {
+pub(crate) fn host_rows_fingerprint(rows: &[i64], width_words: usize, gathered: &[u8]) -> u64 {
     use rayon::prelude::*;
     let row_bytes = 4 * width_words.max(1);
     gathered
@@ -425,20 +426,14 @@ fn span_fingerprint(first: u64, bytes: &[u8]) -> u64 {
 /// random once per process and passed only to the fingerprint kernel, so a candidate's kernel
 /// cannot compute what a word adds to a fingerprint, nor forge a change that keeps one.
 /// Fingerprints are compared only within one process.
-pub fn fingerprint_key() -> u64 {
+pub(crate) fn fingerprint_key() -> u64 {
     static KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *KEY.get_or_init(rand::random::<u64>)
 }
 
-/// Picks the backend: CUDA when a driver and device are present (unless `force_cpu`), else the
-/// CPU emulator. The reason for the choice is returned for the log.
-pub fn select(force_cpu: bool, require_gpu: bool) -> anyhow::Result<(Box<dyn Backend>, String)> {
-    select_device(force_cpu, require_gpu, 0)
-}
-
 /// [`select`] with CUDA device `ordinal` (the emulator has any ordinal: `run --cpu --devices`
 /// emulates several devices, each worker its own).
-pub fn select_device(
+pub(crate) fn select_device(
     force_cpu: bool,
     require_gpu: bool,
     ordinal: usize,
@@ -472,7 +467,7 @@ pub fn open(emulator: bool, ordinal: usize) -> anyhow::Result<Box<dyn Backend>> 
 }
 
 /// How many CUDA devices the driver sees (0 when it cannot be loaded).
-pub fn cuda_device_count() -> usize {
+pub(crate) fn cuda_device_count() -> usize {
     cuda::device_count()
 }
 

@@ -17,20 +17,20 @@
 //! stack limit as it opened.
 
 /// Kernel of [`local_ptx`]'s module.
-pub const LOCAL_KERNEL: &str = "dlrm_scrub_local";
+pub(crate) const LOCAL_KERNEL: &str = "dlrm_scrub_local";
 /// Kernel of [`SHARED_PTX`].
-pub const SHARED_KERNEL: &str = "dlrm_scrub_shared";
+pub(crate) const SHARED_KERNEL: &str = "dlrm_scrub_shared";
 /// Threads per block of both kernels' local scrub.
-pub const LOCAL_BLOCK: u32 = 256;
+pub(crate) const LOCAL_BLOCK: u32 = 256;
 /// Threads per block of the shared scrub.
-pub const SHARED_BLOCK: u32 = 1024;
+pub(crate) const SHARED_BLOCK: u32 = 1024;
 /// The value written (not a finite float a stale read could pass for an answer: a NaN).
-pub const PATTERN: u32 = 0x7FC0_5C2B;
+pub(crate) const PATTERN: u32 = 0x7FC0_5C2B;
 
 /// The largest local frame a candidate kernel may have, per thread (16 KiB): clearing it on
 /// every one of an H200's 270k thread slots, twice, writes about 9 GB (some 2 ms) before each
 /// execution, and the driver reserves 4.4 GB for it.
-pub const MAX_LOCAL_BYTES: usize = 16 << 10;
+pub(crate) const MAX_LOCAL_BYTES: usize = 16 << 10;
 
 /// Frame sizes are rounded up to this, so few modules are built.
 const GRANULE: usize = 1024;

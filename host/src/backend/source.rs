@@ -31,7 +31,7 @@ pub enum ModuleSource {
 
 impl ModuleSource {
     /// Why a backend without a GPU cannot load this source (`None` for the built-in kernels).
-    pub fn needs_gpu(&self) -> Option<String> {
+    pub(crate) fn needs_gpu(&self) -> Option<String> {
         let gpu = |file: &PathBuf, what: &str| {
             Some(format!(
                 "{} needs a GPU{what}: the CPU emulator runs only the Rust kernels of gpu-kernels",

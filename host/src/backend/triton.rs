@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The script that compiles a Triton candidate, relative to the repository root.
-pub const TRITON_COMPILE: &str = "tools/triton_compile.py";
+pub(crate) const TRITON_COMPILE: &str = "tools/triton_compile.py";
 /// The version of the JSON answer this runner reads (`protocol` in the answer).
-pub const PROTOCOL: u32 = 1;
+pub(crate) const PROTOCOL: u32 = 1;
 /// Seconds one compilation may take (`DLRM_BENCH_TRITON_TIMEOUT_S` overrides it).
-pub const COMPILE_TIMEOUT_S: f64 = 300.0;
+pub(crate) const COMPILE_TIMEOUT_S: f64 = 300.0;
 /// Exit status of the tool when Triton (or Python) is not installed: the candidate is skipped.
-pub const EXIT_NO_TRITON: i32 = 3;
+pub(crate) const EXIT_NO_TRITON: i32 = 3;
 /// The start of the message of a candidate skipped for want of Triton.
-pub const NO_TRITON: &str = "triton is not installed";
+pub(crate) const NO_TRITON: &str = "triton is not installed";
 
 /// A Triton candidate's `[triton]` table, checked.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -37,14 +37,14 @@ pub struct TritonSpec {
 
 impl TritonSpec {
     /// Threads per block: `num_warps` × 32, as Triton's launcher uses.
-    pub fn block_threads(&self) -> u32 {
+    pub(crate) fn block_threads(&self) -> u32 {
         self.num_warps * 32
     }
 }
 
 /// Triton's defaults on NVIDIA GPUs.
-pub const DEFAULT_NUM_WARPS: u32 = 4;
-pub const DEFAULT_NUM_STAGES: u32 = 3;
+pub(crate) const DEFAULT_NUM_WARPS: u32 = 4;
+pub(crate) const DEFAULT_NUM_STAGES: u32 = 3;
 
 /// Element types a pointer parameter may point to.
 const POINTEE: &[&str] = &[
@@ -57,7 +57,7 @@ const SCALARS: &[(&str, usize)] = &[("i32", 4), ("u32", 4), ("fp32", 4), ("i64",
 
 /// The byte width of a parameter of Triton type `ty` (`*fp32` → 8, `i32` → 4), or why the type
 /// is not one a candidate may use.
-pub fn param_width(ty: &str) -> Result<usize, String> {
+pub(crate) fn param_width(ty: &str) -> Result<usize, String> {
     if let Some(pointee) = ty.strip_prefix('*') {
         // `*k` marks a pointer to constant memory in some Triton versions.
         let pointee = pointee.strip_prefix('k').unwrap_or(pointee);
@@ -161,7 +161,7 @@ pub enum CompileFailure {
 /// Parses the tool's JSON answer and checks it against what the runner can launch: the
 /// protocol version, a kernel with cubin or PTX, one CTA per program, no cooperative or PDL
 /// launch, scratch alignments that are powers of two.
-pub fn parse_answer(json: &str) -> Result<Compiled, CompileFailure> {
+pub(crate) fn parse_answer(json: &str) -> Result<Compiled, CompileFailure> {
     let failed = |m: String| CompileFailure::Failed(m);
     let a: Answer = serde_json::from_str(json.trim()).map_err(|e| {
         failed(format!(
@@ -227,7 +227,7 @@ pub fn parse_answer(json: &str) -> Result<Compiled, CompileFailure> {
 
 /// Checks the compiled kernel against the manifest: the parameters passed at launch are the
 /// signature's, in the function's order (the tool gives it), and the warps are the manifest's.
-pub fn check_against(spec: &TritonSpec, c: &Compiled) -> Result<(), String> {
+pub(crate) fn check_against(spec: &TritonSpec, c: &Compiled) -> Result<(), String> {
     if c.num_warps != spec.num_warps {
         return Err(format!(
             "compiled with num_warps = {}, the manifest says {}",
@@ -250,7 +250,7 @@ pub fn check_against(spec: &TritonSpec, c: &Compiled) -> Result<(), String> {
 /// trailing scratch parameter, null when its size is 0, else the address of a buffer of size ×
 /// programs (grid x·y·z) bytes, which `alloc(bytes, name)` provides (as Triton's launcher
 /// allocates `grid_size * num_ctas * size` bytes through its allocator).
-pub fn trailing_args(
+pub(crate) fn trailing_args(
     scratch: &[TrailingScratch],
     grid: [u32; 3],
     alloc: &mut dyn FnMut(usize, &TrailingScratch) -> Result<u64, String>,
@@ -278,7 +278,7 @@ pub fn trailing_args(
 }
 
 /// Standard base64 (with or without padding; whitespace ignored), or `None` if it is not.
-pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(text: &str) -> Option<Vec<u8>> {
     let value = |c: u8| -> Option<u32> {
         Some(match c {
             b'A'..=b'Z' => c - b'A',
@@ -311,7 +311,7 @@ pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
 
 /// The tool's path: `tools/triton_compile.py` under the working directory (the repository
 /// root, as for the PyTorch peer), else under the repository this binary was built from.
-pub fn tool_path() -> PathBuf {
+pub(crate) fn tool_path() -> PathBuf {
     let here = PathBuf::from(TRITON_COMPILE);
     if here.is_file() {
         // Absolute: the tool runs with its scratch directory as working directory.
@@ -323,12 +323,12 @@ pub fn tool_path() -> PathBuf {
 }
 
 /// The Python that runs the tool: `DLRM_BENCH_PYTHON`, else `python3`.
-pub fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("DLRM_BENCH_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
 /// The tool's command line for `spec` of `file` and target `arch` (e.g. 90).
-pub fn tool_args(file: &Path, spec: &TritonSpec, arch: u32) -> Vec<String> {
+pub(crate) fn tool_args(file: &Path, spec: &TritonSpec, arch: u32) -> Vec<String> {
     let map = |entries: Vec<(String, serde_json::Value)>| {
         serde_json::Value::Object(entries.into_iter().collect()).to_string()
     };

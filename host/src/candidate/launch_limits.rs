@@ -5,7 +5,7 @@ use crate::backend::DeviceInfo;
 
 /// What a launch may ask of the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LaunchLimits {
+pub(crate) struct LaunchLimits {
     /// Blocks per grid axis (x, y, z).
     pub max_grid: [i64; 3],
     /// Threads per block axis (x, y, z).
@@ -26,7 +26,7 @@ impl LaunchLimits {
     /// An H100/H200-class device: 1024 threads per block (z at most 64), 227 KiB of dynamic
     /// shared memory per block, grid x < 2^31 and y, z ≤ 65535, and 80 GiB of memory (an H100's;
     /// an H200 has more, so a plan within this fits both).
-    pub const H100_CLASS: LaunchLimits = LaunchLimits {
+    pub(crate) const H100_CLASS: LaunchLimits = LaunchLimits {
         max_grid: MAX_GRID,
         max_block: [1024, 1024, 64],
         max_threads_per_block: 1024,

@@ -8,8 +8,10 @@ pub mod manifest;
 mod manifest_properties;
 pub mod plan;
 pub mod set;
-pub use crate::backend::{CudaFlags, ModuleSource};
-pub use crate::candidate::manifest::{CandidateError, Manifest};
+pub(crate) use crate::backend::CudaFlags;
+pub use crate::backend::ModuleSource;
+pub use crate::candidate::manifest::CandidateError;
+pub(crate) use crate::candidate::manifest::Manifest;
 pub use bench_problems::ScratchSpec;
 use bench_problems::{find_problem, LaunchSpec, Problem};
 use std::collections::BTreeMap;
@@ -301,7 +303,7 @@ fn check_triton_source(
 
 /// The parameter names of `def function(...)` in Python source `code` (annotations and
 /// defaults dropped; the list may span lines), or `None` if no such definition is found.
-pub fn python_params(code: &str, function: &str) -> Option<Vec<String>> {
+pub(crate) fn python_params(code: &str, function: &str) -> Option<Vec<String>> {
     let mut rest = code;
     let open = loop {
         let at = rest.find("def ")?;
@@ -378,7 +380,7 @@ fn cuda_flags(file: &Path, dir: &Path, m: &Manifest) -> Result<CudaFlags, Candid
 /// The group a candidate is reported in: the directory above it (`candidates/examples/<problem>`
 /// → `examples`), or the one above that when candidates are filed per problem
 /// (`candidates/exploits/<problem>/<name>` → `exploits`).
-pub fn candidate_group(dir: &Path, problem: &str) -> String {
+pub(crate) fn candidate_group(dir: &Path, problem: &str) -> String {
     let name = |p: Option<&Path>| {
         p.and_then(|p| p.file_name())
             .map(|s| s.to_string_lossy().into_owned())
@@ -485,7 +487,7 @@ pub fn discover(root: &Path) -> Vec<PathBuf> {
 /// The candidate roots (`run --candidates`), each checked and made absolute, so that a
 /// `--resume` from another working directory finds them: a root that does not exist, is not
 /// a directory, or holds no `candidate.toml` anywhere below it is an error naming it.
-pub fn check_roots(roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn check_roots(roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     roots
         .iter()
         .map(|root| {
@@ -512,7 +514,7 @@ pub fn check_roots(roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 
 /// The candidate directories under every root, each once however often the roots name it
 /// (the same root twice, or one inside another), in the roots' order.
-pub fn discover_all(roots: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn discover_all(roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen = std::collections::BTreeSet::new();
     roots
         .iter()

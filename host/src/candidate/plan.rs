@@ -43,7 +43,7 @@ pub fn bind(
 /// the argument list matching the kernel's parameters (`params` gives their byte widths), each
 /// argument a buffer (`address` gives its address) of a pointer parameter or a number that fits
 /// its parameter. The launches resolved to numbers, or what is wrong, naming file and field.
-pub fn resolve(
+pub(crate) fn resolve(
     cand: &Candidate,
     sizes: &Sizes,
     scalars: &BTreeMap<String, f64>,
@@ -150,7 +150,7 @@ pub fn resolve(
 
 /// The byte size of scratch buffer `k` of `cand` for `sizes`: not negative and at most
 /// `available` (the device memory free in `run`, the limits' memory in `check`).
-pub fn scratch_bytes(
+pub(crate) fn scratch_bytes(
     cand: &Candidate,
     k: usize,
     sizes: &Sizes,

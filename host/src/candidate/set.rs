@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// `dirs` without repeats of the same directory (by canonical path), in their first order.
-pub fn unique_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn unique_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen = BTreeSet::new();
     dirs.iter()
         .filter(|d| seen.insert(std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf())))
@@ -18,7 +18,7 @@ pub fn unique_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// Loads each directory of `dirs` once: per directory, its candidate or why it is refused
 /// (its manifest is invalid, or an earlier directory has the same problem and name).
-pub fn load_unique(dirs: &[PathBuf]) -> Vec<(PathBuf, Result<Candidate, CandidateError>)> {
+pub(crate) fn load_unique(dirs: &[PathBuf]) -> Vec<(PathBuf, Result<Candidate, CandidateError>)> {
     let mut first: BTreeMap<(String, String), PathBuf> = BTreeMap::new();
     unique_dirs(dirs)
         .into_iter()

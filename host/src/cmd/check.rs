@@ -19,13 +19,13 @@ use std::sync::OnceLock;
 
 /// One set of sizes a plan is checked at: a label (`ci`, `full edge-0`, ...), the size symbols
 /// and the float scalars.
-pub type SizeSet = (String, Sizes, BTreeMap<String, f64>);
+pub(crate) type SizeSet = (String, Sizes, BTreeMap<String, f64>);
 
 /// The sizes `run` may evaluate `problem`'s plans at: the `ci` preset and its edge sets as
 /// generated (data-dependent sizes such as `N` included), then the `small` and `full` presets
 /// and their edge sets, whose data-dependent sizes (which only generating their inputs would
 /// give) take the `ci` values.
-pub fn check_sizes(problem: &dyn Problem) -> Vec<SizeSet> {
+pub(crate) fn check_sizes(problem: &dyn Problem) -> Vec<SizeSet> {
     let generate = |sizes: &Sizes| {
         problem
             .generate(Preset::Ci, sizes, 0.into())
@@ -69,7 +69,7 @@ pub fn check_candidate(dir: &Path, arch: &str) -> Result<Vec<String>, String> {
 /// Checks a loaded candidate against `limits`: its module compiles, and its plan keeps every
 /// rule of `run` at every size of [`check_sizes`]. One line per launch (its parameters and its
 /// grid at full size), or what is wrong and at which sizes.
-pub fn check_loaded(
+pub(crate) fn check_loaded(
     cand: &Candidate,
     arch: &str,
     limits: &LaunchLimits,
@@ -272,7 +272,7 @@ fn ptxas_resources(
 
 /// The limits `check` holds plans to: those of CUDA device 0 when there is one, else the
 /// H100/H200-class defaults; and a line saying which.
-pub fn check_limits() -> (LaunchLimits, String) {
+pub(crate) fn check_limits() -> (LaunchLimits, String) {
     match crate::backend::cuda::CudaBackend::new(0) {
         Ok(b) => (
             LaunchLimits::of(b.info()),

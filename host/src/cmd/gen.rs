@@ -48,7 +48,7 @@ pub struct GenArgs {
 /// offsets): B and N come from the trace, E from `--rows` or the largest index + 1, and the
 /// weight is generated as usual.
 #[derive(Clone, Debug)]
-pub struct TraceReplay {
+pub(crate) struct TraceReplay {
     path: PathBuf,
     table: usize,
     indices: Vec<i64>,
@@ -126,7 +126,7 @@ impl TraceReplay {
 }
 
 /// The file set `k` of `problem` at `preset` is written to.
-pub fn set_path(out: &Path, problem: &dyn Problem, preset: Preset, k: usize) -> PathBuf {
+pub(crate) fn set_path(out: &Path, problem: &dyn Problem, preset: Preset, k: usize) -> PathBuf {
     out.join(format!(
         "{}.{}.set{k}.safetensors",
         problem.name(),

@@ -29,7 +29,7 @@ pub struct Scaffold {
 }
 
 /// `embedding_bag_max` → `EmbeddingBagMax`.
-pub fn type_name(snake: &str) -> String {
+pub(crate) fn type_name(snake: &str) -> String {
     snake
         .split('_')
         .map(|w| {
@@ -305,7 +305,7 @@ pub fn new_problem_command(repo: &Path, name: &str, like: &str) -> anyhow::Resul
 
 /// One parameter of [`candidate_template`]'s kernel, in the order its `args` pass them.
 #[derive(Clone, Debug, PartialEq)]
-pub enum TemplateParam {
+pub(crate) enum TemplateParam {
     /// A tensor of the signature: a device pointer.
     Tensor(TensorSpec),
     /// A size symbol, passed as a 64-bit integer; `data_dependent` when each input set gives
@@ -326,7 +326,7 @@ impl TemplateParam {
     }
 
     /// Its CUDA C++ declaration: `const float* weight`, `long long B`, `float lr`.
-    pub fn cuda_decl(&self) -> String {
+    pub(crate) fn cuda_decl(&self) -> String {
         match self {
             TemplateParam::Tensor(t) => {
                 let constness = if t.role == Role::Input { "const " } else { "" };
@@ -340,7 +340,7 @@ impl TemplateParam {
 
 /// The CUDA C++ element type of `dtype` (`__half` is `<cuda_fp16.h>`'s, `__nv_bfloat16`
 /// `<cuda_bf16.h>`'s).
-pub fn cuda_type(dtype: DType) -> &'static str {
+pub(crate) fn cuda_type(dtype: DType) -> &'static str {
     match dtype {
         DType::F64 => "double",
         DType::F32 => "float",
@@ -354,7 +354,7 @@ pub fn cuda_type(dtype: DType) -> &'static str {
 
 /// What a size symbol of a problem is to a kernel.
 #[derive(Clone, Debug, PartialEq)]
-pub enum SizeKind {
+pub(crate) enum SizeKind {
     /// Set by the preset.
     Fixed,
     /// Set by each input set (`N`, a permuted count); a preset value, if it gives one, is only
@@ -367,7 +367,7 @@ pub enum SizeKind {
 
 /// A size symbol of a problem and what it is.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SizeSymbol {
+pub(crate) struct SizeSymbol {
     pub name: String,
     pub kind: SizeKind,
 }
@@ -375,7 +375,7 @@ pub struct SizeSymbol {
 /// The size symbols of `problem`, found from a `ci` input set: the fixed ones, then the
 /// data-dependent ones (absent from the preset's sizes, or given another value by the set),
 /// then the generator switches (sizes that the recipe describes in words), each group sorted.
-pub fn size_symbols(problem: &dyn Problem) -> Vec<SizeSymbol> {
+pub(crate) fn size_symbols(problem: &dyn Problem) -> Vec<SizeSymbol> {
     let preset = bench_problems::Preset::Ci;
     let fixed = problem.sizes(preset);
     let recipe = problem.recipe(preset);
@@ -406,7 +406,7 @@ pub fn size_symbols(problem: &dyn Problem) -> Vec<SizeSymbol> {
 /// The parameters of `problem`'s template kernel: its tensors in signature order, then its
 /// size symbols ([`size_symbols`], switches left out), then the float scalars of a `ci` input
 /// set.
-pub fn template_params(problem: &dyn Problem) -> Vec<TemplateParam> {
+pub(crate) fn template_params(problem: &dyn Problem) -> Vec<TemplateParam> {
     let (_, scalars) = crate::candidate::sample_symbols(problem);
     let mut params: Vec<TemplateParam> = problem
         .tensors()
@@ -432,14 +432,14 @@ pub fn template_params(problem: &dyn Problem) -> Vec<TemplateParam> {
 }
 
 /// The kernel [`candidate_template`] launches.
-pub fn template_kernel(problem: &dyn Problem) -> String {
+pub(crate) fn template_kernel(problem: &dyn Problem) -> String {
     format!("{}_kernel", problem.name())
 }
 
 /// A `candidate.toml` for `problem` (CUDA C++, `kernel.cu`): one launch of
 /// [`template_kernel`] with a thread per element of the first output (or in-out tensor),
 /// passing [`template_params`]. It loads as it is; the kernel is the author's to write.
-pub fn candidate_template(problem: &dyn Problem) -> String {
+pub(crate) fn candidate_template(problem: &dyn Problem) -> String {
     let params = template_params(problem);
     let tensors = problem.tensors();
     let first = tensors

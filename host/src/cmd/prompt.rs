@@ -28,9 +28,9 @@ mod sources {
 }
 
 /// The example architecture of the KernelBench prompt (an add and a ReLU).
-pub const EXAMPLE_MODEL: &str = include_str!("prompt/example_model.py");
+pub(crate) const EXAMPLE_MODEL: &str = include_str!("prompt/example_model.py");
 /// Its answer: `ModelNew` with the two fused into one inline CUDA kernel.
-pub const EXAMPLE_MODEL_NEW: &str = include_str!("prompt/example_model_new.py");
+pub(crate) const EXAMPLE_MODEL_NEW: &str = include_str!("prompt/example_model_new.py");
 
 /// Which prompt to print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -43,7 +43,7 @@ pub enum Format {
 
 /// Who a rule binds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Applies {
+pub(crate) enum Applies {
     /// Candidates and KernelBench answers alike.
     Both,
     /// Candidates only (launch plans, guard regions: the runner owns the buffers).
@@ -52,19 +52,20 @@ pub enum Applies {
 
 /// One rule a candidate must survive.
 #[derive(Clone, Copy, Debug)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// A short title.
     pub title: &'static str,
     pub text: &'static str,
     pub applies: Applies,
     /// Words README.md says it with (the test `every_rule_is_in_the_readme` keeps the two
     /// together).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub readme: &'static [&'static str],
 }
 
 /// What a candidate must survive, in the order a run applies it (README.md, "What a candidate
 /// must survive"; docs/design.md §6).
-pub const RULES: &[Rule] = &[
+pub(crate) const RULES: &[Rule] = &[
     Rule {
         title: "Poisoned outputs",
         text: "Before every checked run, every output and scratch buffer is filled with poison \
@@ -201,7 +202,7 @@ pub fn render(spec: &str, format: Format, preset: Preset) -> anyhow::Result<Stri
 }
 
 /// The KernelBench file of `problem` (`NN_name.py`), as embedded.
-pub fn kernelbench_source(problem: &dyn Problem) -> Option<&'static str> {
+pub(crate) fn kernelbench_source(problem: &dyn Problem) -> Option<&'static str> {
     let file = format!("{:02}_{}.py", problem.number(), problem.name());
     sources::KERNELBENCH_FILES
         .iter()

@@ -185,7 +185,7 @@ impl<'scope> StoreQueue<'scope> {
     }
 
     /// Queues set `plan` (its tensors are shared, not copied).
-    pub fn submit(&self, plan: &SetPlan, input: &InputSet, work: &Work) {
+    pub(crate) fn submit(&self, plan: &SetPlan, input: &InputSet, work: &Work) {
         // The writer ends only when the queue closes, so a send cannot fail while it runs; if
         // it panicked, finish reports that.
         let _ = self.jobs.send((plan.clone(), input.clone(), *work));
@@ -193,12 +193,12 @@ impl<'scope> StoreQueue<'scope> {
     }
 
     /// How many sets were queued.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.queued.get()
     }
 
     /// Waits until every queued set is written.
-    pub fn finish(self) -> anyhow::Result<()> {
+    pub(crate) fn finish(self) -> anyhow::Result<()> {
         drop(self.jobs);
         self.writer
             .join()

@@ -29,7 +29,7 @@ pub struct EvalConfig {
 }
 
 /// Seed of public input set `k` of a run with public seed `seed` (also what `gen` writes).
-pub fn public_seed(seed: u64, k: usize) -> u64 {
+pub(crate) fn public_seed(seed: u64, k: usize) -> u64 {
     data_gen::seed::derive(seed, k as u64)
 }
 

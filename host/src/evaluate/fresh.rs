@@ -85,14 +85,14 @@ impl Freshener {
     }
 
     /// Whether any input is relabeled.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         !self.items.is_empty()
     }
 
     /// Rewrites the relabelable inputs of set `set` with the bijection of draw `draw`, and
     /// returns each one's name, buffer and fingerprint after it: what must still be there when
     /// the pair is over (a candidate that wrote them would be judged on ids of its choosing).
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         backend: &mut dyn Backend,
         set: usize,
@@ -108,7 +108,7 @@ impl Freshener {
     }
 
     /// Puts the original ids back and frees the copies.
-    pub fn restore(self, backend: &mut dyn Backend) -> Result<(), BackendError> {
+    pub(crate) fn restore(self, backend: &mut dyn Backend) -> Result<(), BackendError> {
         let mut result = Ok(());
         for f in self.items {
             if result.is_ok() {

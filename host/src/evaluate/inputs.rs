@@ -248,7 +248,7 @@ impl DeviceSet {
 
     /// Computes once what the checks of exact outputs compare fingerprints with (see
     /// [`Expected`]).
-    pub fn prepare_checks(&mut self, problem: &dyn Problem) -> anyhow::Result<()> {
+    pub(crate) fn prepare_checks(&mut self, problem: &dyn Problem) -> anyhow::Result<()> {
         self.expected = expected_outputs(problem, &self.oracle, &self.input.sizes)?;
         Ok(())
     }
@@ -262,13 +262,13 @@ impl DeviceSet {
     }
 
     /// Whether the problem has in-out tensors (restored before every run, timed ones too).
-    pub fn has_in_out(&self) -> bool {
+    pub(crate) fn has_in_out(&self) -> bool {
         !self.pristine.is_empty()
     }
 
     /// Before a run: in-out tensors of `side` get their initial value back; its other outputs
     /// get what `fill` says.
-    pub fn reset_outputs(
+    pub(crate) fn reset_outputs(
         &self,
         backend: &mut dyn Backend,
         problem: &dyn Problem,
@@ -294,7 +294,11 @@ impl DeviceSet {
     /// Zeroes the few bytes after each input and each of `side`'s outputs that round them up
     /// to 16 ([`guard::slack`]): before every execution of a candidate, so nothing it left
     /// there reaches its next.
-    pub fn clear_slack(&self, backend: &mut dyn Backend, side: Side) -> Result<(), BackendError> {
+    pub(crate) fn clear_slack(
+        &self,
+        backend: &mut dyn Backend,
+        side: Side,
+    ) -> Result<(), BackendError> {
         guard::clear_slack(
             backend,
             self.inputs.values().chain(self.outputs(side).values()),
@@ -303,7 +307,11 @@ impl DeviceSet {
 
     /// Zeroes `side`'s outputs: the reference's are cleared after each of its runs, so that no
     /// candidate finds the answer for the same inputs anywhere in device memory.
-    pub fn clear_outputs(&self, backend: &mut dyn Backend, side: Side) -> Result<(), BackendError> {
+    pub(crate) fn clear_outputs(
+        &self,
+        backend: &mut dyn Backend,
+        side: Side,
+    ) -> Result<(), BackendError> {
         for buf in self.outputs(side).values() {
             backend.fill(buf, &[0])?;
         }

@@ -168,7 +168,7 @@ impl Loaded {
     }
 
     /// The scratch buffers the plan bound for set `set` uses, by name.
-    pub fn scratch_of(&self, set: usize) -> impl Iterator<Item = (&str, &Buffer)> {
+    pub(crate) fn scratch_of(&self, set: usize) -> impl Iterator<Item = (&str, &Buffer)> {
         self.scratch
             .iter()
             .filter(move |s| s.set == set)
@@ -177,7 +177,11 @@ impl Loaded {
 
     /// Zeroes the scratch the plan bound for set `set` uses (the reference's holds what it
     /// computed on the way, which no candidate may find).
-    pub fn clear_scratch(&self, backend: &mut dyn Backend, set: usize) -> Result<(), BackendError> {
+    pub(crate) fn clear_scratch(
+        &self,
+        backend: &mut dyn Backend,
+        set: usize,
+    ) -> Result<(), BackendError> {
         for (_, buf) in self.scratch_of(set) {
             backend.fill(buf, &[0])?;
         }
@@ -186,7 +190,11 @@ impl Loaded {
 
     /// Fills every scratch buffer of the plan (all sets') with `byte`: before each timed run of
     /// a candidate, so that nothing it left in scratch survives to the next.
-    pub fn fill_scratch(&self, backend: &mut dyn Backend, byte: u8) -> Result<(), BackendError> {
+    pub(crate) fn fill_scratch(
+        &self,
+        backend: &mut dyn Backend,
+        byte: u8,
+    ) -> Result<(), BackendError> {
         for s in &self.scratch {
             backend.fill(&s.buffer, &[byte])?;
         }
@@ -196,7 +204,7 @@ impl Loaded {
     /// What every execution of the plan on `set` starts from: the outputs as `fill` says, all
     /// scratch filled with `scratch_byte`, the bytes rounding each buffer up cleared, and for a
     /// candidate the local and shared memory earlier launches left overwritten.
-    pub fn prepare_run(
+    pub(crate) fn prepare_run(
         &self,
         backend: &mut dyn Backend,
         set: &DeviceSet,
@@ -215,7 +223,7 @@ impl Loaded {
     }
 
     /// Frees the scratch buffers (the module stays loaded).
-    pub fn free_scratch(self, backend: &mut dyn Backend) {
+    pub(crate) fn free_scratch(self, backend: &mut dyn Backend) {
         for s in self.scratch {
             backend.free(s.buffer);
         }

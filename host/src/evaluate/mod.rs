@@ -25,11 +25,12 @@ mod specs;
 mod timing;
 mod verify;
 
-pub use cache::InputCache;
+pub(crate) use cache::InputCache;
 use cache::StoreQueue;
-pub use config::{public_seed, table_seed, EvalConfig};
+pub(crate) use config::public_seed;
+pub use config::{table_seed, EvalConfig};
 pub use inputs::canary_pattern;
-pub use timing::timing_stats;
+pub(crate) use timing::timing_stats;
 
 use crate::backend::{Backend, BackendError};
 use crate::candidate::{reference_candidate, Candidate};
@@ -43,7 +44,7 @@ use timing::{PairTimes, Timer, TimingFailure};
 use verify::Verifier;
 
 /// The cache files of the input sets the timing rotates among (what PyTorch's peer times).
-pub fn rotation_files(
+pub(crate) fn rotation_files(
     problem: &'static dyn Problem,
     cfg: &EvalConfig,
     cache: &InputCache,
@@ -59,7 +60,7 @@ pub fn rotation_files(
 /// Every input set of `problem` the run checks, with its label (`public-0`, `secret-1`,
 /// `edge-0`, `special-nan`, ...), and the file it has in `cache` once stored: what the
 /// KernelBench evaluator checks an answer on.
-pub fn check_set_files(
+pub(crate) fn check_set_files(
     problem: &'static dyn Problem,
     cfg: &EvalConfig,
     cache: &InputCache,
@@ -149,7 +150,7 @@ impl<'a> ProblemRun<'a> {
     }
 
     /// Seconds of reading or generating, computing the oracle of, caching and uploading the sets.
-    pub fn prepare_phases(&self) -> &PhaseTimes {
+    pub(crate) fn prepare_phases(&self) -> &PhaseTimes {
         &self.prepare_phases
     }
 
@@ -490,7 +491,7 @@ impl<'a> ProblemRun<'a> {
 
     /// Whether the device still works after a fault (a CUDA illegal address is sticky: every
     /// later call fails).
-    pub fn device_health(&mut self) -> Result<(), BackendError> {
+    pub(crate) fn device_health(&mut self) -> Result<(), BackendError> {
         self.backend.synchronize()?;
         let probe = self.backend.alloc(256)?;
         self.backend.fill(&probe, &[0])?;

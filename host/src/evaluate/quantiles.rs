@@ -2,7 +2,7 @@
 use rand::{Rng, SeedableRng};
 
 /// The `q`-quantile (0..=1) by linear interpolation; NaN for no data.
-pub fn quantile(xs: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(xs: &[f64], q: f64) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }
@@ -19,7 +19,7 @@ pub fn median(xs: &[f64]) -> f64 {
 
 /// Percentile bootstrap 95% interval of the median of `xs` (resampling with replacement,
 /// `rounds` times, seeded so a result set can be recomputed).
-pub fn bootstrap_median_ci(xs: &[f64], rounds: usize, seed: u64) -> (f64, f64) {
+pub(crate) fn bootstrap_median_ci(xs: &[f64], rounds: usize, seed: u64) -> (f64, f64) {
     if xs.len() < 2 {
         let m = median(xs);
         return (m, m);
@@ -37,7 +37,7 @@ pub fn bootstrap_median_ci(xs: &[f64], rounds: usize, seed: u64) -> (f64, f64) {
 }
 
 /// Geometric mean of positive values.
-pub fn geomean(xs: &[f64]) -> f64 {
+pub(crate) fn geomean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }

@@ -132,7 +132,7 @@ impl Timer<'_> {
 
     /// The reference alone on the sets `rotation` (indices into `sets`): one warm-up pass over
     /// them, then 2 · max(min_pairs, 10) timed runs or the budget, whichever ends first.
-    pub fn reference_series(
+    pub(crate) fn reference_series(
         &mut self,
         sets: &[DeviceSet],
         rotation: Range<usize>,
@@ -258,7 +258,7 @@ impl Timer<'_> {
     /// After a timing on relabeled inputs, with the generated ones back: one more run of the
     /// candidate on each set of `rotation`, prepared as a timed run and its module's globals
     /// checked, so the recheck finds outputs of the inputs its oracle was computed for.
-    pub fn settle(
+    pub(crate) fn settle(
         &mut self,
         sets: &[DeviceSet],
         rotation: Range<usize>,
@@ -338,7 +338,7 @@ impl Timer<'_> {
 
 /// The statistics of a series of times (ms) of a plan doing `work`; the share of the physical
 /// floor when the ceilings are known.
-pub fn timing_stats(ms: &[f64], work: &Work, ceilings: Option<Ceilings>) -> Timing {
+pub(crate) fn timing_stats(ms: &[f64], work: &Work, ceilings: Option<Ceilings>) -> Timing {
     let median = quantiles::median(ms);
     let floor = ceilings.map(|c| c.floor_ms(work));
     Timing {

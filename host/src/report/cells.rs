@@ -26,11 +26,11 @@ pub(crate) fn markdown_table<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) 
 }
 
 /// A reference within this factor of eager's time (±10%) is at parity with it.
-pub const PARITY_TOLERANCE: f64 = 0.1;
+pub(crate) const PARITY_TOLERANCE: f64 = 0.1;
 
 /// Whether a reference / eager time ratio is outside ±[`PARITY_TOLERANCE`] (below 0.9 or above
 /// 1.1): the speedups over the reference are then skewed against those over eager.
-pub fn outside_parity(reference_over_eager: f64) -> bool {
+pub(crate) fn outside_parity(reference_over_eager: f64) -> bool {
     reference_over_eager.is_finite()
         && !(1.0 - PARITY_TOLERANCE..=1.0 + PARITY_TOLERANCE).contains(&reference_over_eager)
 }

@@ -22,7 +22,7 @@ use crate::results::record::Status;
 use std::path::Path;
 
 /// `summary.md`.
-pub fn write_markdown(
+pub(crate) fn write_markdown(
     dir: &Path,
     heading: &str,
     records: &[Record],
@@ -97,7 +97,7 @@ pub fn markdown(heading: &str, records: &[Record], summary: &Summary) -> String 
 }
 
 /// `summary.csv`.
-pub fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
+pub(crate) fn write_csv(dir: &Path, records: &[Record]) -> std::io::Result<()> {
     std::fs::write(dir.join("summary.csv"), csv(records))
 }
 

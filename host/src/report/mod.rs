@@ -15,13 +15,12 @@ use crate::results::record::{Record, RecordLog};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 mod cells;
-pub use cells::*;
+pub(crate) use cells::*;
 mod rows;
 pub use rows::*;
 mod parity;
-pub use parity::*;
 mod terminal;
-pub use terminal::*;
+pub(crate) use terminal::*;
 mod markdown;
 pub use markdown::*;
 #[cfg(test)]
@@ -97,8 +96,9 @@ impl PooledReport {
     }
 }
 
+#[cfg(test)]
 /// [`pooled_report_text`] of the sets at `results`, with the profile at `workload`.
-pub fn report_text(
+pub(crate) fn report_text(
     results: &[PathBuf],
     workload: Option<&Path>,
     out: Option<&Path>,
@@ -111,7 +111,7 @@ pub fn report_text(
 
 /// What [`report`] prints on stdout (with `--csv` and `--json` nothing else: the note on
 /// `--out` goes to stderr, and with `--csv` the projection too).
-pub fn pooled_report_text(
+pub(crate) fn pooled_report_text(
     pooled: &Pooled,
     summary: &Summary,
     workload: Option<(&Workload, &Projection)>,

@@ -8,7 +8,7 @@ use crate::results::record::Record;
 /// over eager. speedup over eager = eager / cand = (eager / ref)·(ref / cand) = speedup over the
 /// reference / q, so the speedups over the reference are ×q of those over eager: `q` < 1 (a
 /// reference faster than eager) makes them 1/q times smaller, `q` > 1 q times larger.
-pub fn skew_note(q: f64) -> String {
+pub(crate) fn skew_note(q: f64) -> String {
     let how = if q < 1.0 {
         format!("{:.2}x smaller", 1.0 / q)
     } else {
@@ -21,7 +21,7 @@ pub fn skew_note(q: f64) -> String {
 /// time, the reference / eager and reference / `torch.compile` ratios, a ratio outside parity
 /// in bold with the factor by which it skews the speedups over the reference; `None` when no
 /// reference has one.
-pub fn parity_markdown(records: &[Record]) -> Option<String> {
+pub(crate) fn parity_markdown(records: &[Record]) -> Option<String> {
     let refs: Vec<&Record> = records
         .iter()
         .filter(|r| {

@@ -9,13 +9,13 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::Table;
 
 /// The line `summary.md` links the plots and the page with (after its heading).
-pub fn markdown_links() -> &'static str {
+pub(crate) fn markdown_links() -> &'static str {
     "Plots: [speedups](speedups.svg), [roofline](roofline.svg), [share of the floor]\
      (floor.svg); the whole report with input statistics: [report.html](report.html).\n\n"
 }
 
 /// Column names of the per-record table (summary.md, summary.csv and `--wide`).
-pub const COLUMNS: [&str; 17] = [
+pub(crate) const COLUMNS: [&str; 17] = [
     "problem",
     "candidate",
     "status",
@@ -41,7 +41,7 @@ const REF_OVER_EAGER: usize = 12;
 
 /// The win column of a win over the reference that loses to `torch.compile`
 /// ([`crate::report::metrics::CompileLoss`]).
-pub const LOSES_TO_COMPILE: &str = "yes (loses to compile)";
+pub(crate) const LOSES_TO_COMPILE: &str = "yes (loses to compile)";
 
 /// The win column of `r` (`filled`: `r` after [`with_reference_peers`]): empty for a reference,
 /// `yes`, [`LOSES_TO_COMPILE`], or `no`.
@@ -142,7 +142,7 @@ pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
 
 /// [`rows`] for markdown: a reference / eager ratio outside parity ([`outside_parity`]) in
 /// bold.
-pub fn markdown_rows(records: &[Record]) -> Vec<Vec<String>> {
+pub(crate) fn markdown_rows(records: &[Record]) -> Vec<Vec<String>> {
     let mut rows = rows(records);
     for (row, r) in rows.iter_mut().zip(records) {
         let skewed = r
@@ -157,10 +157,10 @@ pub fn markdown_rows(records: &[Record]) -> Vec<Vec<String>> {
 }
 
 /// Widest the default terminal table may be, in characters.
-pub const TERMINAL_WIDTH: usize = 120;
+pub(crate) const TERMINAL_WIDTH: usize = 120;
 
 /// The default terminal table's columns ([`narrow_table`]); line breaks keep it narrow.
-pub const NARROW_COLUMNS: [&str; 8] = [
+pub(crate) const NARROW_COLUMNS: [&str; 8] = [
     "problem",
     "candidate",
     "status",
@@ -173,7 +173,7 @@ pub const NARROW_COLUMNS: [&str; 8] = [
 
 /// The win column's mark, in the default terminal table, of a win over the reference that
 /// loses to `torch.compile` (explained under the table).
-pub const LOSES_TO_COMPILE_MARK: &str = "yes*";
+pub(crate) const LOSES_TO_COMPILE_MARK: &str = "yes*";
 
 /// A value with 3 significant digits after the point for small values, fewer for large ones
 /// (the default terminal table's speedups).
@@ -188,7 +188,7 @@ fn compact(x: f64) -> String {
 /// The rows of the default terminal table ([`NARROW_COLUMNS`]): ms is the candidate's median
 /// (the reference's on its own row), the speedup is over the reference with its interval, the
 /// reference / eager ratio is on the reference's row. Cells are not yet wrapped.
-pub fn narrow_rows(records: &[Record]) -> Vec<Vec<String>> {
+pub(crate) fn narrow_rows(records: &[Record]) -> Vec<Vec<String>> {
     let filled = with_reference_peers(records);
     records
         .iter()
@@ -233,7 +233,7 @@ fn text_width(s: &str) -> usize {
 
 /// `text` broken into lines of at most `width` characters, after a space, `_` or `/` where it
 /// can (a name stays readable), inside a longer word where it must.
-pub fn wrap_cell(text: &str, width: usize) -> String {
+pub(crate) fn wrap_cell(text: &str, width: usize) -> String {
     let width = width.max(1);
     let mut lines: Vec<String> = Vec::new();
     let mut line = String::new();
@@ -270,7 +270,7 @@ pub fn wrap_cell(text: &str, width: usize) -> String {
 /// The default terminal table: [`NARROW_COLUMNS`], the problem, candidate and status cells
 /// wrapped (at `_`, `/` and spaces) so that the table fits [`TERMINAL_WIDTH`] when the other
 /// columns leave room for them.
-pub fn narrow_table(records: &[Record]) -> String {
+pub(crate) fn narrow_table(records: &[Record]) -> String {
     let mut rows = narrow_rows(records);
     // The problem on its first row only.
     for i in (1..rows.len()).rev() {
@@ -317,7 +317,7 @@ pub fn narrow_table(records: &[Record]) -> String {
 }
 
 /// The full per-record table ([`COLUMNS`]) for a terminal (`--wide`).
-pub fn wide_table(records: &[Record]) -> String {
+pub(crate) fn wide_table(records: &[Record]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_header(COLUMNS.to_vec());

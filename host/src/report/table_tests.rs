@@ -1,4 +1,5 @@
 //! Tests of the tables, the markdown and the CSV over built records.
+use super::parity::skew_note;
 use super::tests::{rec, write_set};
 use super::*;
 use crate::report::metrics::with_reference_peers;

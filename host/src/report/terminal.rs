@@ -12,11 +12,11 @@ use comfy_table::Table;
 
 /// The p values of KernelBench's fast_p in the terminal's metrics table (`summary.md` has all
 /// of [`FAST_P`]).
-pub const TERMINAL_FAST_P: [f64; 2] = [1.0, 2.0];
+pub(crate) const TERMINAL_FAST_P: [f64; 2] = [1.0, 2.0];
 
 /// The metrics table's column names, with fast_p at the p values `fast`. Line breaks keep the
 /// terminal's table narrow; markdown and CSV put spaces there.
-pub fn metric_columns(fast: &[f64]) -> Vec<String> {
+pub(crate) fn metric_columns(fast: &[f64]) -> Vec<String> {
     let mut c: Vec<String> = [
         "group",
         "win rate",
@@ -33,7 +33,7 @@ pub fn metric_columns(fast: &[f64]) -> Vec<String> {
 }
 
 /// The metrics table rows (columns as [`metric_columns`] with the same `fast`).
-pub fn metric_rows(metrics: &[GroupMetrics], fast: &[f64]) -> Vec<Vec<String>> {
+pub(crate) fn metric_rows(metrics: &[GroupMetrics], fast: &[f64]) -> Vec<Vec<String>> {
     metrics
         .iter()
         .map(|m| {
@@ -58,7 +58,7 @@ pub fn metric_rows(metrics: &[GroupMetrics], fast: &[f64]) -> Vec<Vec<String>> {
 
 /// The title of one basis's metrics table — what the speedups are over and whether it is the
 /// headline — and a line on how they were measured (for eager, on how many problems).
-pub fn basis_title(summary: &Summary, basis: Basis) -> (String, String) {
+pub(crate) fn basis_title(summary: &Summary, basis: Basis) -> (String, String) {
     let role = if summary.headline_metrics().0 == basis {
         "headline"
     } else {
@@ -95,7 +95,7 @@ pub fn basis_title(summary: &Summary, basis: Basis) -> (String, String) {
 
 /// What the report says of the bases it shows no table for (eager, torch.compile), and that
 /// the reference is the headline when the basis asked for was not measured.
-pub fn absent_notes(summary: &Summary) -> Vec<String> {
+pub(crate) fn absent_notes(summary: &Summary) -> Vec<String> {
     let asked = |basis: Basis| {
         if summary.headline == basis {
             format!(" (--basis {basis} was asked for: the reference is the headline)")
@@ -127,7 +127,7 @@ pub fn absent_notes(summary: &Summary) -> Vec<String> {
 
 /// The flagged wins over the reference that lose to torch.compile, one line each (none when
 /// there are none); `None` when torch.compile was not measured.
-pub fn compile_loss_lines(summary: &Summary) -> Option<Vec<String>> {
+pub(crate) fn compile_loss_lines(summary: &Summary) -> Option<Vec<String>> {
     summary.compile.as_ref()?;
     Some(
         summary
@@ -144,7 +144,7 @@ pub fn compile_loss_lines(summary: &Summary) -> Option<Vec<String>> {
 }
 
 /// The problems whose Model failed to compile, one line each with the first line of why.
-pub fn compile_failure_lines(summary: &Summary) -> Vec<String> {
+pub(crate) fn compile_failure_lines(summary: &Summary) -> Vec<String> {
     summary
         .compile_failures
         .iter()
@@ -153,14 +153,14 @@ pub fn compile_failure_lines(summary: &Summary) -> Vec<String> {
 }
 
 /// Heading of the flagged list.
-pub const COMPILE_LOSSES_TITLE: &str = "Wins over the reference that lose to torch.compile";
+pub(crate) const COMPILE_LOSSES_TITLE: &str = "Wins over the reference that lose to torch.compile";
 /// Heading of the list of Models that failed to compile.
-pub const COMPILE_FAILURES_TITLE: &str =
+pub(crate) const COMPILE_FAILURES_TITLE: &str =
     "Problems whose Model failed to compile (not on the torch.compile basis)";
 
 /// One line on the headline basis: per group its wins, median speedup over them and
 /// KernelBench's fast_1.
-pub fn summary_line(summary: &Summary) -> String {
+pub(crate) fn summary_line(summary: &Summary) -> String {
     let (basis, metrics) = summary.headline_metrics();
     let groups: Vec<String> = metrics
         .iter()
@@ -185,7 +185,7 @@ pub fn summary_line(summary: &Summary) -> String {
 }
 
 /// What the metrics mean, under the tables.
-pub const METRICS_NOTE: &str = "fast_p is KernelBench's: the fraction of the problems for \
+pub(crate) const METRICS_NOTE: &str = "fast_p is KernelBench's: the fraction of the problems for \
     which the group has a correct candidate faster than p× on the table's basis (a problem \
     counts once, however many candidates answer it). A win over the reference: correct and the \
     paired speedup's lower 95% bound above the win threshold; over eager: correct and the \
@@ -214,7 +214,7 @@ pub(crate) const TERMINAL_TEXT_WIDTH: usize = 100;
 /// [`TERMINAL_WIDTH`]; with `wide`, [`wide_table`]: every column), then the metrics on each
 /// basis measured, the flagged wins that lose to torch.compile and the Models that failed to
 /// compile.
-pub fn terminal_tables(records: &[Record], summary: &Summary, wide: bool) -> String {
+pub(crate) fn terminal_tables(records: &[Record], summary: &Summary, wide: bool) -> String {
     let wrapped = |text: &str| wrap(text, TERMINAL_TEXT_WIDTH);
     let mut s = if wide {
         wide_table(records)

@@ -6,7 +6,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 
 /// Each problem's input statistics, from its reference's record (for `run.json`).
-pub fn input_stats(records: &[Record]) -> serde_json::Value {
+pub(crate) fn input_stats(records: &[Record]) -> serde_json::Value {
     records
         .iter()
         .filter(|r| r.is_reference())
@@ -17,13 +17,13 @@ pub fn input_stats(records: &[Record]) -> serde_json::Value {
 
 /// Where the run's time went: per problem, the seconds of each phase summed over its reference
 /// (with the problem's preparation) and its candidates, and the same over all problems.
-pub fn phase_table(records: &[Record]) -> serde_json::Value {
+pub(crate) fn phase_table(records: &[Record]) -> serde_json::Value {
     let (per_problem, all) = phase_totals(records);
     json!({"problems": per_problem, "all": all, "all_s": all.total()})
 }
 
 /// The phase seconds of `records`, per problem and over all of them.
-pub fn phase_totals(records: &[Record]) -> (BTreeMap<&str, PhaseTimes>, PhaseTimes) {
+pub(crate) fn phase_totals(records: &[Record]) -> (BTreeMap<&str, PhaseTimes>, PhaseTimes) {
     let mut per_problem: BTreeMap<&str, PhaseTimes> = BTreeMap::new();
     let mut all = PhaseTimes::default();
     for p in records

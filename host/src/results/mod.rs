@@ -9,14 +9,15 @@ pub mod record;
 pub mod run_dir;
 pub mod shards;
 
-pub use meta::{RunMeta, SecretSeed, ShardMeta};
-pub use pool::{emulator_sets, pool_runs, warn_emulator_sets};
+pub(crate) use meta::{RunMeta, SecretSeed, ShardMeta};
+
+pub use pool::{pool_runs, warn_emulator_sets};
 
 use std::path::Path;
 
 /// The directory of the result set at `path` (a set's directory, or a file in it such as its
 /// `results.jsonl`).
-pub fn set_dir(path: &Path) -> &Path {
+pub(crate) fn set_dir(path: &Path) -> &Path {
     if path.is_dir() {
         path
     } else {

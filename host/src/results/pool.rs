@@ -43,19 +43,19 @@ impl Pooled {
     }
 
     /// The paths given.
-    pub fn paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
         self.sets.iter().map(|(p, _)| p.clone()).collect()
     }
 
     /// The number of problems the pooled records cover.
-    pub fn problem_count(&self) -> usize {
+    pub(crate) fn problem_count(&self) -> usize {
         let mut problems: Vec<&str> = self.records.iter().map(|r| r.problem.as_str()).collect();
         problems.dedup();
         problems.len()
     }
 
     /// Warns on stderr about each set that ran on the CPU emulator ([`warn_emulator_sets`]).
-    pub fn warn_emulator(&self) {
+    pub(crate) fn warn_emulator(&self) {
         for (path, run) in &self.sets {
             if run.as_ref().is_some_and(|r| !r.timings_are_gpu_timings) {
                 warn_emulator(path);
@@ -141,7 +141,7 @@ fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)]) -> anyhow::Result<Vec<Record>>
 
 /// The result sets among `paths` (directories or their results.jsonl) whose `run.json` says
 /// they ran on the CPU emulator (`timings_are_gpu_timings: false`).
-pub fn emulator_sets(paths: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn emulator_sets(paths: &[PathBuf]) -> Vec<PathBuf> {
     paths
         .iter()
         .filter(|path| RunMeta::beside(path).is_some_and(|run| !run.timings_are_gpu_timings))

@@ -5,10 +5,10 @@ use bench_problems::{CheckReport, Work};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The commit the binary was built from (written into `run.json` and the summary heading).
-pub const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
+pub(crate) const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
 
 /// How a candidate ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ pub enum Status {
 
 impl Status {
     /// Every status, in the order of the enum.
-    pub const ALL: [Status; 9] = [
+    pub(crate) const ALL: [Status; 9] = [
         Status::Correct,
         Status::Incorrect,
         Status::CompileError,
@@ -226,12 +226,12 @@ impl Record {
         }
     }
 
-    pub fn is_reference(&self) -> bool {
+    pub(crate) fn is_reference(&self) -> bool {
         self.group == "reference"
     }
 
     /// Whether the status differs from the one the manifest expects.
-    pub fn unexpected(&self) -> bool {
+    pub(crate) fn unexpected(&self) -> bool {
         self.expected_status
             .as_deref()
             .is_some_and(|e| e != self.status.name())
@@ -251,7 +251,7 @@ pub struct Ceilings {
 
 impl Ceilings {
     /// max(compulsory / HBM, logical / L2, flops / fp32), in ms.
-    pub fn floor_ms(&self, w: &Work) -> f64 {
+    pub(crate) fn floor_ms(&self, w: &Work) -> f64 {
         let t = |num: f64, rate: f64| if rate > 0.0 { num / rate } else { 0.0 };
         1e3 * t(w.compulsory_bytes, self.hbm_bytes_per_s)
             .max(t(w.logical_bytes, self.l2_bytes_per_s))
@@ -261,8 +261,7 @@ impl Ceilings {
 
 /// Appends records to `results.jsonl`, one line each, flushed at once so nothing measured is
 /// lost if the run stops.
-pub struct RecordLog {
-    path: PathBuf,
+pub(crate) struct RecordLog {
     file: File,
     /// Every record of the file, in file order: those it held when opened, then each appended.
     records: Vec<Record>,
@@ -294,15 +293,11 @@ impl RecordLog {
             );
         }
         let records = read_records(&path);
-        Ok(RecordLog {
-            path,
-            file,
-            records,
-        })
+        Ok(RecordLog { file, records })
     }
 
     /// Appends one record as one whole line, in a single write.
-    pub fn append(&mut self, rec: &Record) -> std::io::Result<()> {
+    pub(crate) fn append(&mut self, rec: &Record) -> std::io::Result<()> {
         let mut line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
@@ -317,17 +312,13 @@ impl RecordLog {
     }
 
     /// The file's records, the log closed.
-    pub fn into_records(self) -> Vec<Record> {
+    pub(crate) fn into_records(self) -> Vec<Record> {
         self.records
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
 /// Records already in a `results.jsonl` (unreadable lines are reported and skipped).
-pub fn read_records(path: &Path) -> Vec<Record> {
+pub(crate) fn read_records(path: &Path) -> Vec<Record> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();
     };
@@ -403,7 +394,6 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let _ = std::fs::remove_file(dir.join("results.jsonl"));
         let mut log = RecordLog::open(&dir).unwrap();
-        assert_eq!(log.path(), dir.join("results.jsonl"));
         let mut a = Record::new("embedding_bag_sum", "reference", "reference", "reference");
         a.status = Status::Correct;
         log.append(&a).unwrap();

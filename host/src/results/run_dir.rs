@@ -15,15 +15,15 @@ use bench_problems::Preset;
 use std::path::{Path, PathBuf};
 
 /// The file holding the secret seed while it is not (or not yet again) in `run.json`.
-pub const SECRET_FILE: &str = ".secret_seed";
+pub(crate) const SECRET_FILE: &str = ".secret_seed";
 
 /// What `run.json` says in place of the secret seed until the run ends.
-pub const SECRET_HIDDEN: &str = "(written when the run ends)";
+pub(crate) const SECRET_HIDDEN: &str = "(written when the run ends)";
 
 /// Makes the run directory `out/run_id` (and `out`), or `out/run_id-2`, `-3`, … when another
 /// run took that name: `create_dir` either makes the directory or fails, so two runs never
 /// share one. Errors name the path.
-pub fn create_run_dir(out: &Path, run_id: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn create_run_dir(out: &Path, run_id: &str) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(out).with_context(|| {
         format!(
             "--out {}: cannot create the results directory",
@@ -52,7 +52,7 @@ pub fn create_run_dir(out: &Path, run_id: &str) -> anyhow::Result<PathBuf> {
 /// Writes `bytes` to `path` through a temporary file beside it and a rename, so a crash or a
 /// full disk leaves the previous complete file (or none), never a truncated one; the
 /// temporary file is removed on error.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".tmp-{}", std::process::id()));
     let tmp = path.with_file_name(name);
@@ -69,12 +69,12 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// Writes `v` (pretty JSON) to `path` with [`write_atomically`].
-pub fn write_json(path: &Path, v: &serde_json::Value) -> anyhow::Result<()> {
+pub(crate) fn write_json(path: &Path, v: &serde_json::Value) -> anyhow::Result<()> {
     write_atomically(path, serde_json::to_string_pretty(v)?.as_bytes())
 }
 
 /// Stores the secret seed in the run's [`SECRET_FILE`] (atomically).
-pub fn store_secret(dir: &Path, seed: u64) -> anyhow::Result<()> {
+pub(crate) fn store_secret(dir: &Path, seed: u64) -> anyhow::Result<()> {
     write_atomically(&dir.join(SECRET_FILE), seed.to_string().as_bytes())
 }
 
@@ -82,7 +82,7 @@ pub fn store_secret(dir: &Path, seed: u64) -> anyhow::Result<()> {
 /// [`SECRET_FILE`], else from `run.json` (a run that ended). Either way it is (re)stored in [`SECRET_FILE`]
 /// before returning, so the caller may rewrite `run.json` without losing it. Also says
 /// whether `run.json` had published it.
-pub fn resume_secret(dir: &Path, in_run_json: &SecretSeed) -> anyhow::Result<(u64, bool)> {
+pub(crate) fn resume_secret(dir: &Path, in_run_json: &SecretSeed) -> anyhow::Result<(u64, bool)> {
     let file = dir.join(SECRET_FILE);
     let published = in_run_json.published();
     let seed = match std::fs::read_to_string(&file) {
@@ -105,7 +105,7 @@ pub fn resume_secret(dir: &Path, in_run_json: &SecretSeed) -> anyhow::Result<(u6
 /// Refuses a resume that would run on another kind of backend (GPU or emulator), another
 /// device or another preset than the run in `dir` (its `run.json` is `run_json`): its records
 /// would be mixed with ones they cannot be compared with. The message names both.
-pub fn check_resume_backend(
+pub(crate) fn check_resume_backend(
     dir: &Path,
     run: &RunMeta,
     on_gpu: bool,

@@ -73,12 +73,12 @@ impl Phase {
 }
 
 /// Where reports go.
-pub type Observer = fn(Activity);
+pub(crate) type Observer = fn(Activity);
 
 static OBSERVER: OnceLock<Observer> = OnceLock::new();
 
 /// Sends reports of this process to `observer` (once; later calls are ignored).
-pub fn set_observer(observer: Observer) {
+pub(crate) fn set_observer(observer: Observer) {
     let _ = OBSERVER.set(observer);
 }
 
@@ -91,7 +91,7 @@ pub fn report(activity: Activity) {
 
 /// Reports the candidate's device work running until the guard drops; `watched` false (the
 /// reference's runs) reports nothing.
-pub struct CandidateRun(bool);
+pub(crate) struct CandidateRun(bool);
 
 impl CandidateRun {
     pub fn start(watched: bool) -> Self {
@@ -125,7 +125,7 @@ impl PhaseTimes {
     }
 
     /// Moves `seconds` of phase `from` to phase `to` (a part of `from` that is counted apart).
-    pub fn move_seconds(&mut self, from: Phase, to: Phase, seconds: f64) {
+    pub(crate) fn move_seconds(&mut self, from: Phase, to: Phase, seconds: f64) {
         if seconds > 0.0 {
             *self.0.entry(from).or_default() -= seconds;
             *self.0.entry(to).or_default() += seconds;
@@ -145,7 +145,7 @@ impl PhaseTimes {
     }
 
     /// All phases together.
-    pub fn total(&self) -> f64 {
+    pub(crate) fn total(&self) -> f64 {
         self.0.values().sum()
     }
 }

@@ -123,7 +123,7 @@ pub(super) fn finish(
 
 /// One line for each reference among `records` that failed its own check (a status other
 /// than `correct`), naming its problem, status and the first line of its message.
-pub fn reference_failures(records: &[Record]) -> Vec<String> {
+pub(crate) fn reference_failures(records: &[Record]) -> Vec<String> {
     records
         .iter()
         .filter(|r| r.is_reference() && r.status != Status::Correct)

@@ -53,7 +53,7 @@ const MIN_EXECUTION_LIMIT_S: f64 = 10.0;
 /// Seconds one execution of a candidate's plan may run: `timeout_s`, and at most
 /// [`REFERENCE_MULTIPLE`] times the reference's median (`reference_ms`, when known), never under
 /// [`MIN_EXECUTION_LIMIT_S`] (unless `timeout_s` itself is lower).
-pub fn execution_limit_s(timeout_s: f64, reference_ms: Option<f64>) -> f64 {
+pub(crate) fn execution_limit_s(timeout_s: f64, reference_ms: Option<f64>) -> f64 {
     match reference_ms {
         Some(ms) if ms > 0.0 => {
             timeout_s.min((REFERENCE_MULTIPLE * ms / 1e3).max(MIN_EXECUTION_LIMIT_S))
@@ -66,7 +66,7 @@ pub fn execution_limit_s(timeout_s: f64, reference_ms: Option<f64>) -> f64 {
 /// when `/dev/shm` is a writable directory (sets are gigabytes at `full`), else the run
 /// directory's `inputs/`. The process id keeps two runs started in the same second (tests)
 /// apart; a resumed run makes its inputs again.
-pub fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
+pub(crate) fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
     let shm = Path::new("/dev/shm");
     let writable = shm.is_dir()
         && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())

@@ -36,7 +36,7 @@ pub struct Shard {
 
 impl Shard {
     /// The whole run as one shard.
-    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+    pub(crate) const WHOLE: Shard = Shard { index: 0, count: 1 };
 
     /// Parses `i/n` (0 ≤ i < n).
     pub fn parse(s: &str) -> Result<Shard, String> {
@@ -62,7 +62,7 @@ impl Shard {
 
     /// The items `start..end` of `total` that this shard owns: contiguous blocks whose sizes
     /// differ by one at most (empty when there are more shards than items).
-    pub fn range(self, total: usize) -> Range<usize> {
+    pub(crate) fn range(self, total: usize) -> Range<usize> {
         let at = |i: usize| i * total / self.count;
         at(self.index)..at(self.index + 1)
     }
@@ -101,7 +101,7 @@ pub fn items(
 }
 
 /// The items of `all` that `shard` owns.
-pub fn owned(all: &[Item], shard: Shard) -> std::collections::BTreeSet<Item> {
+pub(crate) fn owned(all: &[Item], shard: Shard) -> std::collections::BTreeSet<Item> {
     all[shard.range(all.len())].iter().cloned().collect()
 }
 
@@ -128,7 +128,7 @@ pub fn secret_seed(file: Option<&Path>) -> anyhow::Result<Option<u64>> {
 
 /// What shards publish of their secret seed: the SHA-256 of `dlrm-bench secret seed <seed>`,
 /// in hex, so the merge can tell that all used one seed without any shard revealing it.
-pub fn secret_digest(seed: u64) -> String {
+pub(crate) fn secret_digest(seed: u64) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(format!("dlrm-bench secret seed {seed}").as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
@@ -163,7 +163,7 @@ pub fn parse_devices(s: &str) -> Result<Devices, String> {
 /// The device (among `devices`) that times chunk `chunk` of problem number `k` of a run: the
 /// chunks of a problem go to distinct devices, and the first chunk of successive problems
 /// rotates, so problems with one chunk (few candidates, or references alone) spread too.
-pub fn device_of_chunk(devices: &[usize], k: usize, chunk: usize) -> usize {
+pub(crate) fn device_of_chunk(devices: &[usize], k: usize, chunk: usize) -> usize {
     devices[(k + chunk) % devices.len()]
 }
 

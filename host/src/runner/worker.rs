@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 /// What one worker must do.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct WorkerSpec {
+pub(crate) struct WorkerSpec {
     /// Only measure the device ceilings and report them.
     #[serde(default)]
     pub ceilings_only: bool,
@@ -56,7 +56,7 @@ pub struct WorkerSpec {
 /// One line of worker output.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
+pub(crate) enum Event {
     /// The worker's input sets are ready (read from the cache, or generated): the seconds of
     /// each phase it took. The orchestrator adds them to the next record it logs.
     Prepared {
@@ -145,7 +145,7 @@ fn emit_activity(activity: Activity) {
 pub const FAULT_ENV: &str = "DLRM_BENCH_INJECT_FAULT";
 
 /// Exit status of a worker that stopped because its orchestrator is gone.
-pub const EXIT_ORPHANED: i32 = 4;
+pub(crate) const EXIT_ORPHANED: i32 = 4;
 
 /// Watches stdin after the spec: each line is a go (sent on the returned channel); its end
 /// means the orchestrator is gone (killed, even by `kill -9`), and the worker exits at once

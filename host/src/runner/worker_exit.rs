@@ -4,7 +4,7 @@
 use std::process::ExitStatus;
 
 /// The name and the usual meaning of signal `sig`.
-pub fn signal_meaning(sig: i32) -> &'static str {
+pub(crate) fn signal_meaning(sig: i32) -> &'static str {
     match sig {
         4 => "SIGILL: illegal instruction",
         6 => "SIGABRT: aborted (an assertion or abort() in native code)",
@@ -19,7 +19,7 @@ pub fn signal_meaning(sig: i32) -> &'static str {
 
 /// `status` in words: `exit status 1`, `killed by signal 11 (SIGSEGV: …)`, or that it is not
 /// known.
-pub fn describe_exit(status: Option<ExitStatus>) -> String {
+pub(crate) fn describe_exit(status: Option<ExitStatus>) -> String {
     let Some(status) = status else {
         return "its exit status is unknown".into();
     };
@@ -43,7 +43,7 @@ pub fn describe_exit(status: Option<ExitStatus>) -> String {
 
 /// The message of a worker that died while running `what` (`candidate X of problem P`) in
 /// `phase` (when known): how it ended and its last stderr lines.
-pub fn death_message(
+pub(crate) fn death_message(
     what: &str,
     phase: Option<&str>,
     status: Option<ExitStatus>,

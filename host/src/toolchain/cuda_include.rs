@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// The environment variable of extra include directories (colon-separated), searched first.
-pub const ENV_VAR: &str = "DLRM_BENCH_CUDA_INCLUDE";
+pub(crate) const ENV_VAR: &str = "DLRM_BENCH_CUDA_INCLUDE";
 
 /// What the search reads: environment variables, the default toolkit, the directories of the
 /// libnvrtc in use, the Python prefixes. [`SearchEnv::current`] is this process's.
@@ -284,7 +284,7 @@ pub fn current() -> &'static IncludeSearch {
 }
 
 /// Whether an NVRTC log says a header could not be opened.
-pub fn is_missing_header(log: &str) -> bool {
+pub(crate) fn is_missing_header(log: &str) -> bool {
     log.contains("open source file")
 }
 

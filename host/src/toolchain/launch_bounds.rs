@@ -4,7 +4,7 @@
 //! Used by the build script (`#[path]`) and tested here.
 
 /// The PTX with the directives inserted, or what is wrong with a marker.
-pub fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
+pub(crate) fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
     let mut out = ptx.to_string();
     for line in ptx.lines() {
         let Some(rest) = line.trim().strip_prefix("// dlrm-bench launch_bounds ") else {

@@ -33,7 +33,7 @@ pub fn run(cmd: &mut Command, limit_s: f64) -> std::io::Result<Ending> {
 }
 
 /// The last `lines` lines of a log, for a message.
-pub fn tail(log: &str, lines: usize) -> String {
+pub(crate) fn tail(log: &str, lines: usize) -> String {
     let all: Vec<&str> = log.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }

@@ -2,7 +2,9 @@
 //! NVRTC's flags and the CUDA headers it may include, `ptxas`, the PTX edits the project's own
 //! kernels need (`launch_bounds!` markers), and helper processes under a time limit.
 pub mod cuda_include;
-pub mod launch_bounds;
+// build.rs applies the markers (it includes the file); the library keeps it for its tests.
+#[cfg(test)]
+mod launch_bounds;
 pub mod limited;
 pub mod nvrtc_flags;
 pub mod ptx;

@@ -26,7 +26,7 @@ pub fn ptx_arch(arch: &str) -> Option<String> {
 
 /// What a device of compute capability `cc` can load PTX of `arch` ([`ptx_arch`] form), or why
 /// not.
-pub fn runs_on(arch: &str, cc: (i32, i32)) -> Result<(), String> {
+pub(crate) fn runs_on(arch: &str, cc: (i32, i32)) -> Result<(), String> {
     let v = arch
         .trim_start_matches("compute_")
         .trim_start_matches("sm_");
@@ -58,7 +58,7 @@ pub fn runs_on(arch: &str, cc: (i32, i32)) -> Result<(), String> {
 }
 
 /// The PTX arch of a device of compute capability `cc`, for a manifest without `arch`.
-pub fn device_arch(cc: Option<(i32, i32)>) -> &'static str {
+pub(crate) fn device_arch(cc: Option<(i32, i32)>) -> &'static str {
     match cc {
         Some((9, _)) => "compute_90",
         Some((10, _)) => "compute_100",
@@ -71,7 +71,7 @@ pub fn device_arch(cc: Option<(i32, i32)>) -> &'static str {
 }
 
 /// The allowed options, as shown in errors.
-pub const ALLOWED: &str = "-DNAME, -DNAME=VALUE, -UNAME, --use_fast_math, -lineinfo, \
+pub(crate) const ALLOWED: &str = "-DNAME, -DNAME=VALUE, -UNAME, --use_fast_math, -lineinfo, \
      --fmad=true|false, --ftz=true|false, --prec-div=true|false, --prec-sqrt=true|false, \
      -std=c++17|c++20, --extra-device-vectorization, -maxrregcount=N (16..=255); \
      one flag per string";
@@ -85,7 +85,7 @@ fn is_identifier(s: &str) -> bool {
 
 /// Checks one `options` entry against the allow-list; the error says why and what is allowed.
 /// Options spelled with one dash or two (`-use_fast_math`, `--std=c++20`) are both taken.
-pub fn check_option(opt: &str) -> Result<(), String> {
+pub(crate) fn check_option(opt: &str) -> Result<(), String> {
     let refuse = |why: &str| Err(format!("`{opt}` {why} (allowed: {ALLOWED})"));
     if let Some(def) = opt.strip_prefix("-D") {
         let (name, value) = def.split_once('=').unwrap_or((def, ""));

@@ -21,7 +21,7 @@ pub struct Resources {
 }
 
 /// Each entry's resources, by name.
-pub type ModuleResources = BTreeMap<String, Resources>;
+pub(crate) type ModuleResources = BTreeMap<String, Resources>;
 
 impl Resources {
     /// Spills, or a stack frame (an array indexed at run time): local memory, slow.
@@ -31,7 +31,7 @@ impl Resources {
 }
 
 /// The places a ptxas is looked for, in order, `extra` first.
-pub fn search_paths(extra: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn search_paths(extra: &[PathBuf]) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = extra.to_vec();
     if let Some(p) = std::env::var_os("DLRM_BENCH_PTXAS") {
         paths.push(PathBuf::from(p));
@@ -74,7 +74,7 @@ pub fn find(extra: &[PathBuf]) -> Option<PathBuf> {
 
 /// The architecture to assemble `ptx` for: `sm_90a` when the module targets it (its
 /// Hopper-only instructions need it), else `sm_90`, the H100/H200 the suite runs on.
-pub fn arch_for(ptx: &str) -> &'static str {
+pub(crate) fn arch_for(ptx: &str) -> &'static str {
     let target = ptx
         .lines()
         .find_map(|l| l.trim().strip_prefix(".target "))
@@ -126,7 +126,7 @@ fn count_before(line: &str, unit: &str) -> Option<u32> {
 /// Per entry, from `ptxas -v`'s log: "Compiling entry function 'NAME'" opens an entry; its
 /// "N bytes stack frame, N bytes spill stores, N bytes spill loads" and "Used N registers"
 /// lines follow.
-pub fn parse_log(log: &str) -> ModuleResources {
+pub(crate) fn parse_log(log: &str) -> ModuleResources {
     let mut out = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in log.lines() {

@@ -25,7 +25,7 @@ fn check(r: sys::CUresult, what: &str) -> BackendResult<()> {
 }
 
 /// One CUDA device, its stream, and what has been allocated and loaded on it.
-pub struct CudaBackend {
+pub(crate) struct CudaBackend {
     _ctx: Arc<CudaContext>,
     info: DeviceInfo,
     stream: sys::CUstream,

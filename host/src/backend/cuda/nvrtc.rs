@@ -6,7 +6,7 @@ use cudarc::driver::sys;
 use cudarc::driver::CudaContext;
 
 /// The start of the message when libnvrtc cannot be loaded.
-pub const NVRTC_MISSING: &str = "libnvrtc could not be loaded";
+pub(crate) const NVRTC_MISSING: &str = "libnvrtc could not be loaded";
 
 /// Runs `f`, turning a panic (cudarc panics when a CUDA library cannot be loaded) into `None`
 /// without printing the panic message.
@@ -19,7 +19,7 @@ pub(crate) fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Opti
 }
 
 /// How many CUDA devices the driver sees (0 without libcuda or a driver).
-pub fn device_count() -> usize {
+pub(crate) fn device_count() -> usize {
     // SAFETY: only probes whether libcuda can be loaded.
     if !unsafe { sys::is_culib_present() } {
         return 0;

@@ -400,7 +400,7 @@ fn check_include(d: &str) -> Result<(), String> {
 
 /// A name that goes into paths, tables and summary.md: not empty, and no `/`, `\`, `|` or
 /// control character (newlines included).
-pub fn check_name(file: &Path, field: &str, name: &str) -> Result<(), CandidateError> {
+pub(crate) fn check_name(file: &Path, field: &str, name: &str) -> Result<(), CandidateError> {
     let bad = |why: String| Err(CandidateError::new(file, Some(field), why));
     if name.trim().is_empty() {
         return bad("must not be empty".into());

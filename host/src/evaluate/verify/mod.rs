@@ -111,7 +111,7 @@ impl Verifier<'_> {
     /// Runs `plan` once on every set but those in `skip` (the timing's, which a candidate meets
     /// first in a timed run) with poisoned outputs and checks outputs and inputs; stops at the
     /// first set that fails.
-    pub fn check_all(
+    pub(crate) fn check_all(
         &mut self,
         sets: &[DeviceSet],
         plan: &Loaded,
@@ -208,7 +208,7 @@ impl Verifier<'_> {
 
     /// After one execution of `plan`: the module's globals as loaded again, and what had
     /// changed ([`Backend::restore_module_globals`]) as the failure's message.
-    pub fn state_left(&mut self, plan: &Loaded) -> Result<Option<String>, BackendError> {
+    pub(crate) fn state_left(&mut self, plan: &Loaded) -> Result<Option<String>, BackendError> {
         let changed = self.backend.restore_module_globals(plan.module)?;
         if changed.is_empty() {
             return Ok(None);
@@ -222,7 +222,7 @@ impl Verifier<'_> {
 
     /// After timed runs of `plan` on the sets `rotation` (indices into `sets`): the guards of
     /// every buffer they reached ([`Self::guards_intact`]), which no check looked at in between.
-    pub fn guards_after_timing(
+    pub(crate) fn guards_after_timing(
         &mut self,
         sets: &[DeviceSet],
         rotation: Range<usize>,
@@ -473,7 +473,7 @@ impl Verifier<'_> {
     /// fingerprint differs from its upload's (a shared tensor once), from the host's copy: what
     /// a candidate wrote into one, its own set's or another's, never reaches the next
     /// candidate or the reference. Returns how many were put back.
-    pub fn restore_inputs(&mut self, sets: &[DeviceSet]) -> Result<usize, BackendError> {
+    pub(crate) fn restore_inputs(&mut self, sets: &[DeviceSet]) -> Result<usize, BackendError> {
         let mut seen = std::collections::BTreeSet::new();
         let mut restored = 0;
         for set in sets {
@@ -551,14 +551,14 @@ impl Verifier<'_> {
 
     /// Whether [`Self::check_timed`] compares every output of `set` with the reference's (so
     /// it holds on inputs the oracle was not computed for).
-    pub fn timed_checks_all_against_reference(&self, set: &DeviceSet) -> bool {
+    pub(crate) fn timed_checks_all_against_reference(&self, set: &DeviceSet) -> bool {
         output_specs(self.problem)
             .iter()
             .all(|spec| !matches!(self.timed_check(set, spec), TimedCheck::AsChecked))
     }
 
     /// Whether [`Self::check_timed`] on `set` needs the reference's outputs on the device.
-    pub fn timed_check_needs_reference(&self, set: &DeviceSet) -> bool {
+    pub(crate) fn timed_check_needs_reference(&self, set: &DeviceSet) -> bool {
         output_specs(self.problem)
             .iter()
             .any(|spec| !matches!(self.timed_check(set, spec), TimedCheck::AsChecked))
@@ -572,7 +572,7 @@ impl Verifier<'_> {
     /// update bounds, over the whole tensor (so a row that must not change counts too); else
     /// as the check does (an exact output by its fingerprint). The first failure's message,
     /// under `label` (`timed run 7 on secret-1`).
-    pub fn check_timed(
+    pub(crate) fn check_timed(
         &mut self,
         set: &DeviceSet,
         label: &str,
@@ -676,7 +676,7 @@ impl Verifier<'_> {
 
     /// Runs the reference on set `i` (its outputs poisoned first) and waits for it: its
     /// outputs for a comparison, which the caller zeroes after.
-    pub fn run_reference(
+    pub(crate) fn run_reference(
         &mut self,
         set: &DeviceSet,
         i: usize,

@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The plot files written next to `summary.md` (the projection's only with a workload).
-pub const PLOT_FILES: [&str; 4] = ["speedups", "roofline", "floor", "projection"];
+pub(crate) const PLOT_FILES: [&str; 4] = ["speedups", "roofline", "floor", "projection"];
 
 /// One result set the page was made from: its path and its `run.json` (if readable).
 #[derive(Clone, Debug)]
@@ -90,7 +90,7 @@ impl Page {
 }
 
 /// A run's `report.html` and plots, in its result set `dir` (`runner::run` calls this).
-pub fn write_run_report(
+pub(crate) fn write_run_report(
     dir: &Path,
     records: &[Record],
     summary: &Summary,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The p values fast_p is reported at.
-pub const FAST_P: [f64; 6] = [0.0, 0.5, 0.8, 1.0, 1.5, 2.0];
+pub(crate) const FAST_P: [f64; 6] = [0.0, 0.5, 0.8, 1.0, 1.5, 2.0];
 
 /// What a speedup is over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -49,7 +49,7 @@ pub enum Basis {
 
 impl Basis {
     /// Every basis, in the default order.
-    pub const ALL: [Basis; 3] = [Basis::Reference, Basis::Eager, Basis::Compile];
+    pub(crate) const ALL: [Basis; 3] = [Basis::Reference, Basis::Eager, Basis::Compile];
 
     /// `reference`, `eager` or `compile` (as `--basis` takes it).
     pub fn name(self) -> &'static str {
@@ -143,7 +143,7 @@ impl std::fmt::Display for Basis {
 /// beside the reference only, measured on the same inputs, so this is what [`Basis::Eager`]
 /// and [`Basis::Compile`] need for their unpaired ratios. A time a record carries itself is
 /// left as it is.
-pub fn with_reference_peers(records: &[Record]) -> Vec<Record> {
+pub(crate) fn with_reference_peers(records: &[Record]) -> Vec<Record> {
     // Per problem, the last reference that has each (a pooled set has one reference a problem).
     let references = records.iter().filter(|r| r.is_reference());
     let eager: BTreeMap<&str, &Record> = references
@@ -220,7 +220,7 @@ pub struct GroupMetrics {
 /// where eager (the compiled Model) was measured — a Model that failed to compile is not
 /// measured. Candidates take PyTorch's times from their problem's reference
 /// ([`with_reference_peers`]).
-pub fn summarize(records: &[Record], problems: usize, basis: Basis) -> Vec<GroupMetrics> {
+pub(crate) fn summarize(records: &[Record], problems: usize, basis: Basis) -> Vec<GroupMetrics> {
     let filled;
     let (records, problems) = match basis {
         Basis::Reference => (records, problems),
@@ -302,7 +302,7 @@ pub struct CompileLoss {
 
 /// The wins over the reference among `records` that lose to `torch.compile` ([`CompileLoss`]),
 /// in record order. Candidates take the compiled Model's time from their problem's reference.
-pub fn compile_losses(records: &[Record]) -> Vec<CompileLoss> {
+pub(crate) fn compile_losses(records: &[Record]) -> Vec<CompileLoss> {
     with_reference_peers(records)
         .iter()
         .filter(|r| !r.is_reference() && Basis::Reference.win(r))
@@ -322,7 +322,7 @@ pub fn compile_losses(records: &[Record]) -> Vec<CompileLoss> {
 /// Whether `r` is one of [`compile_losses`]: a win over the reference whose speedup over
 /// `torch.compile` is below 1. `r` must carry the compiled Model's time (a candidate's record
 /// after [`with_reference_peers`]).
-pub fn loses_to_compile(r: &Record) -> bool {
+pub(crate) fn loses_to_compile(r: &Record) -> bool {
     !r.is_reference()
         && Basis::Reference.win(r)
         && Basis::Compile.speedup(r).is_some_and(|s| s < 1.0)
@@ -330,7 +330,7 @@ pub fn loses_to_compile(r: &Record) -> bool {
 
 /// The problems of `records` whose Model failed to compile, with why (from their reference
 /// records' [`Record::pytorch_compile_error`]).
-pub fn compile_failures(records: &[Record]) -> BTreeMap<String, String> {
+pub(crate) fn compile_failures(records: &[Record]) -> BTreeMap<String, String> {
     records
         .iter()
         .filter(|r| r.is_reference() && r.pytorch_compile.is_none())
@@ -391,8 +391,9 @@ impl Summary {
         }
     }
 
+    #[cfg(test)]
     /// Problems measured on `basis` (the run's problems for the reference).
-    pub fn measured_problems(&self, basis: Basis) -> usize {
+    pub(crate) fn measured_problems(&self, basis: Basis) -> usize {
         match basis {
             Basis::Reference => self.problems,
             Basis::Eager => self.eager_problems,
@@ -401,7 +402,7 @@ impl Summary {
     }
 
     /// The headline basis: the one asked for when it was measured, else the reference.
-    pub fn headline_basis(&self) -> Basis {
+    pub(crate) fn headline_basis(&self) -> Basis {
         if self.metrics(self.headline).is_some() {
             self.headline
         } else {
@@ -420,7 +421,7 @@ impl Summary {
     }
 
     /// The headline basis's metrics (the first of [`Self::tables`]).
-    pub fn headline_metrics(&self) -> (Basis, &[GroupMetrics]) {
+    pub(crate) fn headline_metrics(&self) -> (Basis, &[GroupMetrics]) {
         self.tables()[0]
     }
 }

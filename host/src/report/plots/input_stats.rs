@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// A series of an input-statistics array: its name and (x index, value) points.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     pub name: String,
     pub values: Vec<f64>,
 }
@@ -15,7 +15,7 @@ pub struct Series {
 /// an array of numbers is one series; an array of objects gives one series per numeric field
 /// (a histogram's `lo`/`hi` make the labels instead).
 #[derive(Clone, Debug, PartialEq)]
-pub struct StatArray {
+pub(crate) struct StatArray {
     pub field: String,
     pub labels: Vec<String>,
     pub series: Vec<Series>,
@@ -35,7 +35,7 @@ impl StatArray {
 }
 
 /// The array fields of one input set's `stats` object.
-pub fn stat_arrays(stats: &Value) -> Vec<StatArray> {
+pub(crate) fn stat_arrays(stats: &Value) -> Vec<StatArray> {
     let Some(obj) = stats.as_object() else {
         return Vec::new();
     };
@@ -105,7 +105,7 @@ pub fn stat_arrays(stats: &Value) -> Vec<StatArray> {
 }
 
 /// One input-statistics array of `problem` (set `set`) as a lollipop chart.
-pub fn stat_plot(problem: &str, set: &str, a: &StatArray) -> anyhow::Result<Plot> {
+pub(crate) fn stat_plot(problem: &str, set: &str, a: &StatArray) -> anyhow::Result<Plot> {
     let n = a.labels.len().max(1);
     let (w, h) = plot_size(a, n);
     let (lo, hi) = value_range(a);

@@ -19,7 +19,7 @@ pub use roofline::*;
 mod projection_plot;
 pub use projection_plot::*;
 mod input_stats;
-pub use input_stats::*;
+pub(crate) use input_stats::*;
 
 /// One plot: its SVG and how many data points (circles) it draws.
 #[derive(Clone, Debug)]
@@ -35,15 +35,15 @@ pub struct Plot {
 }
 
 /// Colours of the bases and of the reference.
-pub const REFERENCE_BASIS: RGBColor = RGBColor(31, 119, 180);
-pub const EAGER_BASIS: RGBColor = RGBColor(230, 110, 0);
+pub(crate) const REFERENCE_BASIS: RGBColor = RGBColor(31, 119, 180);
+pub(crate) const EAGER_BASIS: RGBColor = RGBColor(230, 110, 0);
 const REFERENCE_RECORD: RGBColor = RGBColor(110, 110, 110);
 const AFTER: RGBColor = RGBColor(44, 160, 44);
 const RULE: RGBColor = RGBColor(150, 150, 150);
 const SEPARATOR: RGBColor = RGBColor(225, 225, 225);
 
 /// One colour per problem (by number, cycling).
-pub const PALETTE: [RGBColor; 12] = [
+pub(crate) const PALETTE: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -59,17 +59,17 @@ pub const PALETTE: [RGBColor; 12] = [
 ];
 
 /// `#rrggbb` of a colour (for the page's legends).
-pub fn hex(c: RGBColor) -> String {
+pub(crate) fn hex(c: RGBColor) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
 /// The problem's number in the catalog (0 when unknown).
-pub fn problem_number(problem: &str) -> u32 {
+pub(crate) fn problem_number(problem: &str) -> u32 {
     bench_problems::find_problem(problem).map_or(0, |p| p.number())
 }
 
 /// The problem's colour.
-pub fn problem_color(problem: &str) -> RGBColor {
+pub(crate) fn problem_color(problem: &str) -> RGBColor {
     PALETTE[(problem_number(problem) as usize + PALETTE.len() - 1) % PALETTE.len()]
 }
 
@@ -92,7 +92,7 @@ fn positive(v: f64) -> Option<f64> {
 }
 
 /// `text` with `& < > " '` escaped, safe in HTML text and attribute values.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut s = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

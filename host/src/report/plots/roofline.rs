@@ -9,7 +9,7 @@ use plotters::style::text_anchor::Pos;
 use plotters::style::text_anchor::VPos;
 
 /// A roofline point: (logical / compulsory bytes, compulsory GB/s).
-pub fn roofline_point(r: &Record) -> Option<(f64, f64)> {
+pub(crate) fn roofline_point(r: &Record) -> Option<(f64, f64)> {
     let t = r.timing.as_ref()?;
     let c = positive(t.compulsory_gbps)?;
     let l = positive(t.logical_gbps)?;

@@ -12,7 +12,7 @@ use crate::results::record::Record;
 
 /// One candidate's speedup on one basis.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SpeedupPoint {
+pub(crate) struct SpeedupPoint {
     pub basis: Basis,
     pub median: f64,
     /// The 95% interval, when the speedup is paired.
@@ -24,7 +24,7 @@ pub struct SpeedupPoint {
 /// page's table show): over the reference [`Record::speedup`] with its interval; over eager
 /// [`Basis::Eager`]'s, with [`Record::speedup_eager`]'s interval when paired. `filled` is the
 /// record after [`with_reference_peers`].
-pub fn speedup_points(r: &Record, filled: &Record) -> Vec<SpeedupPoint> {
+pub(crate) fn speedup_points(r: &Record, filled: &Record) -> Vec<SpeedupPoint> {
     let mut v = Vec::new();
     if let Some(s) = &r.speedup {
         if positive(s.median).is_some() {
@@ -104,7 +104,7 @@ pub fn speedups(records: &[Record]) -> anyhow::Result<Plot> {
 }
 
 /// Each record's share of its physical floor (`Timing::floor_fraction`), in percent.
-pub fn floor_share(records: &[Record]) -> anyhow::Result<Plot> {
+pub(crate) fn floor_share(records: &[Record]) -> anyhow::Result<Plot> {
     let share = |r: &Record| {
         r.timing
             .as_ref()

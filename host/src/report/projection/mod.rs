@@ -61,7 +61,7 @@ pub struct Workload {
 }
 
 /// The named classes of `[classes]` (tools/kernel_classes.py's `CLASSES`).
-pub const CLASSES: [&str; 9] = [
+pub(crate) const CLASSES: [&str; 9] = [
     "matmul",
     "attention",
     "elementwise",
@@ -74,7 +74,7 @@ pub const CLASSES: [&str; 9] = [
 ];
 
 /// The published study's range of addressable fractions (REFERENCE-DATA.md).
-pub const PUBLISHED_RANGE: (f64, f64) = (0.089, 0.582);
+pub(crate) const PUBLISHED_RANGE: (f64, f64) = (0.089, 0.582);
 
 impl Workload {
     /// Reads and validates a profile; errors name the file and the field.
@@ -181,18 +181,18 @@ pub struct Projection {
 
 impl Projection {
     /// Projected step speedup, 1 / new time share.
-    pub fn step_speedup(&self) -> f64 {
+    pub(crate) fn step_speedup(&self) -> f64 {
         1.0 / self.new_time_share
     }
 
     /// Share of the step's time saved, 1 − new time share.
-    pub fn time_saved(&self) -> f64 {
+    pub(crate) fn time_saved(&self) -> f64 {
         1.0 - self.new_time_share
     }
 
     /// The most any kernel of these problems could give: 1 / (1 − Σf), infinite when they
     /// are the whole step (Σf = 1).
-    pub fn ceiling(&self) -> f64 {
+    pub(crate) fn ceiling(&self) -> f64 {
         let rest = 1.0 - self.addressable;
         if rest <= 1e-12 {
             f64::INFINITY
@@ -202,7 +202,7 @@ impl Projection {
     }
 
     /// [`Self::ceiling`] in words: `2.326x`, or `unbounded` when it is infinite.
-    pub fn ceiling_text(&self) -> String {
+    pub(crate) fn ceiling_text(&self) -> String {
         match self.ceiling() {
             c if c.is_finite() => format!("{c:.3}x"),
             _ => "an unbounded speedup (these problems are the whole step)".into(),
@@ -240,7 +240,7 @@ impl Projection {
     }
 
     /// The projection for `run.json`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "workload": self.workload,
             "addressable_fraction": self.addressable,
@@ -348,7 +348,7 @@ pub fn project_file(
 }
 
 /// The profiles named by `args`: a file is itself, a directory its `*.toml` files (sorted).
-pub fn workload_paths(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn workload_paths(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for a in args {
         if a.is_dir() {
@@ -383,7 +383,7 @@ fn against_published(addressable: f64) -> &'static str {
 
 /// Several profiles' projections as one markdown table (one row per workload), the speedups
 /// used per problem, and a footnote with the published range.
-pub fn table_many(items: &[(Workload, Projection)]) -> String {
+pub(crate) fn table_many(items: &[(Workload, Projection)]) -> String {
     let (lo, hi) = PUBLISHED_RANGE;
     let mut s = format!(
         "## End-to-end projection over {} workload profiles\n\n\

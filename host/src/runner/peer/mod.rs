@@ -18,9 +18,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// The peer's script, relative to the working directory (the repository root).
-pub const TORCH_PEER: &str = "tools/torch_peer.py";
+pub(crate) const TORCH_PEER: &str = "tools/torch_peer.py";
 /// Seconds PyTorch's peer may take on one problem.
-pub const PEER_TIMEOUT_S: f64 = 900.0;
+pub(crate) const PEER_TIMEOUT_S: f64 = 900.0;
 /// Seconds the server may take to exit once its stdin is closed, before it is killed.
 const SHUTDOWN_GRACE_S: f64 = 5.0;
 /// Timed calls and warm-up calls of one peer request (the script's defaults).
@@ -28,13 +28,13 @@ const PEER_ITERS: u32 = 50;
 const PEER_WARMUP: u32 = 5;
 
 /// The `impl` of an eager record (also of a record that names none: older files).
-pub const EAGER: &str = "pytorch_eager";
+pub(crate) const EAGER: &str = "pytorch_eager";
 /// The `impl` of a `torch.compile` record.
-pub const COMPILE: &str = "pytorch_compile";
+pub(crate) const COMPILE: &str = "pytorch_compile";
 
 /// One problem's PyTorch median, from a peer file.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PeerMedian {
+pub(crate) struct PeerMedian {
     pub problem: String,
     /// [`EAGER`] or [`COMPILE`].
     pub implementation: String,
@@ -52,7 +52,7 @@ pub fn peer_files(given: &[PathBuf], own: &Path) -> Vec<PathBuf> {
 }
 
 /// Whether `python3` can import torch (so `--torch` can run the peer).
-pub fn torch_available() -> bool {
+pub(crate) fn torch_available() -> bool {
     Command::new("python3")
         .args(["-c", "import torch, safetensors"])
         .stdout(Stdio::null())
@@ -63,7 +63,7 @@ pub fn torch_available() -> bool {
 
 /// PyTorch peer timings by problem, from `tools/torch_peer.py` JSONL files (in file order: the
 /// last line of a problem wins). A bad line or an unreadable file is a warning naming it.
-pub fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
+pub(crate) fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
     let mut out = Vec::new();
     for f in files {
         let text = match std::fs::read_to_string(f) {
@@ -114,7 +114,7 @@ pub fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
 /// Puts the last of `peers` for the reference's problem beside its timing: eager's as
 /// `pytorch`, `torch.compile`'s as `pytorch_compile` (or, when the Model did not compile, why
 /// as `pytorch_compile_error`).
-pub fn attach_peer(reference: &mut Record, peers: &[PeerMedian]) {
+pub(crate) fn attach_peer(reference: &mut Record, peers: &[PeerMedian]) {
     let Some(t) = &reference.timing else {
         return;
     };
@@ -147,7 +147,7 @@ pub fn attach_peer(reference: &mut Record, peers: &[PeerMedian]) {
 /// problem's first worker has just stored them and waits), appending each record to
 /// `peer_file`. A failure is a warning (the run goes on without that yardstick for this
 /// problem). Returns the seconds it took ([`Phase::Peer`]).
-pub fn run_peer(
+pub(crate) fn run_peer(
     server: &mut PeerServer,
     eval: &EvalConfig,
     problem: &'static dyn Problem,
@@ -176,7 +176,7 @@ pub fn run_peer(
 
 /// One request to the server: one line of JSON (`tools/torch_peer.py`'s docstring).
 #[derive(Debug, Serialize)]
-pub struct PeerRequest<'a> {
+pub(crate) struct PeerRequest<'a> {
     pub problem: &'a str,
     pub inputs: Vec<PathBuf>,
     pub out: &'a Path,
@@ -190,7 +190,7 @@ pub struct PeerRequest<'a> {
 /// A `torch_peer.py --serve` process, started at the first request and kept for the next ones;
 /// one that timed out or died is replaced at the next request. Closing it ([`Self::shutdown`],
 /// or dropping it) ends the process.
-pub struct PeerServer {
+pub(crate) struct PeerServer {
     program: OsString,
     args: Vec<OsString>,
     /// Seconds one request may take before the server is killed.
@@ -248,7 +248,7 @@ impl PeerServer {
 
     /// Sends `request` and waits for its answer: the record, or why there is none (an error
     /// answer, which keeps the server; a timeout or a dead server, which ends it).
-    pub fn request(&mut self, request: &PeerRequest) -> anyhow::Result<serde_json::Value> {
+    pub(crate) fn request(&mut self, request: &PeerRequest) -> anyhow::Result<serde_json::Value> {
         let line = serde_json::to_string(request)?;
         let timeout = Duration::from_secs_f64(self.timeout_s.max(0.0));
         let command = self.command_line();
@@ -372,7 +372,7 @@ impl PeerServer {
     /// Ends the server at the end of a run: closes its stdin and waits for it to exit, killing
     /// it if it lingers past `shutdown_grace_s`; a kill or a failed exit is a warning. Nothing
     /// when no server runs.
-    pub fn shutdown(&mut self) -> Option<Ending> {
+    pub(crate) fn shutdown(&mut self) -> Option<Ending> {
         let ending = self.end(Duration::from_secs_f64(self.shutdown_grace_s.max(0.0)))?;
         if ending.killed {
             eprintln!(
