@@ -9,6 +9,7 @@ pub mod kernelbench;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod sweep;
 pub mod toolchain;
 
 use bench_problems::Preset;

@@ -33,7 +33,10 @@ pub(crate) const EXAMPLE_MODEL: &str = include_str!("prompt/example_model.py");
 pub(crate) const EXAMPLE_MODEL_NEW: &str = include_str!("prompt/example_model_new.py");
 
 /// Which prompt to print.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     /// A KernelBench-style prompt asking for a `ModelNew` with inline CUDA.
     Kernelbench,
