@@ -200,6 +200,13 @@ enum SweepAction {
         #[command(flatten)]
         run: Box<RunArgs>,
     },
+    /// One row per model over its k samples: correct %, pass@1 and pass@k, win rate (a problem
+    /// won by any sample) over the reference and eager, fast_1, median speedups, tokens and
+    /// cost per correct answer and per win; also DIR/report.md and DIR/report.json.
+    Report {
+        /// The sweep's directory (after `sweep score`).
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -445,6 +452,10 @@ fn sweep(action: SweepAction) -> anyhow::Result<ExitCode> {
                 run.torch = Some(run.torch.unwrap_or_default());
             }
             self::run(*run, kernelbench, answer_timeout_s)
+        }
+        SweepAction::Report { dir } => {
+            print!("{}", dlrm_bench::sweep::report::report(&dir)?);
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -375,5 +375,14 @@ fn score_runs_the_extracted_answers_each_sample_its_own_group() {
         answer["message"].as_str().unwrap().contains("needs a GPU"),
         "{answer}"
     );
+    // The report: two answers, one extracted, none correct (skipped on the emulator).
+    let o = bin().args(["sweep", "report"]).arg(&out).output().unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        table.contains("| nat | 2 | 2 | 1 | 0.0% | 0.000 | 0.000 | 0.0% (0/1) |"),
+        "{table}"
+    );
+    assert!(out.join("report.md").is_file() && out.join("report.json").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,10 +1,12 @@
 //! `dlrm-bench sweep`: from model endpoints to scored answers. `generate` asks every model of a
 //! `sweep.toml` for every problem k times (or replays collected replies) and extracts the
-//! answers; `score` runs them through `run`/`kernelbench` ([`score_inputs`]).
+//! answers; `score` runs them through `run`/`kernelbench` ([`score_inputs`]); `report` tabulates
+//! them per model ([`report::report`]).
 pub mod config;
 pub mod extract;
 pub mod generate;
 mod replay;
+pub mod report;
 
 pub use generate::{generate, read_index, AnswerRecord};
 

@@ -1,0 +1,404 @@
+//! `dlrm-bench sweep report`: one row per model over its k samples, from the sweep's
+//! `answers.jsonl` and the records `sweep score` wrote under `results/`. An answer that was not
+//! extracted, or has no record, counts as not correct.
+//!
+//! * correct %: answers whose record is `correct`, of all the model's answers;
+//! * pass@1 and pass@k: the unbiased estimator `1 - C(n-c, k) / C(n, k)` per problem (n
+//!   samples, c correct), averaged over the model's problems;
+//! * win rate: problems any of whose k samples wins (the speedup's lower bound above 1), of the
+//!   model's problems — per basis (the Rust reference, PyTorch eager);
+//! * fast_1: answers correct and faster than the basis (KernelBench's fast_p at p = 1);
+//! * median speedup over the correct answers;
+//! * tokens and cost (the config's prices) per correct answer and per win;
+//! * answers KernelBench's own check passes and the suite rejects, by the suite's status.
+use super::config::{ModelConfig, SweepConfig};
+use super::generate::{read_index, AnswerRecord};
+use crate::evaluate::quantiles::median;
+use crate::report::markdown_table;
+use crate::report::metrics::{with_reference_peers, Basis};
+use crate::results::record::{Record, Status};
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One model's row.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ModelRow {
+    pub model: String,
+    pub samples: u32,
+    pub problems: usize,
+    pub answers: usize,
+    pub extracted: usize,
+    pub correct: usize,
+    pub pass_at_1: f64,
+    pub pass_at_k: f64,
+    /// Problems won by any sample, per basis, of `problems`.
+    pub wins_reference: usize,
+    pub wins_eager: usize,
+    pub fast_1_reference: f64,
+    pub median_speedup_reference: Option<f64>,
+    pub median_speedup_eager: Option<f64>,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    /// The suite's status of answers KernelBench's check passed but the suite did not.
+    pub kernelbench_only: BTreeMap<String, usize>,
+}
+
+/// `1 - C(n-c, k) / C(n, k)`: the chance that k of n samples, c of them correct, hold a
+/// correct one (Chen et al. 2021), as a product to stay exact for large n.
+pub fn pass_at_k(n: u32, c: u32, k: u32) -> f64 {
+    if n == 0 || k == 0 {
+        return 0.0;
+    }
+    if n - c.min(n) < k {
+        return 1.0;
+    }
+    let mut miss = 1.0;
+    for i in (n - c + 1)..=n {
+        miss *= 1.0 - k as f64 / i as f64;
+    }
+    1.0 - miss
+}
+
+/// The records of every result set under `dir/results`.
+fn scored_records(dir: &Path) -> anyhow::Result<Vec<Record>> {
+    let root = dir.join("results");
+    let mut sets: Vec<PathBuf> = match std::fs::read_dir(&root) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("results.jsonl").is_file())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    sets.sort();
+    if sets.is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::results::pool_runs(&sets).with_context(|| root.display().to_string())
+}
+
+/// The record of an answer: its group is `<model>-s<k>`, its problem the answer's.
+fn record_of<'r>(records: &'r [Record], a: &AnswerRecord) -> Option<&'r Record> {
+    let group = format!("{}-s{}", a.model, a.sample);
+    records
+        .iter()
+        .find(|r| r.group == group && r.problem == a.problem && !r.is_reference())
+}
+
+/// The rows of the sweep in `dir`.
+pub fn rows(dir: &Path) -> anyhow::Result<Vec<ModelRow>> {
+    let cfg = SweepConfig::load(&dir.join("sweep.toml"))?;
+    let answers = read_index(dir)?;
+    let records = with_reference_peers(&scored_records(dir)?);
+    Ok(cfg
+        .models
+        .iter()
+        .map(|m| row(m, &answers, &records))
+        .collect())
+}
+
+fn row(m: &ModelConfig, answers: &[AnswerRecord], records: &[Record]) -> ModelRow {
+    let mine: Vec<(&AnswerRecord, Option<&Record>)> = answers
+        .iter()
+        .filter(|a| a.model == m.name)
+        .map(|a| (a, record_of(records, a)))
+        .collect();
+    let correct = |r: Option<&Record>| r.is_some_and(|r| r.status == Status::Correct);
+    let mut by_problem: BTreeMap<&str, Vec<Option<&Record>>> = BTreeMap::new();
+    for (a, r) in &mine {
+        by_problem.entry(&a.problem).or_default().push(*r);
+    }
+    let k = m.samples;
+    let pass = |kk: u32| {
+        let per: Vec<f64> = by_problem
+            .values()
+            .map(|rs| {
+                let c = rs.iter().filter(|r| correct(**r)).count() as u32;
+                pass_at_k(rs.len() as u32, c, kk.min(rs.len() as u32))
+            })
+            .collect();
+        mean(&per)
+    };
+    let won = |b: Basis| {
+        by_problem
+            .values()
+            .filter(|rs| rs.iter().flatten().any(|r| b.win(r)))
+            .count()
+    };
+    let speedups = |b: Basis| -> Vec<f64> {
+        mine.iter()
+            .filter_map(|(_, r)| r.filter(|r| r.status == Status::Correct))
+            .filter_map(|r| b.speedup(r))
+            .collect()
+    };
+    let reference = speedups(Basis::Reference);
+    let eager = speedups(Basis::Eager);
+    let (tokens_in, tokens_out) = mine.iter().fold((0u64, 0u64), |(i, o), (a, _)| {
+        (
+            i + a.prompt_tokens.unwrap_or(0),
+            o + a.completion_tokens.unwrap_or(0),
+        )
+    });
+    let mut kernelbench_only = BTreeMap::new();
+    for r in mine.iter().filter_map(|(_, r)| *r) {
+        let passed = r.kernelbench.as_ref().is_some_and(|v| v.passed);
+        if passed && r.status != Status::Correct {
+            let status = serde_json::to_value(r.status).unwrap_or_default();
+            let status = status.as_str().unwrap_or("?").to_string();
+            *kernelbench_only.entry(status).or_insert(0) += 1;
+        }
+    }
+    let answers_n = mine.len();
+    ModelRow {
+        model: m.name.clone(),
+        samples: k,
+        problems: by_problem.len(),
+        answers: answers_n,
+        extracted: mine.iter().filter(|(a, _)| a.path.is_some()).count(),
+        correct: mine.iter().filter(|(_, r)| correct(*r)).count(),
+        pass_at_1: pass(1),
+        pass_at_k: pass(k),
+        wins_reference: won(Basis::Reference),
+        wins_eager: won(Basis::Eager),
+        fast_1_reference: reference.iter().filter(|&&s| s > 1.0).count() as f64
+            / answers_n.max(1) as f64,
+        median_speedup_reference: opt_median(&reference),
+        median_speedup_eager: opt_median(&eager),
+        tokens: tokens_in + tokens_out,
+        cost_usd: (tokens_in as f64 * m.price_in_per_mtok
+            + tokens_out as f64 * m.price_out_per_mtok)
+            / 1e6,
+        kernelbench_only,
+    }
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+fn opt_median(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| median(xs))
+}
+
+/// The report as markdown: the per-model table, then what KernelBench alone passed.
+pub fn markdown(rows: &[ModelRow]) -> String {
+    let pct = |a: usize, b: usize| format!("{:.1}%", 100.0 * a as f64 / b.max(1) as f64);
+    let x = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}x"));
+    let per = |cost: f64, n: usize| {
+        if n == 0 {
+            "-".to_string()
+        } else {
+            format!("${:.4}", cost / n as f64)
+        }
+    };
+    let header = [
+        "model",
+        "k",
+        "answers",
+        "extracted",
+        "correct",
+        "pass@1",
+        "pass@k",
+        "win rate (reference)",
+        "win rate (eager)",
+        "fast_1",
+        "median speedup (reference)",
+        "median speedup (eager)",
+        "tokens",
+        "cost",
+        "cost / correct",
+        "cost / win",
+    ];
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.model.clone(),
+                r.samples.to_string(),
+                r.answers.to_string(),
+                r.extracted.to_string(),
+                pct(r.correct, r.answers),
+                format!("{:.3}", r.pass_at_1),
+                format!("{:.3}", r.pass_at_k),
+                format!(
+                    "{} ({}/{})",
+                    pct(r.wins_reference, r.problems),
+                    r.wins_reference,
+                    r.problems
+                ),
+                format!(
+                    "{} ({}/{})",
+                    pct(r.wins_eager, r.problems),
+                    r.wins_eager,
+                    r.problems
+                ),
+                format!("{:.3}", r.fast_1_reference),
+                x(r.median_speedup_reference),
+                x(r.median_speedup_eager),
+                r.tokens.to_string(),
+                format!("${:.4}", r.cost_usd),
+                per(r.cost_usd, r.correct),
+                per(r.cost_usd, r.wins_reference),
+            ]
+        })
+        .collect();
+    let mut s = markdown_table(&header, &body);
+    let flagged: Vec<String> = rows
+        .iter()
+        .filter(|r| !r.kernelbench_only.is_empty())
+        .map(|r| {
+            let why: Vec<String> = r
+                .kernelbench_only
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            format!("- {}: {}", r.model, why.join(", "))
+        })
+        .collect();
+    if !flagged.is_empty() {
+        s += "\nAnswers KernelBench's check passes and the suite rejects, by the suite's status:\n\n";
+        s += &(flagged.join("\n") + "\n");
+    }
+    s
+}
+
+/// `sweep report DIR`: the table on stdout, `DIR/report.md` and `DIR/report.json`.
+pub fn report(dir: &Path) -> anyhow::Result<String> {
+    let rows = rows(dir)?;
+    let text = markdown(&rows);
+    let md = dir.join("report.md");
+    std::fs::write(&md, format!("# Sweep {}\n\n{text}", dir.display()))
+        .with_context(|| format!("{}: cannot write", md.display()))?;
+    crate::results::run_dir::write_json(&dir.join("report.json"), &serde_json::to_value(&rows)?)?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::prompt::Format;
+    use crate::results::record::{KernelBenchVerdict, Speedup};
+    use crate::sweep::extract::AnswerStatus;
+
+    fn answer(problem: &str, sample: u32, extracted: bool) -> AnswerRecord {
+        AnswerRecord {
+            model: "m".into(),
+            problem: problem.into(),
+            number: 0,
+            sample,
+            format: Format::Kernelbench,
+            status: if extracted {
+                AnswerStatus::Extracted
+            } else {
+                AnswerStatus::NoAnswer
+            },
+            message: String::new(),
+            key: String::new(),
+            path: extracted.then(|| format!("answers/m-s{sample}/{problem}.py")),
+            prompt_tokens: Some(100),
+            completion_tokens: Some(50),
+            latency_s: 1.0,
+            attempts: 1,
+            cached: false,
+            replayed: false,
+        }
+    }
+
+    fn record(problem: &str, sample: u32, status: Status, speedup: f64, ci_low: f64) -> Record {
+        let mut r = Record::new(problem, "a", &format!("m-s{sample}"), "answers");
+        r.status = status;
+        r.speedup = Some(Speedup {
+            median: speedup,
+            ci_low,
+            ci_high: speedup * 1.1,
+            pairs: 20,
+        });
+        r.win = status == Status::Correct && ci_low > 1.0;
+        r
+    }
+
+    /// Two problems, k = 2: p1 has a winning and an incorrect sample (which KernelBench's
+    /// check passed), p2 a correct slow sample and one with no code.
+    #[test]
+    fn a_row_counts_samples_problems_wins_and_cost() {
+        let cfg: SweepConfig = SweepConfig::parse(
+            "[[model]]\nname = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"x\"\n\
+             format = \"kernelbench\"\nsamples = 2\nprice_in_per_mtok = 1.0\n\
+             price_out_per_mtok = 2.0\n",
+        )
+        .unwrap();
+        let answers = [
+            answer("p1", 0, true),
+            answer("p1", 1, true),
+            answer("p2", 0, true),
+            answer("p2", 1, false),
+        ];
+        let mut wrong = record("p1", 1, Status::Incorrect, 3.0, 2.0);
+        wrong.kernelbench = Some(KernelBenchVerdict {
+            passed: true,
+            compiled: true,
+            passed_trials: 5,
+            trials: 5,
+            atol: 0.01,
+            rtol: 0.01,
+            max_abs_diff: Some(0.0),
+            runtime_ms: None,
+            ref_runtime_ms: None,
+            speedup: None,
+            message: String::new(),
+        });
+        let records = [
+            record("p1", 0, Status::Correct, 2.0, 1.5),
+            wrong,
+            record("p2", 0, Status::Correct, 0.9, 0.8),
+        ];
+        let r = row(&cfg.models[0], &answers, &records);
+        assert_eq!(
+            (r.answers, r.extracted, r.correct, r.problems),
+            (4, 3, 2, 2)
+        );
+        assert_eq!((r.pass_at_1, r.pass_at_k), (0.5, 1.0));
+        assert_eq!((r.wins_reference, r.fast_1_reference), (1, 0.25));
+        assert!((r.median_speedup_reference.unwrap() - 1.45).abs() < 1e-12);
+        assert_eq!(r.tokens, 600);
+        assert!((r.cost_usd - 0.0008).abs() < 1e-12, "{}", r.cost_usd);
+        assert_eq!(r.kernelbench_only.get("incorrect"), Some(&1));
+        let md = markdown(&[r]);
+        assert!(
+            md.contains("| m | 2 | 4 | 3 | 50.0% | 0.500 | 1.000 | 50.0% (1/2) |"),
+            "{md}"
+        );
+        assert!(md.contains("- m: 1 incorrect"), "{md}");
+    }
+
+    /// The estimator against its definition with binomials, on small cases.
+    #[test]
+    fn pass_at_k_is_the_unbiased_estimator() {
+        fn binom(n: u64, k: u64) -> f64 {
+            (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+        }
+        for n in 1..=10u32 {
+            for c in 0..=n {
+                for k in 1..=n {
+                    let want = if n - c < k {
+                        1.0
+                    } else {
+                        1.0 - binom((n - c) as u64, k as u64) / binom(n as u64, k as u64)
+                    };
+                    let got = pass_at_k(n, c, k);
+                    assert!(
+                        (got - want).abs() < 1e-12,
+                        "n={n} c={c} k={k}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+        assert_eq!(pass_at_k(4, 1, 1), 0.25);
+        assert_eq!(pass_at_k(2, 0, 2), 0.0);
+    }
+}
