@@ -386,3 +386,40 @@ fn score_runs_the_extracted_answers_each_sample_its_own_group() {
     assert!(out.join("report.md").is_file() && out.join("report.json").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The committed demonstration sweep (tools/demo_sweep.py): its 72 replies extract to the
+/// statuses its docstring promises, with answers written by several threads at once.
+#[test]
+fn the_demonstration_sweep_extracts_its_72_answers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sweeps/demo");
+    let out = scratch("demo").join("sweep");
+    let o = generate(
+        &root.join("sweep.toml"),
+        &out,
+        &[
+            "--responses",
+            root.join("responses.jsonl").to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = answers(&out);
+    assert_eq!(a.len(), 72);
+    let count = |m: &str, s: &str| {
+        a.iter()
+            .filter(|r| r["model"] == m && r["status"] == s)
+            .count()
+    };
+    assert_eq!(count("demo-native-strong", "extracted"), 24);
+    assert_eq!(count("demo-native-cheater", "extracted"), 24);
+    assert_eq!(count("demo-kernelbench", "extracted"), 13);
+    assert_eq!(count("demo-kernelbench", "conflicting_blocks"), 6);
+    assert_eq!(count("demo-kernelbench", "no_answer"), 5);
+    let py = std::fs::read_dir(out.join("answers/demo-kernelbench-s0"))
+        .unwrap()
+        .count();
+    let native = std::fs::read_dir(out.join("answers/demo-native-strong-s1"))
+        .unwrap()
+        .count();
+    assert_eq!((py, native), (12, 12));
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+}

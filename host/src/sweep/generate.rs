@@ -271,7 +271,11 @@ fn remove_answer(target: &Path) -> anyhow::Result<()> {
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+    // Unique per file and call: answers of one directory are written by several threads.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
     std::fs::write(&tmp, text).with_context(|| format!("{}: cannot write", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))
 }
