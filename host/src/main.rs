@@ -206,6 +206,9 @@ enum SweepAction {
     Report {
         /// The sweep's directory (after `sweep score`).
         dir: PathBuf,
+        /// Project each model's wins onto this workload profile (workloads/README.md).
+        #[arg(long)]
+        workload: Option<PathBuf>,
     },
 }
 
@@ -453,8 +456,9 @@ fn sweep(action: SweepAction) -> anyhow::Result<ExitCode> {
             }
             self::run(*run, kernelbench, answer_timeout_s)
         }
-        SweepAction::Report { dir } => {
-            print!("{}", dlrm_bench::sweep::report::report(&dir)?);
+        SweepAction::Report { dir, workload } => {
+            let text = dlrm_bench::sweep::report::report(&dir, workload.as_deref())?;
+            print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
     }
