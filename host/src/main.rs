@@ -202,7 +202,7 @@ enum SweepAction {
     },
     /// One row per model over its k samples: correct %, pass@1 and pass@k, win rate (a problem
     /// won by any sample) over the reference and eager, fast_1, median speedups, tokens and
-    /// cost per correct answer and per win; also DIR/report.md and DIR/report.json.
+    /// cost per correct answer and per win; also DIR/report.md, .json and .html.
     Report {
         /// The sweep's directory (after `sweep score`).
         dir: PathBuf,

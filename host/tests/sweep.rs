@@ -383,7 +383,9 @@ fn score_runs_the_extracted_answers_each_sample_its_own_group() {
         table.contains("| nat | 2 | 2 | 1 | 0.0% | 0.000 | 0.000 | 0.0% (0/1) |"),
         "{table}"
     );
-    assert!(out.join("report.md").is_file() && out.join("report.json").is_file());
+    for f in ["report.md", "report.json", "report.html"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -347,7 +347,60 @@ pub fn report(dir: &Path, workload: Option<&Path>) -> anyhow::Result<String> {
     std::fs::write(&md, format!("# Sweep {}\n\n{text}", dir.display()))
         .with_context(|| format!("{}: cannot write", md.display()))?;
     crate::results::run_dir::write_json(&dir.join("report.json"), &serde_json::to_value(&rows)?)?;
+    let page = dir.join("report.html");
+    std::fs::write(&page, html(&dir.display().to_string(), &text))
+        .with_context(|| format!("{}: cannot write", page.display()))?;
     Ok(text)
+}
+
+/// The report's markdown as a standalone page: its tables as HTML tables, its other lines as
+/// paragraphs or list items, every cell escaped.
+fn html(title: &str, markdown: &str) -> String {
+    use crate::report::plots::escape;
+    let mut body = String::new();
+    let mut in_table = false;
+    for line in markdown.lines() {
+        let cells: Option<Vec<&str>> = line
+            .strip_prefix('|')
+            .and_then(|l| l.strip_suffix('|'))
+            .map(|l| l.split(" | ").map(str::trim).collect());
+        match cells {
+            Some(c) if c.iter().all(|x| x.chars().all(|ch| ch == '-' || ch == ' ')) => {}
+            Some(c) => {
+                let tag = if in_table { "td" } else { "th" };
+                if !in_table {
+                    body += "<table>\n";
+                    in_table = true;
+                }
+                let row: String = c
+                    .iter()
+                    .map(|x| format!("<{tag}>{}</{tag}>", escape(x)))
+                    .collect();
+                body += &format!("<tr>{row}</tr>\n");
+            }
+            None => {
+                if in_table {
+                    body += "</table>\n";
+                    in_table = false;
+                }
+                if let Some(item) = line.strip_prefix("- ") {
+                    body += &format!("<li>{}</li>\n", escape(item));
+                } else if !line.trim().is_empty() {
+                    body += &format!("<p>{}</p>\n", escape(line));
+                }
+            }
+        }
+    }
+    if in_table {
+        body += "</table>\n";
+    }
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Sweep {t}</title>\n\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}</style></head>\n\
+         <body><h1>Sweep {t}</h1>\n{body}</body></html>\n",
+        t = escape(title)
+    )
 }
 
 #[cfg(test)]
@@ -449,6 +502,23 @@ mod tests {
     }
 
     /// The estimator against its definition with binomials, on small cases.
+    #[test]
+    fn the_page_holds_the_tables_escaped() {
+        let page = html(
+            "s<1>",
+            "| a | b |\n| --- | --- |\n| <x> | 2 |\n\ntext & more\n- m: 1 incorrect\n",
+        );
+        assert!(page.contains("<tr><th>a</th><th>b</th></tr>"), "{page}");
+        assert!(
+            page.contains("<tr><td>&lt;x&gt;</td><td>2</td></tr>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<p>text &amp; more</p>") && page.contains("<li>m: 1 incorrect</li>")
+        );
+        assert!(page.contains("Sweep s&lt;1&gt;"));
+    }
+
     #[test]
     fn pass_at_k_is_the_unbiased_estimator() {
         fn binom(n: u64, k: u64) -> f64 {
