@@ -13,10 +13,11 @@
 use crate::evaluate::{check_set_files, rotation_files, timing_stats, EvalConfig, InputCache};
 use crate::results::record::{Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status};
 use crate::toolchain::limited;
+use crate::toolchain::sandbox::Sandbox;
 use bench_problems::{Problem, Role};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The evaluator, relative to the working directory (the repository root).
 pub(crate) const KERNELBENCH_EVAL: &str = "tools/kernelbench_eval.py";
@@ -201,13 +202,34 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Runs `tools/kernelbench_eval.py --protocol PROTOCOL` on `request` in a fresh process,
-/// killed after `limit_s`; `work_dir` holds the request and result files.
+/// Runs `tools/kernelbench_eval.py --protocol PROTOCOL` on `request` in a fresh process in
+/// `sandbox`, killed after `limit_s`; `work_dir` (the answer's scratch directory, its only
+/// writable one) holds the request and result files and its `load_inline` builds.
 pub(crate) fn run_protocol(
     request: &Value,
     protocol: &str,
     work_dir: &Path,
     limit_s: f64,
+    sandbox: &Sandbox,
+) -> Outcome {
+    run_evaluator(
+        KERNELBENCH_EVAL,
+        request,
+        protocol,
+        work_dir,
+        limit_s,
+        sandbox,
+    )
+}
+
+/// [`run_protocol`] with the evaluator script `script` (tests give a stand-in).
+fn run_evaluator(
+    script: &str,
+    request: &Value,
+    protocol: &str,
+    work_dir: &Path,
+    limit_s: f64,
+    sandbox: &Sandbox,
 ) -> Outcome {
     let tag = format!("{}-{protocol}", std::process::id());
     let req_file = work_dir.join(format!("request-{tag}.json"));
@@ -223,13 +245,22 @@ pub(crate) fn run_protocol(
         Ok(f) => f,
         Err(e) => return Outcome::Failed(format!("cannot write {}: {e}", log_file.display())),
     };
-    let script = std::path::absolute(KERNELBENCH_EVAL).unwrap_or(KERNELBENCH_EVAL.into());
-    let mut command = Command::new("python3");
+    let script = std::path::absolute(script).unwrap_or(script.into());
+    let args: [&std::ffi::OsStr; 7] = [
+        script.as_os_str(),
+        "--request".as_ref(),
+        req_file.as_os_str(),
+        "--protocol".as_ref(),
+        protocol.as_ref(),
+        "--out".as_ref(),
+        out_file.as_os_str(),
+    ];
+    let mut command = match sandbox.command(work_dir, "python3", args) {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(format!("cannot prepare the sandbox: {e}")),
+    };
     command
-        .arg(&script)
-        .args(["--request".as_ref(), req_file.as_os_str()])
-        .args(["--protocol", protocol])
-        .args(["--out".as_ref(), out_file.as_os_str()])
+        .env("TORCH_EXTENSIONS_DIR", work_dir.join("torch_extensions"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
@@ -260,10 +291,20 @@ pub(crate) fn run_protocol(
     }
 }
 
-/// Both protocols on one answer, each in its own process.
-pub fn evaluate(request: &Value, work_dir: &Path, limit_s: f64) -> (Outcome, Outcome) {
-    let ours = run_protocol(request, "ours", work_dir, limit_s);
-    let kb = run_protocol(request, "kernelbench", work_dir, limit_s);
+/// Both protocols on one answer, each in its own sandboxed process, in a scratch directory of
+/// the answer's own under `work_dir` (removed after: nothing one answer leaves reaches the next).
+pub fn evaluate(
+    request: &Value,
+    work_dir: &Path,
+    limit_s: f64,
+    sandbox: &Sandbox,
+) -> (Outcome, Outcome) {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = work_dir.join(format!("answer-{}-{n}", std::process::id()));
+    let ours = run_protocol(request, "ours", &scratch, limit_s, sandbox);
+    let kb = run_protocol(request, "kernelbench", &scratch, limit_s, sandbox);
+    let _ = std::fs::remove_dir_all(&scratch);
     (ours, kb)
 }
 
@@ -474,6 +515,83 @@ pub(crate) fn verdicts_markdown(records: &[Record]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use crate::toolchain::sandbox::{Isolation, Limits, Sandbox};
+
+    /// A stand-in for tools/kernelbench_eval.py (no torch needed): it does what the request's
+    /// `action` says — nothing, open a socket to `port`, write `path`, or fork without end —
+    /// then writes its result.
+    const STAND_IN: &str = r#"
+import json, os, socket, sys
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+req = json.load(open(args["--request"]))
+act = req["action"]
+if act == "socket":
+    socket.create_connection(("127.0.0.1", req["port"]), timeout=2)
+elif act == "write":
+    open(req["path"], "w").write("escaped")
+elif act == "fork":
+    n = 0
+    while n < 1000:
+        if os.fork() == 0:
+            import time; time.sleep(3); os._exit(0)
+        n += 1
+json.dump({"ok": True, "result": {"action": act}}, open(args["--out"], "w"))
+"#;
+
+    /// Each forbidden act of an answer fails its evaluation, naming what it tried; a harmless
+    /// one passes. Runs under bubblewrap where it works, else reports the skip.
+    #[test]
+    fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
+        let sandbox = Sandbox::detect(Limits {
+            processes: 64,
+            ..Limits::default()
+        });
+        if sandbox.isolation != Isolation::Bubblewrap {
+            eprintln!(
+                "SKIPPED: bwrap does not work here ({:?})",
+                sandbox.isolation
+            );
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("dlrm-kb-sandbox-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("stand_in.py");
+        std::fs::write(&script, STAND_IN).unwrap();
+        let script = script.to_str().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let outside = dir.join("outside.txt");
+        let run =
+            |req: Value| run_evaluator(script, &req, "ours", &dir.join("scratch"), 60.0, &sandbox);
+        assert!(matches!(run(json!({"action": "none"})), Outcome::Result(_)));
+        let cases = [
+            (
+                json!({"action": "socket", "port": port}),
+                "Connection refused",
+            ),
+            (
+                json!({"action": "write", "path": outside}),
+                "Read-only file system",
+            ),
+            (
+                json!({"action": "fork"}),
+                "Resource temporarily unavailable",
+            ),
+        ];
+        for (req, named) in cases {
+            match run(req.clone()) {
+                Outcome::Failed(m) => assert!(m.contains(named), "{req}: {m}"),
+                other => panic!("{req}: not refused: {other:?}"),
+            }
+        }
+        assert!(
+            !outside.exists(),
+            "the answer wrote outside its scratch directory"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use super::*;
     use crate::results::record::Timing;
     use bench_problems::Work;

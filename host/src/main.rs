@@ -270,6 +270,10 @@ struct RunArgs {
     /// median (but never under 10 s). The harness's own work never counts.
     #[arg(long, default_value_t = 180.0, value_parser = positive_seconds)]
     timeout_s: f64,
+    /// Run KernelBench answers (untrusted Python) even where no sandbox works: neither bwrap
+    /// nor user namespaces, only resource limits (network and writes then not confined).
+    #[arg(long)]
+    unsandboxed: bool,
     /// Project the run's wins onto this workload profile (workloads/README.md): the
     /// addressable fraction and the projected step speedup, in the summary and run.json.
     #[arg(long)]
@@ -547,6 +551,7 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
         keep_inputs: a.keep_inputs,
         kernelbench,
         answer_timeout_s,
+        unsandboxed: a.unsandboxed,
         basis: a.basis,
         wide: a.wide,
         shard: a.shard,

@@ -170,6 +170,7 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         keep_inputs: false,
         kernelbench: vec![],
         answer_timeout_s: 600.0,
+        unsandboxed: false,
         basis: dlrm_bench::report::metrics::Basis::Reference,
         wide: false,
         shard: None,

@@ -164,6 +164,9 @@ pub struct Record {
     /// What KernelBench's own protocol said of this answer (KernelBench answers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench: Option<KernelBenchVerdict>,
+    /// How a KernelBench answer's processes were isolated (answers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::toolchain::sandbox::Isolation>,
     /// Timed runs of the candidate whose outputs were checked (every one of them, warm-up
     /// included: its outputs against the reference's on the same inputs, its module's globals
     /// as loaded); absent from reference records and records written before the field existed.
@@ -221,6 +224,7 @@ impl Record {
             expected_status: None,
             phases: None,
             kernelbench: None,
+            sandbox: None,
             timed_runs_checked: None,
             device: None,
         }

@@ -47,6 +47,9 @@ pub struct RunOptions {
     /// checking, timing) before it is killed.
     #[serde(default = "default_answer_timeout_s")]
     pub answer_timeout_s: f64,
+    /// Run KernelBench answers even where no sandbox works (resource limits alone).
+    #[serde(default)]
+    pub unsandboxed: bool,
     /// The basis of the headline metrics (every basis measured is reported).
     #[serde(default)]
     pub basis: Basis,

@@ -17,6 +17,7 @@ use crate::runner::activity::PhaseTimes;
 use crate::runner::peer::PeerMedian;
 use crate::runner::peer::PeerServer;
 use crate::runner::session::append;
+use crate::toolchain::sandbox::{Isolation, Limits, Sandbox};
 use bench_problems::Problem;
 use indicatif::ProgressBar;
 use serde_json::json;
@@ -323,13 +324,41 @@ pub(crate) fn evaluate_answer(
             ),
         );
     }
-    let (ours, kb) = kernelbench::evaluate(&request, work_dir, opts.answer_timeout_s);
-    kernelbench::answer_record(
+    let sandbox = answer_sandbox();
+    if sandbox.isolation == Isolation::LimitsOnly && !opts.unsandboxed {
+        return kernelbench::skipped_record(
+            answer,
+            "not run: no sandbox works here (neither bwrap nor user namespaces), so an answer's \
+             Python would have the network and write access; --unsandboxed runs it under \
+             resource limits alone",
+        );
+    }
+    let (ours, kb) = kernelbench::evaluate(&request, work_dir, opts.answer_timeout_s, sandbox);
+    let mut r = kernelbench::answer_record(
         answer,
         &ours,
         &kb,
         reference,
         ceilings,
         opts.eval.win_threshold,
-    )
+    );
+    r.sandbox = Some(sandbox.isolation);
+    r
+}
+
+/// The sandbox of KernelBench answers, found once per process; a loud warning when it is
+/// weaker than bubblewrap.
+fn answer_sandbox() -> &'static Sandbox {
+    static SANDBOX: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        let s = Sandbox::detect(Limits::default());
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!(
+                "WARNING: KernelBench answers run under {}: install bubblewrap (bwrap) to confine \
+                 their network and writes",
+                s.isolation.describe()
+            );
+        }
+        s
+    })
 }

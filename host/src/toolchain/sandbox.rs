@@ -1,0 +1,320 @@
+//! Untrusted helper processes (a KernelBench answer's Python, run by `tools/kernelbench_eval.py`)
+//! in a sandbox: no network, writes only to the answer's own scratch directory, the rest of the
+//! file system (the repository included) read-only, and resource limits on CPU time, memory,
+//! processes and file size.
+//!
+//! The strongest isolation the machine allows is used ([`Isolation`]): bubblewrap (`bwrap`:
+//! mount, network, PID and IPC namespaces, `/` bound read-only, the scratch directory writable);
+//! else user and network namespaces (`unshare`: no network, but writes are not confined); else
+//! the resource limits alone. The limits hold in every case; as root the process first becomes
+//! `nobody` (65534), since Linux does not count root's processes against `RLIMIT_NPROC`.
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// How an untrusted process is isolated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// bwrap: no network, `/` read-only, only the scratch directory writable.
+    Bubblewrap,
+    /// unshare: no network; writes are not confined.
+    Namespaces,
+    /// Only the resource limits.
+    LimitsOnly,
+}
+
+impl Isolation {
+    /// In words, for records and warnings.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Isolation::Bubblewrap => {
+                "bubblewrap (no network, writes only to its scratch directory)"
+            }
+            Isolation::Namespaces => {
+                "user and network namespaces (no network; writes NOT confined)"
+            }
+            Isolation::LimitsOnly => "resource limits only (network and writes NOT confined)",
+        }
+    }
+}
+
+/// Resource limits of a sandboxed process (setrlimit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// CPU seconds (`RLIMIT_CPU`; SIGXCPU, then SIGKILL).
+    pub cpu_s: u64,
+    /// Bytes of data segment and private mappings (`RLIMIT_DATA`; an address-space limit would
+    /// break CUDA, which reserves far more address space than it uses).
+    pub memory_bytes: u64,
+    /// Processes of its user (`RLIMIT_NPROC`).
+    pub processes: u64,
+    /// Largest file it may write (`RLIMIT_FSIZE`; SIGXFSZ).
+    pub file_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpu_s: 1800,
+            memory_bytes: 64 << 30,
+            processes: 512,
+            file_bytes: 8 << 30,
+        }
+    }
+}
+
+/// The uid and gid a root caller's sandboxed process takes (`nobody`).
+const NOBODY: u32 = 65534;
+
+/// A sandbox: its isolation and limits.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    pub isolation: Isolation,
+    pub limits: Limits,
+}
+
+impl Sandbox {
+    /// The strongest isolation that works here: each is tried on `true` under the same
+    /// wrapping a real command gets.
+    pub fn detect(limits: Limits) -> Sandbox {
+        let probe_dir =
+            std::env::temp_dir().join(format!("dlrm-sandbox-probe-{}", std::process::id()));
+        for isolation in [Isolation::Bubblewrap, Isolation::Namespaces] {
+            let s = Sandbox { isolation, limits };
+            let ok = s
+                .command(&probe_dir, "true", std::iter::empty::<&OsStr>())
+                .and_then(|mut c| c.stdout(Stdio::null()).stderr(Stdio::null()).status())
+                .is_ok_and(|st| st.success());
+            if ok {
+                let _ = std::fs::remove_dir_all(&probe_dir);
+                return s;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&probe_dir);
+        Sandbox {
+            isolation: Isolation::LimitsOnly,
+            limits,
+        }
+    }
+
+    /// `program args` in the sandbox, with `scratch` (made here) its only writable directory,
+    /// its working directory, `HOME` and `TMPDIR`.
+    pub fn command<I, S>(&self, scratch: &Path, program: &str, args: I) -> std::io::Result<Command>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        std::fs::create_dir_all(scratch)?;
+        let scratch = std::path::absolute(scratch)?;
+        let as_nobody = unsafe { libc::geteuid() } == 0;
+        if as_nobody {
+            chown_tree(&scratch, NOBODY)?;
+        }
+        let mut cmd = match self.isolation {
+            Isolation::Bubblewrap => {
+                let mut c = Command::new("bwrap");
+                c.args([
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev-bind",
+                    "/dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                ])
+                .arg("--bind")
+                .arg(&scratch)
+                .arg(&scratch)
+                .args(["--unshare-net", "--unshare-pid", "--unshare-ipc"])
+                .args(["--die-with-parent", "--new-session", "--chdir"])
+                .arg(&scratch)
+                .arg("--")
+                .arg(program);
+                c
+            }
+            Isolation::Namespaces => {
+                let mut c = Command::new("unshare");
+                c.args(["--user", "--map-root-user", "--net", "--"])
+                    .arg(program);
+                c
+            }
+            Isolation::LimitsOnly => Command::new(program),
+        };
+        cmd.args(args)
+            .current_dir(&scratch)
+            .env("HOME", &scratch)
+            .env("TMPDIR", &scratch);
+        let limits = self.limits;
+        // SAFETY: only async-signal-safe calls (setrlimit, setgroups, setgid, setuid) between
+        // fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || apply(limits, as_nobody));
+        }
+        Ok(cmd)
+    }
+}
+
+/// In the child before exec: the limits, then (as root) `nobody`'s identity.
+fn apply(l: Limits, as_nobody: bool) -> std::io::Result<()> {
+    let set = |resource, value: u64| {
+        let r = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: setrlimit with a valid pointer.
+        if unsafe { libc::setrlimit(resource, &r) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    set(libc::RLIMIT_CPU, l.cpu_s)?;
+    set(libc::RLIMIT_DATA, l.memory_bytes)?;
+    set(libc::RLIMIT_NPROC, l.processes)?;
+    set(libc::RLIMIT_FSIZE, l.file_bytes)?;
+    if as_nobody {
+        // SAFETY: plain syscalls; order matters (groups and gid before giving up root).
+        unsafe {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(NOBODY) != 0
+                || libc::setuid(NOBODY) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Gives `dir` and what it holds to `uid` (its group too), so `nobody` can write its scratch.
+fn chown_tree(dir: &Path, uid: u32) -> std::io::Result<()> {
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        std::os::unix::fs::lchown(&p, Some(uid), Some(uid))?;
+        if p.is_dir() && !p.is_symlink() {
+            stack.extend(std::fs::read_dir(&p)?.flatten().map(|e| e.path()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory under a fresh parent, and the parent (writable outside the sandbox).
+    fn dirs(name: &str) -> (PathBuf, PathBuf) {
+        let parent =
+            std::env::temp_dir().join(format!("dlrm-sandbox-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent).unwrap();
+        let scratch = parent.join("scratch");
+        (parent, scratch)
+    }
+
+    /// Runs a Python program in `s`: (exit success, stdout + stderr).
+    fn python(s: &Sandbox, scratch: &Path, code: &str) -> (bool, String) {
+        let out = s
+            .command(scratch, "python3", ["-c", code])
+            .unwrap()
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    }
+
+    const TRY_ALL: &str = r#"
+import os, socket, sys
+what = sys.argv[1] if len(sys.argv) > 1 else ""
+"#;
+
+    #[test]
+    fn bubblewrap_allows_no_network_no_write_outside_and_a_bounded_process_count() {
+        let s = Sandbox::detect(Limits {
+            processes: 64,
+            ..Limits::default()
+        });
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
+            return;
+        }
+        let (parent, scratch) = dirs("bwrap");
+        // A listener of the test's own: the sandbox cannot reach it.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (ok, text) = python(
+            &s,
+            &scratch,
+            &format!("{TRY_ALL}import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"),
+        );
+        assert!(!ok, "connected out of the sandbox: {text}");
+        assert!(
+            text.contains("Connection refused") || text.contains("unreachable"),
+            "{text}"
+        );
+        let outside = parent.join("outside.txt");
+        let (ok, text) = python(
+            &s,
+            &scratch,
+            &format!("open({:?}, 'w').write('x')", outside),
+        );
+        assert!(
+            !ok && !outside.exists(),
+            "wrote outside its scratch (exited ok: {ok}, the file is there: {}): {text}",
+            outside.exists()
+        );
+        assert!(
+            text.contains("Read-only file system") || text.contains("Permission denied"),
+            "{text}"
+        );
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let (ok, _) = python(&s, &scratch, &format!("open({:?}, 'a').write('#')", repo));
+        assert!(!ok, "the repository is writable from the sandbox");
+        let (ok, text) = python(&s, &scratch, "open('inside.txt', 'w').write('x')");
+        assert!(ok && scratch.join("inside.txt").is_file(), "{text}");
+        assert_forks_are_bounded(&s, &scratch);
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    /// A fork bomb (capped at 1000 children, so a broken limit fails the test rather than the
+    /// machine) meets the process limit.
+    fn assert_forks_are_bounded(s: &Sandbox, scratch: &Path) {
+        let bomb = "import os, time\nn = 0\ntry:\n    while n < 1000:\n        if os.fork() == 0:\n            time.sleep(3)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('stopped after', n, e)\n    raise\n";
+        let (ok, text) = python(s, scratch, bomb);
+        assert!(!ok, "1000 processes forked: {text}");
+        assert!(text.contains("Resource temporarily unavailable"), "{text}");
+    }
+
+    #[test]
+    fn the_limits_hold_without_namespaces() {
+        let limits = Limits {
+            cpu_s: 1,
+            processes: 64,
+            file_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        let s = Sandbox {
+            isolation: Isolation::LimitsOnly,
+            limits,
+        };
+        let (parent, scratch) = dirs("limits");
+        let started = std::time::Instant::now();
+        let (ok, _) = python(&s, &scratch, "while True: pass");
+        assert!(
+            !ok && started.elapsed().as_secs() < 20,
+            "a busy loop outlived 1 s of CPU"
+        );
+        let (ok, text) = python(&s, &scratch, "open('big', 'wb').write(b'x' * (2 << 20))");
+        assert!(!ok, "wrote past the file size limit: {text}");
+        if unsafe { libc::geteuid() } == 0 {
+            // As root the process became nobody, whose processes the limit counts.
+            assert_forks_are_bounded(&s, &scratch);
+            let (_, text) = python(&s, &scratch, "import os; print('uid', os.getuid())");
+            assert!(text.contains("uid 65534"), "{text}");
+        }
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+}
