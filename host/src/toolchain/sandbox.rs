@@ -124,6 +124,8 @@ impl Sandbox {
                     "--proc",
                     "/proc",
                 ])
+                // /dev/shm holds the run's input cache: read-only like the rest.
+                .args(shm_read_only())
                 .arg("--bind")
                 .arg(&scratch)
                 .arg(&scratch)
@@ -154,6 +156,15 @@ impl Sandbox {
             cmd.pre_exec(move || apply(limits, as_nobody));
         }
         Ok(cmd)
+    }
+}
+
+/// bwrap arguments keeping `/dev/shm` (bound writable with `/dev`) read-only, when it exists.
+fn shm_read_only() -> Vec<&'static str> {
+    if Path::new("/dev/shm").is_dir() {
+        vec!["--ro-bind", "/dev/shm", "/dev/shm"]
+    } else {
+        Vec::new()
     }
 }
 
@@ -273,6 +284,14 @@ what = sys.argv[1] if len(sys.argv) > 1 else ""
         let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
         let (ok, _) = python(&s, &scratch, &format!("open({:?}, 'a').write('#')", repo));
         assert!(!ok, "the repository is writable from the sandbox");
+        if Path::new("/dev/shm").is_dir() {
+            let shm = format!("/dev/shm/dlrm-sandbox-{}", std::process::id());
+            let (ok, _) = python(&s, &scratch, &format!("open({shm:?}, 'w').write('x')"));
+            assert!(
+                !ok && !Path::new(&shm).exists(),
+                "/dev/shm (the input cache) is writable"
+            );
+        }
         let (ok, text) = python(&s, &scratch, "open('inside.txt', 'w').write('x')");
         assert!(ok && scratch.join("inside.txt").is_file(), "{text}");
         assert_forks_are_bounded(&s, &scratch);
