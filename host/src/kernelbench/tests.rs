@@ -1,0 +1,325 @@
+//! Tests of [`super`]: answers discovered, requests, verdicts, and the sandboxed evaluator.
+use crate::toolchain::sandbox::{Isolation, Limits, Sandbox};
+
+/// A stand-in for tools/kernelbench_eval.py (no torch needed): it does what the request's
+/// `action` says — nothing, open a socket to `port`, write `path`, or fork without end —
+/// then writes its result.
+const STAND_IN: &str = r#"
+import json, os, socket, sys
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+req = json.load(open(args["--request"]))
+act = req["action"]
+if act == "socket":
+    socket.create_connection(("127.0.0.1", req["port"]), timeout=2)
+elif act == "write":
+    open(req["path"], "w").write("escaped")
+elif act == "fork":
+    n = 0
+    while n < 1000:
+        if os.fork() == 0:
+            import time; time.sleep(3); os._exit(0)
+        n += 1
+json.dump({"ok": True, "result": {"action": act}}, open(args["--out"], "w"))
+"#;
+
+/// Each forbidden act of an answer fails its evaluation, naming what it tried; a harmless
+/// one passes. Runs under bubblewrap where it works, else reports the skip.
+#[test]
+fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
+    let sandbox = Sandbox::detect(Limits {
+        processes: 64,
+        ..Limits::default()
+    });
+    if sandbox.isolation != Isolation::Bubblewrap {
+        eprintln!(
+            "SKIPPED: bwrap does not work here ({:?})",
+            sandbox.isolation
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dlrm-kb-sandbox-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("stand_in.py");
+    std::fs::write(&script, STAND_IN).unwrap();
+    let script = script.to_str().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = dir.join("outside.txt");
+    let run =
+        |req: Value| run_evaluator(script, &req, "ours", &dir.join("scratch"), 60.0, &sandbox);
+    assert!(matches!(run(json!({"action": "none"})), Outcome::Result(_)));
+    let cases = [
+        (
+            json!({"action": "socket", "port": port}),
+            "Connection refused",
+        ),
+        (
+            json!({"action": "write", "path": outside}),
+            "Read-only file system",
+        ),
+        (
+            json!({"action": "fork"}),
+            "Resource temporarily unavailable",
+        ),
+    ];
+    for (req, named) in cases {
+        match run(req.clone()) {
+            Outcome::Failed(m) => assert!(m.contains(named), "{req}: {m}"),
+            other => panic!("{req}: not refused: {other:?}"),
+        }
+    }
+    assert!(
+        !outside.exists(),
+        "the answer wrote outside its scratch directory"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+use super::*;
+use crate::results::record::Timing;
+use bench_problems::Work;
+
+fn answer() -> Answer {
+    Answer {
+        problem: "embedding_bag_sum",
+        file: PathBuf::from("/x/demo/01_embedding_bag_sum.py"),
+        group: "demo".into(),
+    }
+}
+
+fn reference(median_ms: f64, floor_ms: f64) -> Record {
+    let mut r = Record::new("embedding_bag_sum", "reference", "reference", "reference");
+    r.status = Status::Correct;
+    r.work = Some(Work {
+        compulsory_bytes: 1e9,
+        logical_bytes: 2e9,
+        flops: 0.0,
+    });
+    r.floor_ms = Some(floor_ms);
+    r.timing = Some(Timing {
+        median_ms,
+        ..Timing::default()
+    });
+    r
+}
+
+fn ours(status: &str, answer_ms: &[f64]) -> Outcome {
+    Outcome::Result(json!({
+        "status": status, "message": if status == "correct" { "" } else { "public-1: off" },
+        "answer_ms": answer_ms,
+        "eager_timing": {"median_ms": 1.5},
+        "speedup_eager": {"median": 1.4, "ci_low": 1.3, "ci_high": 1.45, "pairs": 30},
+    }))
+}
+
+fn kb(passed: bool) -> Outcome {
+    Outcome::Result(
+        json!({"passed": passed, "compiled": true, "passed_trials": 5,
+                               "trials": 5, "atol": 0.01, "rtol": 0.01, "max_abs_diff": "inf",
+                               "speedup": 2.0, "message": ""}),
+    )
+}
+
+#[test]
+fn names_give_the_problem_by_number_and_name_or_say_what_is_wrong() {
+    let p = |s: &str| problem_of(Path::new(s)).map(|p| p.name());
+    assert_eq!(p("d/01_embedding_bag_sum.py"), Ok("embedding_bag_sum"));
+    assert_eq!(p("d/fm_interaction.py"), Ok("fm_interaction"));
+    assert_eq!(p("d/12_fm_interaction.py"), Ok("fm_interaction"));
+    let wrong = p("d/03_embedding_bag_sum.py").unwrap_err();
+    assert!(
+        wrong.contains("number 3 does not match problem 1"),
+        "{wrong}"
+    );
+    let unknown = p("d/07_bag_of_words.py").unwrap_err();
+    assert!(
+        unknown.contains("`bag_of_words` is not a problem"),
+        "{unknown}"
+    );
+}
+
+#[test]
+fn discovery_groups_by_directory_and_reports_bad_files_without_stopping() {
+    let root = std::env::temp_dir().join(format!("kb-discover-{}", std::process::id()));
+    let a = root.join("model_a");
+    let b = root.join("model_b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("01_embedding_bag_sum.py"), "").unwrap();
+    std::fs::write(a.join("embedding_bag_sum.py"), "").unwrap(); // a second answer to p1
+    std::fs::write(a.join("notes.txt"), "").unwrap(); // ignored
+    std::fs::write(b.join("12_fm_interaction.py"), "").unwrap();
+    std::fs::write(b.join("99_nothing.py"), "").unwrap();
+    let (answers, errors) = discover(&[a.clone(), b.clone(), root.join("missing")]);
+    std::fs::remove_dir_all(&root).unwrap();
+    let got: Vec<(&str, &str)> = answers
+        .iter()
+        .map(|x| (x.group.as_str(), x.problem))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("model_a", "embedding_bag_sum"),
+            ("model_b", "fm_interaction")
+        ]
+    );
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert_eq!(errors[0].0, a.join("embedding_bag_sum.py"));
+    assert!(errors[0].1.contains("a second answer to embedding_bag_sum"));
+    assert_eq!(errors[1].0, b.join("99_nothing.py"));
+    assert!(errors[1].1.contains("`nothing` is not a problem"));
+    assert!(errors[2].1.contains("missing: not a readable directory"));
+}
+
+#[test]
+fn a_correct_answer_gets_both_bases_and_kernelbenchs_verdict() {
+    let r = answer_record(
+        &answer(),
+        &ours("correct", &[0.5, 0.4, 0.6]),
+        &kb(true),
+        Some(&reference(1.0, 0.1)),
+        None,
+        1.0,
+    );
+    assert_eq!(r.status, Status::Correct);
+    assert_eq!(r.origin, "kernelbench:/x/demo/01_embedding_bag_sum.py");
+    assert_eq!(
+        (r.group.as_str(), r.candidate.as_str()),
+        ("demo", "01_embedding_bag_sum")
+    );
+    // Reference basis: 1.0 ms / the median 0.5 ms, unpaired.
+    let s = r.speedup.as_ref().unwrap();
+    assert_eq!((s.median, s.pairs), (2.0, 0));
+    assert!(r.win);
+    assert_eq!(r.speedup_eager.as_ref().unwrap().ci_low, 1.3);
+    assert_eq!(r.pytorch.as_ref().unwrap().median_ms, 1.5);
+    // Logical bytes 2e9 in 0.5 ms.
+    assert!((r.timing.as_ref().unwrap().logical_gbps - 4000.0).abs() < 1e-9);
+    let v = r.kernelbench.as_ref().unwrap();
+    assert!(v.passed && v.compiled);
+    assert_eq!(v.max_abs_diff, Some(f64::INFINITY));
+}
+
+#[test]
+fn faster_than_the_floor_is_suspect_and_not_a_win() {
+    let r = answer_record(
+        &answer(),
+        &ours("correct", &[0.05, 0.05, 0.05]),
+        &kb(true),
+        Some(&reference(1.0, 0.1)),
+        None,
+        1.0,
+    );
+    assert_eq!(r.status, Status::Suspect);
+    assert!(
+        r.message.contains("below the physical floor"),
+        "{}",
+        r.message
+    );
+    assert!(!r.win);
+}
+
+#[test]
+fn our_rejection_stands_beside_kernelbenchs_pass() {
+    let r = answer_record(
+        &answer(),
+        &ours("incorrect", &[]),
+        &kb(true),
+        Some(&reference(1.0, 0.1)),
+        None,
+        1.0,
+    );
+    assert_eq!(r.status, Status::Incorrect);
+    assert_eq!(r.message, "public-1: off");
+    assert!(r.speedup.is_none() && !r.win);
+    assert!(r.kernelbench.as_ref().unwrap().passed);
+}
+
+#[test]
+fn a_killed_or_crashed_evaluator_is_a_timeout_or_a_runtime_error() {
+    let t = answer_record(
+        &answer(),
+        &Outcome::Timeout(600.0),
+        &Outcome::Timeout(600.0),
+        None,
+        None,
+        1.0,
+    );
+    assert_eq!(t.status, Status::Timeout);
+    assert!(t.kernelbench.as_ref().unwrap().message.contains("600 s"));
+    let c = answer_record(
+        &answer(),
+        &Outcome::Failed("killed by signal 11".into()),
+        &kb(false),
+        None,
+        None,
+        1.0,
+    );
+    assert_eq!(c.status, Status::RuntimeError);
+    assert_eq!(c.message, "killed by signal 11");
+}
+
+#[test]
+fn the_verdict_table_counts_what_kernelbench_passes_and_we_reject() {
+    let reference = reference(1.0, 0.1);
+    let mut other = answer();
+    other.group = "partial".into();
+    let records = [
+        answer_record(
+            &answer(),
+            &ours("correct", &[0.5]),
+            &kb(true),
+            Some(&reference),
+            None,
+            1.0,
+        ),
+        answer_record(
+            &other,
+            &ours("incorrect", &[]),
+            &kb(true),
+            Some(&reference),
+            None,
+            1.0,
+        ),
+        reference.clone(),
+    ];
+    let md = verdicts_markdown(&records).unwrap();
+    assert!(md.contains("| embedding_bag_sum | demo | correct | passed (5/5) | 2.000 | 1.400 [1.300, 1.450] | 2.000 |"), "{md}");
+    assert!(
+        md.contains("passes 2 of 2 answers; 1 of them are rejected by ours:"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- `partial/embedding_bag_sum` (incorrect: public-1: off)"),
+        "{md}"
+    );
+    assert!(verdicts_markdown(&records[2..]).is_none());
+}
+
+#[test]
+fn the_request_carries_every_check_set_and_the_float_bounds_by_dtype() {
+    let p = bench_problems::find_problem("tbe_forward_fp16").unwrap();
+    let cfg = EvalConfig::quick_ci(1, 2);
+    let cache = InputCache::new(Path::new("/cache"), p);
+    let req = request(p, &answer(), &cfg, &cache);
+    let labels: Vec<&str> = req["check_sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(&labels[..3], ["public-0", "public-1", "secret-0"]);
+    // The timing's sets are the secret ones (the answer first meets them in a timed call).
+    let time_sets: Vec<&str> = req["time_sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(time_sets.len(), 1);
+    assert!(time_sets[0].contains("secret-0"), "{time_sets:?}");
+    // tbe_forward_fp16 reads fp16 tables into an fp32 output with its own bound (eager's
+    // fp16 round trip), not the fp32 default's 1e-5 / 1e-4.
+    assert_eq!(req["bounds"], json!({"float32": [6e-4, 1e-3]}));
+}
