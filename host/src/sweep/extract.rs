@@ -17,6 +17,8 @@ pub enum AnswerStatus {
     ConflictingBlocks,
     /// Python without `class ModelNew`.
     WrongClass,
+    /// A native manifest for another problem than the one asked.
+    WrongProblem,
     /// A native manifest whose `source` is not the answer's own `.cu` file (the project's
     /// kernels, a path outside the answer, another kind of file): refused, since it would run
     /// code the model did not write.
@@ -86,7 +88,7 @@ pub fn extract(reply: &str, format: Format, number: u32, name: &str) -> Extracte
     let all = blocks(reply);
     match format {
         Format::Kernelbench => kernelbench(&all, number, name),
-        Format::Native => native(&all),
+        Format::Native => native(&all, name),
     }
 }
 
@@ -125,7 +127,7 @@ fn kernelbench(all: &[Block], number: u32, name: &str) -> Extracted {
     }
 }
 
-fn native(all: &[Block]) -> Extracted {
+fn native(all: &[Block], name: &str) -> Extracted {
     let toml = of_kind(all, &["toml"]);
     let cuda = of_kind(all, &["cuda", "cu", "c++", "cpp"]);
     if toml.len() > 1 || cuda.len() > 1 {
@@ -148,9 +150,16 @@ fn native(all: &[Block]) -> Extracted {
     };
     // The source goes where the manifest says; it must be the answer's own .cu file. (A
     // manifest that does not parse, or names no source, is left to `run` to refuse.)
-    let named = toml::from_str::<toml::Table>(manifest)
-        .ok()
-        .and_then(|t| t.get("source").cloned());
+    let table = toml::from_str::<toml::Table>(manifest).ok();
+    if let Some(p) = table.as_ref().and_then(|t| t.get("problem")) {
+        if p.as_str() != Some(name) {
+            return refused(
+                AnswerStatus::WrongProblem,
+                format!("the manifest is for problem {p}, not `{name}`"),
+            );
+        }
+    }
+    let named = table.and_then(|t| t.get("source").cloned());
     let file = match named {
         None => "kernel.cu".to_string(),
         Some(toml::Value::String(s)) if plain_cu(&s) => s,
@@ -238,6 +247,9 @@ mod tests {
             assert_eq!(e.status, AnswerStatus::ForeignSource, "{evil}");
             assert!(e.files.is_empty());
         }
+        let other = reply.replace("name = \"x\"", "name = \"x\"\nproblem = \"kjt_permute\"");
+        let e = extract(&other, Format::Native, 1, "embedding_bag_sum");
+        assert_eq!(e.status, AnswerStatus::WrongProblem, "{e:?}");
         let e = extract(
             "```toml\nname = \"x\"\n```",
             Format::Native,
