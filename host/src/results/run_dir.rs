@@ -73,9 +73,14 @@ pub(crate) fn write_json(path: &Path, v: &serde_json::Value) -> anyhow::Result<(
     write_atomically(path, serde_json::to_string_pretty(v)?.as_bytes())
 }
 
-/// Stores the secret seed in the run's [`SECRET_FILE`] (atomically).
+/// Stores the secret seed in the run's [`SECRET_FILE`] (atomically), readable only by its
+/// owner (a sandboxed answer runs as another user).
 pub(crate) fn store_secret(dir: &Path, seed: u64) -> anyhow::Result<()> {
-    write_atomically(&dir.join(SECRET_FILE), seed.to_string().as_bytes())
+    let path = dir.join(SECRET_FILE);
+    write_atomically(&path, seed.to_string().as_bytes())?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("{}: cannot make it private", path.display()))
 }
 
 /// The secret seed of the run in `dir` whose `run.json` says `in_run_json`: from
@@ -133,6 +138,20 @@ pub(crate) fn check_resume_backend(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_secret_seed_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("dlrm-secret-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        store_secret(&dir, 42).unwrap();
+        let mode = std::fs::metadata(dir.join(SECRET_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use super::*;
 
     fn tmp(tag: &str) -> PathBuf {

@@ -6,8 +6,9 @@
 //! The strongest isolation the machine allows is used ([`Isolation`]): bubblewrap (`bwrap`:
 //! mount, network, PID and IPC namespaces, `/` bound read-only, the scratch directory writable);
 //! else user and network namespaces (`unshare`: no network, but writes are not confined); else
-//! the resource limits alone. The limits hold in every case; as root the process first becomes
-//! `nobody` (65534), since Linux does not count root's processes against `RLIMIT_NPROC`.
+//! the resource limits alone. The limits hold in every case; as root the process first takes a
+//! uid of its own (from 2,000,000: Linux does not count root's processes against
+//! `RLIMIT_NPROC`, and counts per user, so each sandboxed command gets its own).
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -64,8 +65,17 @@ impl Default for Limits {
     }
 }
 
-/// The uid and gid a root caller's sandboxed process takes (`nobody`).
-const NOBODY: u32 = 65534;
+/// The uids (and gids) a root caller's sandboxed processes take: one of their own per
+/// sandboxed command, from this base, so that `RLIMIT_NPROC` (counted per user) of one answer's
+/// processes never starves another's.
+const UID_BASE: u32 = 2_000_000;
+
+/// A uid of its own for the next sandboxed command of this process.
+fn next_uid() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 64;
+    UID_BASE + (std::process::id() % 100_000) * 64 + n
+}
 
 /// A sandbox: its isolation and limits.
 #[derive(Clone, Debug)]
@@ -107,9 +117,10 @@ impl Sandbox {
     {
         std::fs::create_dir_all(scratch)?;
         let scratch = std::path::absolute(scratch)?;
-        let as_nobody = unsafe { libc::geteuid() } == 0;
-        if as_nobody {
-            chown_tree(&scratch, NOBODY)?;
+        // SAFETY: geteuid has no preconditions.
+        let uid = (unsafe { libc::geteuid() } == 0).then(next_uid);
+        if let Some(uid) = uid {
+            chown_tree(&scratch, uid)?;
         }
         let mut cmd = match self.isolation {
             Isolation::Bubblewrap => {
@@ -148,15 +159,29 @@ impl Sandbox {
             .current_dir(&scratch)
             .env("HOME", &scratch)
             .env("TMPDIR", &scratch);
+        for (name, _) in std::env::vars_os() {
+            if secret_name(&name.to_string_lossy()) {
+                cmd.env_remove(&name);
+            }
+        }
         let limits = self.limits;
         // SAFETY: only async-signal-safe calls (setrlimit, setgroups, setgid, setuid) between
         // fork and exec.
         unsafe {
             use std::os::unix::process::CommandExt;
-            cmd.pre_exec(move || apply(limits, as_nobody));
+            cmd.pre_exec(move || apply(limits, uid));
         }
         Ok(cmd)
     }
+}
+
+/// Whether an environment variable's name says it holds a credential or a secret (API keys, the
+/// shards' secret seed): such variables never reach a sandboxed process.
+fn secret_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH"]
+        .iter()
+        .any(|w| n.contains(w))
 }
 
 /// bwrap arguments keeping `/dev/shm` (bound writable with `/dev`) read-only, when it exists.
@@ -168,8 +193,8 @@ fn shm_read_only() -> Vec<&'static str> {
     }
 }
 
-/// In the child before exec: the limits, then (as root) `nobody`'s identity.
-fn apply(l: Limits, as_nobody: bool) -> std::io::Result<()> {
+/// In the child before exec: the limits, then (as root) the identity `uid`.
+fn apply(l: Limits, uid: Option<u32>) -> std::io::Result<()> {
     let set = |resource, value: u64| {
         let r = libc::rlimit {
             rlim_cur: value,
@@ -185,12 +210,12 @@ fn apply(l: Limits, as_nobody: bool) -> std::io::Result<()> {
     set(libc::RLIMIT_DATA, l.memory_bytes)?;
     set(libc::RLIMIT_NPROC, l.processes)?;
     set(libc::RLIMIT_FSIZE, l.file_bytes)?;
-    if as_nobody {
+    if let Some(uid) = uid {
         // SAFETY: plain syscalls; order matters (groups and gid before giving up root).
         unsafe {
             if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setgid(NOBODY) != 0
-                || libc::setuid(NOBODY) != 0
+                || libc::setgid(uid) != 0
+                || libc::setuid(uid) != 0
             {
                 return Err(std::io::Error::last_os_error());
             }
@@ -199,7 +224,8 @@ fn apply(l: Limits, as_nobody: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Gives `dir` and what it holds to `uid` (its group too), so `nobody` can write its scratch.
+/// Gives `dir` and what it holds to `uid` (its group too), so the sandboxed process can write
+/// its scratch.
 fn chown_tree(dir: &Path, uid: u32) -> std::io::Result<()> {
     let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
     while let Some(p) = stack.pop() {
@@ -320,6 +346,10 @@ what = sys.argv[1] if len(sys.argv) > 1 else ""
             limits,
         };
         let (parent, scratch) = dirs("limits");
+        std::env::set_var("DLRM_SANDBOX_TEST_API_KEY", "sk-never-inside");
+        let (_, text) = python(&s, &scratch, "import os; print(sorted(os.environ))");
+        assert!(!text.contains("DLRM_SANDBOX_TEST_API_KEY"), "{text}");
+        assert!(text.contains("'PATH'"), "{text}");
         let started = std::time::Instant::now();
         let (ok, _) = python(&s, &scratch, "while True: pass");
         assert!(
@@ -329,10 +359,11 @@ what = sys.argv[1] if len(sys.argv) > 1 else ""
         let (ok, text) = python(&s, &scratch, "open('big', 'wb').write(b'x' * (2 << 20))");
         assert!(!ok, "wrote past the file size limit: {text}");
         if unsafe { libc::geteuid() } == 0 {
-            // As root the process became nobody, whose processes the limit counts.
+            // As root the process took a uid of its own, whose processes the limit counts.
             assert_forks_are_bounded(&s, &scratch);
             let (_, text) = python(&s, &scratch, "import os; print('uid', os.getuid())");
-            assert!(text.contains("uid 65534"), "{text}");
+            let uid: u32 = text.trim().trim_start_matches("uid ").parse().unwrap();
+            assert!(uid >= UID_BASE, "{text}");
         }
         let _ = std::fs::remove_dir_all(&parent);
     }
