@@ -269,6 +269,20 @@ fn replayed_responses_are_extracted_and_nothing_is_sent() {
     );
     assert_eq!(a[0]["prompt_tokens"], 100);
     assert!(a[0]["replayed"] == true);
+    // Run again from the sweep's own copy of its config (the demo's command): it stays whole.
+    let kept = out.join("sweep.toml");
+    let o = generate(&kept, &out, &["--responses", responses.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(&kept)
+        .unwrap()
+        .contains("[[model]]"));
+    // A live run never takes a replayed reply for the model's: it asks (here a 500).
+    let o = generate(&cfg, &out, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        mock.requests() >= 4,
+        "replayed replies were reused as asked ones"
+    );
     // A bad line is named with its file, line and field.
     std::fs::write(
         &responses,

@@ -231,20 +231,31 @@ fn run_evaluator(
     limit_s: f64,
     sandbox: &Sandbox,
 ) -> Outcome {
+    // A fresh directory, and files the harness creates anew and reads through handles or
+    // without following links: the answer can write here, so nothing it leaves (a link to
+    // another file) may make the harness read or write elsewhere.
     let tag = format!("{}-{protocol}", std::process::id());
     let req_file = work_dir.join(format!("request-{tag}.json"));
     let out_file = work_dir.join(format!("result-{tag}.json"));
-    let _ = std::fs::remove_file(&out_file);
-    if let Err(e) = std::fs::create_dir_all(work_dir)
-        .and_then(|_| std::fs::write(&req_file, request.to_string()))
-    {
-        return Outcome::Failed(format!("cannot write {}: {e}", req_file.display()));
-    }
     let log_file = work_dir.join(format!("log-{tag}.txt"));
-    let log = match std::fs::File::create(&log_file) {
-        Ok(f) => f,
-        Err(e) => return Outcome::Failed(format!("cannot write {}: {e}", log_file.display())),
+    let _ = std::fs::remove_dir_all(work_dir);
+    let fresh = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .open(path)
     };
+    let prepared = std::fs::create_dir_all(work_dir).and_then(|_| {
+        use std::io::Write;
+        fresh(&req_file)?.write_all(request.to_string().as_bytes())?;
+        fresh(&log_file)
+    });
+    let log = match prepared {
+        Ok(f) => f,
+        Err(e) => return Outcome::Failed(format!("cannot write in {}: {e}", work_dir.display())),
+    };
+    let log_reader = log.try_clone();
     let script = std::path::absolute(script).unwrap_or(script.into());
     let args: [&std::ffi::OsStr; 7] = [
         script.as_os_str(),
@@ -266,16 +277,14 @@ fn run_evaluator(
         .stderr(log);
     // Its own process group: nvcc and ninja, started by an answer's load_inline, die with it.
     let ending = limited::run(&mut command, limit_s);
-    let tail = limited::tail(&std::fs::read_to_string(&log_file).unwrap_or_default(), 30);
+    let tail = limited::tail(&read_from_start(log_reader).unwrap_or_default(), 30);
     let _ = std::fs::remove_file(&log_file);
     let status = match ending {
         Ok(limited::Ending::Exited(status)) => status,
         Ok(limited::Ending::Killed) => return Outcome::Timeout(limit_s),
         Err(e) => return Outcome::Failed(format!("cannot run python3 {}: {e}", script.display())),
     };
-    let reply = std::fs::read_to_string(&out_file)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    let reply = read_no_follow(&out_file).and_then(|t| serde_json::from_str::<Value>(&t).ok());
     let _ = std::fs::remove_file(&req_file);
     let _ = std::fs::remove_file(&out_file);
     match reply {
@@ -291,8 +300,32 @@ fn run_evaluator(
     }
 }
 
-/// Both protocols on one answer, each in its own sandboxed process, in a scratch directory of
-/// the answer's own under `work_dir` (removed after: nothing one answer leaves reaches the next).
+/// A file's text through a handle the harness kept (from its start, at most 1 MiB).
+fn read_from_start(file: std::io::Result<std::fs::File>) -> Option<String> {
+    use std::io::{Read, Seek};
+    let mut f = file.ok()?;
+    f.seek(std::io::SeekFrom::Start(0)).ok()?;
+    let mut bytes = Vec::new();
+    f.take(1 << 20).read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A file's text (at most 16 MiB), refusing a symbolic link in its place.
+fn read_no_follow(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let mut bytes = Vec::new();
+    f.take(16 << 20).read_to_end(&mut bytes).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// Both protocols on one answer, each in its own sandboxed process and a fresh scratch
+/// directory of its own under `work_dir` (removed after: nothing one run leaves reaches the next).
 pub fn evaluate(
     request: &Value,
     work_dir: &Path,
@@ -301,10 +334,12 @@ pub fn evaluate(
 ) -> (Outcome, Outcome) {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let scratch = work_dir.join(format!("answer-{}-{n}", std::process::id()));
-    let ours = run_protocol(request, "ours", &scratch, limit_s, sandbox);
-    let kb = run_protocol(request, "kernelbench", &scratch, limit_s, sandbox);
-    let _ = std::fs::remove_dir_all(&scratch);
+    let scratch = |p: &str| work_dir.join(format!("answer-{}-{n}-{p}", std::process::id()));
+    let (ours_dir, kb_dir) = (scratch("ours"), scratch("kernelbench"));
+    let ours = run_protocol(request, "ours", &ours_dir, limit_s, sandbox);
+    let kb = run_protocol(request, "kernelbench", &kb_dir, limit_s, sandbox);
+    let _ = std::fs::remove_dir_all(&ours_dir);
+    let _ = std::fs::remove_dir_all(&kb_dir);
     (ours, kb)
 }
 

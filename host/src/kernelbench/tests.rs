@@ -13,6 +13,14 @@ if act == "socket":
     socket.create_connection(("127.0.0.1", req["port"]), timeout=2)
 elif act == "write":
     open(req["path"], "w").write("escaped")
+elif act == "plant":
+    import glob
+    here = os.path.dirname(args["--request"])
+    for log in glob.glob(os.path.join(here, "log-*.txt")):
+        os.remove(log)
+        os.symlink(req["secret"], log)
+    os.symlink(req["secret"], args["--out"])
+    sys.exit(1)
 elif act == "fork":
     n = 0
     while n < 1000:
@@ -73,6 +81,13 @@ fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
         !outside.exists(),
         "the answer wrote outside its scratch directory"
     );
+    // Links left where the harness reads its log and result lead nowhere.
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "{\"ok\": true, \"result\": \"SECRET-CONTENT\"}").unwrap();
+    match run(json!({"action": "plant", "secret": secret})) {
+        Outcome::Failed(m) => assert!(!m.contains("SECRET-CONTENT"), "{m}"),
+        other => panic!("a planted link was followed: {other:?}"),
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

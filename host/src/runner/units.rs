@@ -325,12 +325,15 @@ pub(crate) fn evaluate_answer(
         );
     }
     let sandbox = answer_sandbox();
-    if sandbox.isolation == Isolation::LimitsOnly && !opts.unsandboxed {
+    if sandbox.isolation != Isolation::Bubblewrap && !opts.unsandboxed {
         return kernelbench::skipped_record(
             answer,
-            "not run: no sandbox works here (neither bwrap nor user namespaces), so an answer's \
-             Python would have the network and write access; --unsandboxed runs it under \
-             resource limits alone",
+            &format!(
+                "not run: bubblewrap (bwrap) does not work here, and the best sandbox left, {}, \
+                 would let an answer's Python write outside its directory; install bubblewrap, \
+                 or --unsandboxed runs it so",
+                sandbox.isolation.describe()
+            ),
         );
     }
     let (ours, kb) = kernelbench::evaluate(&request, work_dir, opts.answer_timeout_s, sandbox);

@@ -182,7 +182,12 @@ fn native(all: &[Block], name: &str) -> Extracted {
 
 /// A file name of the answer's own directory ending in `.cu`.
 fn plain_cu(s: &str) -> bool {
-    s.ends_with(".cu") && !s.contains(['/', '\\']) && !s.starts_with('.')
+    s.strip_suffix(".cu").is_some_and(|stem| {
+        (1..=64).contains(&stem.len())
+            && stem
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
 }
 
 #[cfg(test)]
@@ -237,7 +242,14 @@ mod tests {
         assert_eq!(e.status, AnswerStatus::Extracted);
         let names: Vec<&str> = e.files.iter().map(|f| f.0.as_str()).collect();
         assert_eq!(names, ["candidate.toml", "bag.cu"]);
-        for evil in ["../../outside.cu", "gpu-kernels", "k.ptx"] {
+        let long = format!("{}.cu", "a".repeat(300));
+        for evil in [
+            "../../outside.cu",
+            "gpu-kernels",
+            "k.ptx",
+            "a\\u0000.cu",
+            long.as_str(),
+        ] {
             let e = extract(
                 &reply.replace("bag.cu", evil),
                 Format::Native,

@@ -60,7 +60,6 @@ struct Job<'a> {
 struct Shared<'a> {
     dir: &'a Path,
     preset: Preset,
-    cache: Cache,
     client: reqwest::blocking::Client,
     replay: Option<&'a Replay>,
     bar: ProgressBar,
@@ -76,8 +75,12 @@ pub fn generate(
     let cfg = SweepConfig::load(config)?;
     let replay = responses.map(Replay::load).transpose()?;
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    std::fs::copy(config, dir.join("sweep.toml"))
-        .with_context(|| format!("copying {} into {}", config.display(), dir.display()))?;
+    let kept = dir.join("sweep.toml");
+    let same = std::fs::canonicalize(config).ok() == std::fs::canonicalize(&kept).ok();
+    if !same {
+        std::fs::copy(config, &kept)
+            .with_context(|| format!("copying {} into {}", config.display(), dir.display()))?;
+    }
     let jobs = plan(&cfg)?;
     let bar = ProgressBar::new(jobs.len() as u64);
     bar.set_style(
@@ -86,7 +89,6 @@ pub fn generate(
     let ctx = Shared {
         dir,
         preset: cfg.preset()?,
-        cache: Cache::new(dir.join("cache")),
         client: reqwest::blocking::Client::new(),
         replay: replay.as_ref(),
         bar,
@@ -164,7 +166,13 @@ fn answer(ctx: &Shared, job: &Job) -> anyhow::Result<AnswerRecord> {
     let ask = Ask::user(&text, m.temperature, m.max_tokens, job.sample);
     let ep = endpoint(m);
     let key = cache_key(&ep, &ask);
-    let (exchange, cached) = match ctx.cache.get(&key) {
+    // Each model's own cache (two entries with one URL and model id never share replies); a
+    // replayed reply answers a replay, never a live run.
+    let cache = Cache::new(ctx.dir.join("cache").join(&m.name));
+    let cached = cache
+        .get(&key)
+        .filter(|e| ctx.replay.is_some() || !e.replayed);
+    let (exchange, cached) = match cached {
         Some(e) => (Some(e), true),
         None => (fetch(ctx, job, &ep, &ask), false),
     };
@@ -212,9 +220,9 @@ fn answer(ctx: &Shared, job: &Job) -> anyhow::Result<AnswerRecord> {
         rec.message = e.error.clone().unwrap_or_default();
         return Ok(rec);
     }
-    ctx.cache
+    cache
         .put(&key, &e)
-        .with_context(|| format!("{}: cannot write", ctx.cache.path(&key).display()))?;
+        .with_context(|| format!("{}: cannot write", cache.path(&key).display()))?;
     let x = extract(e.content.as_deref().unwrap_or(""), m.format, number, name);
     rec.status = x.status;
     rec.message = x.message;

@@ -85,8 +85,10 @@ fn scored_records(dir: &Path) -> anyhow::Result<Vec<Record>> {
     crate::results::pool_runs(&sets).with_context(|| root.display().to_string())
 }
 
-/// The record of an answer: its group is `<model>-s<k>`, its problem the answer's.
+/// The record of an extracted answer: its group is `<model>-s<k>`, its problem the answer's
+/// (an answer with no files has none, whatever an earlier scoring left).
 fn record_of<'r>(records: &'r [Record], a: &AnswerRecord) -> Option<&'r Record> {
+    a.path.as_ref()?;
     let group = format!("{}-s{}", a.model, a.sample);
     records
         .iter()
@@ -115,10 +117,14 @@ pub fn rows(dir: &Path, workload: Option<&Workload>) -> anyhow::Result<Vec<Model
 
 /// The projection of model `model`'s wins (any sample's; the best per problem) onto `w`.
 fn project_model(w: &Workload, model: &str, records: &[Record]) -> Projection {
-    let prefix = format!("{model}-s");
+    let of_model = |g: &str| {
+        g.rsplit_once("-s").is_some_and(|(m, k)| {
+            m == model && !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit())
+        })
+    };
     let mine: Vec<Record> = records
         .iter()
-        .filter(|r| r.is_reference() || r.group.starts_with(&prefix))
+        .filter(|r| r.is_reference() || of_model(&r.group))
         .cloned()
         .collect();
     project(w, &mine, None)
@@ -574,7 +580,12 @@ mod tests {
             });
             r
         };
-        let records = [reference, timed("m-s0", 0.5), timed("other-s0", 0.25)];
+        let records = [
+            reference,
+            timed("m-s0", 0.5),
+            timed("other-s0", 0.25),
+            timed("m-sonnet-s0", 0.2),
+        ];
         let p = project_model(&w, "m", &records);
         let bag = p
             .problems

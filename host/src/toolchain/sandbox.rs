@@ -137,6 +137,9 @@ impl Sandbox {
                 ])
                 // /dev/shm holds the run's input cache: read-only like the rest.
                 .args(shm_read_only())
+                // Daemons' Unix sockets (D-Bus, docker) live under /run: a read-only mount
+                // does not stop connect(2), so it is hidden behind an empty read-only tmpfs.
+                .args(hide_run())
                 .arg("--bind")
                 .arg(&scratch)
                 .arg(&scratch)
@@ -182,6 +185,18 @@ fn secret_name(name: &str) -> bool {
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH"]
         .iter()
         .any(|w| n.contains(w))
+}
+
+/// bwrap arguments hiding `/run` (and a real `/var/run`) behind empty read-only tmpfs mounts.
+fn hide_run() -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for dir in ["/run", "/var/run"] {
+        let p = Path::new(dir);
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(["--tmpfs", dir, "--remount-ro", dir]);
+        }
+    }
+    out
 }
 
 /// bwrap arguments keeping `/dev/shm` (bound writable with `/dev`) read-only, when it exists.
@@ -318,6 +333,11 @@ what = sys.argv[1] if len(sys.argv) > 1 else ""
                 "/dev/shm (the input cache) is writable"
             );
         }
+        let (ok, text) = python(&s, &scratch, "import os; print(os.listdir('/run'))");
+        assert!(
+            ok && text.trim() == "[]",
+            "daemons' sockets under /run are visible: {text}"
+        );
         let (ok, text) = python(&s, &scratch, "open('inside.txt', 'w').write('x')");
         assert!(ok && scratch.join("inside.txt").is_file(), "{text}");
         assert_forks_are_bounded(&s, &scratch);
