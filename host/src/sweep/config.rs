@@ -153,6 +153,18 @@ impl ModelConfig {
             if var.is_empty() || var.contains('=') || var.starts_with("sk-") {
                 bail!("api_key_env: the *name* of an environment variable, not a key");
             }
+            let host = self.base_url["http://".len().min(self.base_url.len())..]
+                .split(['/', ':'])
+                .next()
+                .unwrap_or("");
+            let loopback = ["127.0.0.1", "localhost", "[::1]"].contains(&host);
+            if self.base_url.starts_with("http://") && !loopback {
+                bail!(
+                    "base_url: `{}` would send the API key in clear text: use https (plain http \
+                     only to 127.0.0.1 or localhost)",
+                    self.base_url
+                );
+            }
         }
         let ranges: [(&str, f64, f64, f64); 6] = [
             ("samples", self.samples as f64, 1.0, 100.0),
@@ -248,6 +260,17 @@ problems = [1, "kjt_permute", 1]
             GOOD.replace("[[model]]", "\n[[model]]")
         ));
         assert!(e.contains("model[1].name") && e.contains("twice"), "{e}");
+        let keyed = GOOD.replace("model = \"m\"", "model = \"m\"\napi_key_env = \"K\"");
+        assert!(
+            SweepConfig::parse(&keyed).is_ok(),
+            "a key to 127.0.0.1 over http"
+        );
+        let e = err(&keyed.replace("http://127.0.0.1:1/v1", "http://api.example.com/v1"));
+        assert!(e.contains("base_url") && e.contains("clear text"), "{e}");
+        assert!(SweepConfig::parse(
+            &keyed.replace("http://127.0.0.1:1", "https://api.example.com")
+        )
+        .is_ok());
         let e = err(&GOOD.replace("model = \"m\"", "model = \"m\"\napi_key_env = \"sk-abc\""));
         assert!(e.contains("api_key_env"), "{e}");
     }
