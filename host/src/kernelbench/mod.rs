@@ -222,8 +222,8 @@ pub(crate) fn run_protocol(
     )
 }
 
-/// [`run_protocol`] with the evaluator script `script` (tests give a stand-in).
-fn run_evaluator(
+/// [`run_protocol`] with the evaluator script `script` (host/tests/sandbox.rs gives a stand-in).
+pub fn run_evaluator(
     script: &str,
     request: &Value,
     protocol: &str,
