@@ -12,7 +12,7 @@ use super::config::{ModelConfig, SweepConfig};
 use super::extract::{extract, AnswerStatus};
 use super::replay::{Replay, ReplayKey};
 use crate::cmd::prompt::{self, Format};
-use crate::results::run_dir::write_json;
+use crate::results::run_dir::{write_atomically, write_json};
 use anyhow::Context;
 use bench_problems::{Preset, Problem};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -275,17 +275,13 @@ fn remove_answer(target: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes `text` to `path` (its directory made when missing) with the project's atomic write
+/// (its temporary file is named after the target, so answers written by several threads at once
+/// never share one).
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    // Unique per file and call: answers of one directory are written by several threads.
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))
+    write_atomically(path, text.as_bytes())
 }
 
 fn relative(base: &Path, path: &Path) -> String {
