@@ -13,7 +13,6 @@ use crate::results::record::Status;
 use crate::results::RunMeta;
 use crate::runner::peer::load_peers;
 use crate::runner::peer::peer_files;
-use crate::runner::peer::PeerServer;
 use crate::runner::shard::Shard;
 use indicatif::ProgressBar;
 use indicatif::ProgressStyle;
@@ -85,7 +84,7 @@ pub(crate) fn execute(
     let torch = torch_peer(opts, on_gpu, setup);
     let peer_file = dir.join("peer.jsonl");
     // Started at the first problem's peer job, kept for the whole run.
-    let mut peer_server = PeerServer::torch();
+    let mut peer_server = crate::runner::peer::torch_server();
     if torch {
         meta.peer_files = peer_files(&opts.peer, &peer_file);
         meta.write(dir)?;

@@ -134,7 +134,7 @@ impl UnitContext<'_> {
                     let mut peers = peers.clone();
                     scope.spawn(move || {
                         // No PyTorch peer with several devices (`run` refuses --torch).
-                        let mut none = PeerServer::torch();
+                        let mut none = crate::runner::peer::torch_server();
                         self.run_units(&mine, &mut peers, &mut none)
                     })
                 })

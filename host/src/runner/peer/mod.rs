@@ -9,20 +9,15 @@ use crate::evaluate::{rotation_files, EvalConfig, InputCache};
 use crate::results::record::{PeerTime, Record};
 use crate::runner::activity::{Phase, PhaseTimes};
 use bench_problems::Problem;
+use crate::toolchain::served::Served;
 use serde::Serialize;
-use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 /// The peer's script, relative to the working directory (the repository root).
 pub(crate) const TORCH_PEER: &str = "tools/torch_peer.py";
 /// Seconds PyTorch's peer may take on one problem.
 pub(crate) const PEER_TIMEOUT_S: f64 = 900.0;
-/// Seconds the server may take to exit once its stdin is closed, before it is killed.
-const SHUTDOWN_GRACE_S: f64 = 5.0;
 /// Timed calls and warm-up calls of one peer request (the script's defaults).
 const PEER_ITERS: u32 = 50;
 const PEER_WARMUP: u32 = 5;
@@ -187,263 +182,15 @@ pub(crate) struct PeerRequest<'a> {
     pub compile: bool,
 }
 
-/// A `torch_peer.py --serve` process, started at the first request and kept for the next ones;
-/// one that timed out or died is replaced at the next request. Closing it ([`Self::shutdown`],
-/// or dropping it) ends the process.
-pub(crate) struct PeerServer {
-    program: OsString,
-    args: Vec<OsString>,
-    /// Seconds one request may take before the server is killed.
-    pub timeout_s: f64,
-    /// Seconds the server may take to exit at [`Self::shutdown`] before it is killed.
-    pub shutdown_grace_s: f64,
-    process: Option<ServerProcess>,
-}
+/// The run's `tools/torch_peer.py --serve` process ([`Served`]): started at the first request,
+/// kept for the next ones, replaced after a timeout or a death.
+pub(crate) type PeerServer = Served;
 
-/// A running server: its process, its stdin, and its stdout's lines.
-struct ServerProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    /// Lines of stdout, read on a thread; disconnected once stdout closes.
-    lines: Receiver<String>,
-}
-
-/// What came of one request.
-enum Answer {
-    Record(serde_json::Value),
-    Error(String),
-    TimedOut,
-    Exited,
-}
-
-impl PeerServer {
-    /// The run's server: `python3 tools/torch_peer.py --serve`.
-    pub fn torch() -> Self {
-        Self::new("python3", [TORCH_PEER, "--serve"])
-    }
-
-    /// A server run as `program args...` (tests give a fake one). Nothing starts until the
-    /// first request.
-    pub fn new(
-        program: impl Into<OsString>,
-        args: impl IntoIterator<Item = impl Into<OsString>>,
-    ) -> Self {
-        PeerServer {
-            program: program.into(),
-            args: args.into_iter().map(Into::into).collect(),
-            timeout_s: PEER_TIMEOUT_S,
-            shutdown_grace_s: SHUTDOWN_GRACE_S,
-            process: None,
-        }
-    }
-
-    /// The command line, for messages.
-    fn command_line(&self) -> String {
-        std::iter::once(&self.program)
-            .chain(&self.args)
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    /// Sends `request` and waits for its answer: the record, or why there is none (an error
-    /// answer, which keeps the server; a timeout or a dead server, which ends it).
-    pub(crate) fn request(&mut self, request: &PeerRequest) -> anyhow::Result<serde_json::Value> {
-        let line = serde_json::to_string(request)?;
-        let timeout = Duration::from_secs_f64(self.timeout_s.max(0.0));
-        let command = self.command_line();
-        let process = self.running()?;
-        let sent = process
-            .stdin
-            .as_mut()
-            .map(|stdin| writeln!(stdin, "{line}").and_then(|()| stdin.flush()));
-        let answer = match sent {
-            Some(Ok(())) => process.answer(timeout),
-            _ => Answer::Exited,
-        };
-        match answer {
-            Answer::Record(record) => Ok(record),
-            Answer::Error(message) => {
-                anyhow::bail!("`{command}` answered with an error: {message}")
-            }
-            Answer::TimedOut => {
-                self.end(Duration::ZERO);
-                anyhow::bail!(
-                    "`{command}` ran past {:.0} s on this request and was killed (the next \
-                     problem starts a fresh one)",
-                    self.timeout_s
-                )
-            }
-            Answer::Exited => {
-                let ending = self.end(Duration::from_secs_f64(self.shutdown_grace_s.max(0.0)));
-                anyhow::bail!(
-                    "`{command}` exited ({}) without answering (the next problem starts a fresh \
-                     one)",
-                    describe(ending.and_then(|e| e.status))
-                )
-            }
-        }
-    }
-
-    /// The server, started now if there is none or the last one has exited.
-    fn running(&mut self) -> anyhow::Result<&mut ServerProcess> {
-        if let Some(p) = self.process.as_mut() {
-            if let Ok(Some(status)) = p.child.try_wait() {
-                eprintln!(
-                    "warning: the PyTorch peer server had exited ({status}); starting a fresh one"
-                );
-                self.process = None;
-            }
-        }
-        if self.process.is_none() {
-            self.process = Some(self.spawn()?);
-        }
-        self.process
-            .as_mut()
-            .ok_or_else(|| anyhow::anyhow!("the PyTorch peer server did not start"))
-    }
-
-    fn spawn(&self) -> anyhow::Result<ServerProcess> {
-        eprintln!("PyTorch peer: starting `{}`", self.command_line());
-        let mut child = Command::new(&self.program)
-            .args(&self.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("starting `{}`: {e}", self.command_line()))?;
-        let (stdin, stdout, stderr) =
-            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
-                (Some(i), Some(o), Some(e)) => (i, o, e),
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    anyhow::bail!("`{}`: its pipes were not opened", self.command_line());
-                }
-            };
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("  [torch] {line}");
-            }
-        });
-        Ok(ServerProcess {
-            child,
-            stdin: Some(stdin),
-            lines,
-        })
-    }
-
-    /// Closes the server's stdin, gives it `grace` to exit and kills it after that. Nothing
-    /// when no server runs.
-    fn end(&mut self, grace: Duration) -> Option<Ending> {
-        let mut process = self.process.take()?;
-        drop(process.stdin.take());
-        let started = Instant::now();
-        loop {
-            match process.child.try_wait() {
-                Ok(Some(status)) => {
-                    return Some(Ending {
-                        status: Some(status),
-                        killed: false,
-                    })
-                }
-                Ok(None) if started.elapsed() < grace => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                _ => {
-                    let _ = process.child.kill();
-                    return Some(Ending {
-                        status: process.child.wait().ok(),
-                        killed: true,
-                    });
-                }
-            }
-        }
-    }
-
-    /// Ends the server at the end of a run: closes its stdin and waits for it to exit, killing
-    /// it if it lingers past `shutdown_grace_s`; a kill or a failed exit is a warning. Nothing
-    /// when no server runs.
-    pub(crate) fn shutdown(&mut self) -> Option<Ending> {
-        let ending = self.end(Duration::from_secs_f64(self.shutdown_grace_s.max(0.0)))?;
-        if ending.killed {
-            eprintln!(
-                "warning: the PyTorch peer server was still running {:.0} s after its input \
-                 closed and was killed",
-                self.shutdown_grace_s
-            );
-        } else if !ending.status.is_some_and(|s| s.success()) {
-            eprintln!(
-                "warning: the PyTorch peer server ended with {}",
-                describe(ending.status)
-            );
-        }
-        Some(ending)
-    }
-}
-
-/// How a server ended.
-#[derive(Clone, Copy, Debug)]
-pub struct Ending {
-    /// Its exit status, when it could be had.
-    pub status: Option<ExitStatus>,
-    /// Whether it had to be killed.
-    pub killed: bool,
-}
-
-impl Drop for PeerServer {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-impl ServerProcess {
-    /// Waits up to `timeout` for the answer line; other lines on stdout (which should carry
-    /// answers only) are shown as the server's.
-    fn answer(&mut self, timeout: Duration) -> Answer {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => match parse_answer(&line) {
-                    Some(answer) => return answer,
-                    None => eprintln!("  [torch] (stdout) {line}"),
-                },
-                Err(RecvTimeoutError::Timeout) => return Answer::TimedOut,
-                Err(RecvTimeoutError::Disconnected) => return Answer::Exited,
-            }
-        }
-    }
-}
-
-/// An answer line: `{"ok": true, "record": {...}}` or `{"ok": false, "error": "..."}`; `None`
-/// for any other line. An `ok` answer without an object `record` is an error.
-fn parse_answer(line: &str) -> Option<Answer> {
-    let v: serde_json::Value = serde_json::from_str(line).ok()?;
-    match v.get("ok")?.as_bool()? {
-        true => Some(match v.get("record") {
-            Some(record) if record.is_object() => Answer::Record(record.clone()),
-            _ => Answer::Error("the answer has no `record` object".into()),
-        }),
-        false => Some(Answer::Error(
-            v.get("error")
-                .and_then(|e| e.as_str())
-                .unwrap_or("(the answer has no `error` text)")
-                .to_string(),
-        )),
-    }
-}
-
-fn describe(status: Option<ExitStatus>) -> String {
-    status.map_or_else(|| "status unknown".into(), |s| s.to_string())
+/// The run's server: `python3 tools/torch_peer.py --serve`, `PEER_TIMEOUT_S` a request.
+pub(crate) fn torch_server() -> PeerServer {
+    let mut s = Served::program("torch", "python3", [TORCH_PEER, "--serve"]);
+    s.timeout_s = PEER_TIMEOUT_S;
+    s
 }
 
 #[cfg(test)]
