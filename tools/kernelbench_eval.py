@@ -29,7 +29,15 @@ under a time limit, and turns the result into a record of `results.jsonl` (origi
   CUDA events, 3 warm-up and 100 timed calls of each, L2 cleared before each, the speedup as the
   ratio of the means. Nothing else: no poison, no input fingerprint, no fresh inputs per call.
 
-Usage: kernelbench_eval.py --request REQUEST.json --protocol ours|kernelbench --out RESULT.json
+The runner drives it as a server, `--serve` (one per device, in the sandbox): torch is imported
+once, CUDA never initialised in the server; each job (one protocol on one answer, one JSON line on
+stdin) runs in a forked child in a fresh scratch directory and ends with it, answered by one line
+on stdout (see serve()). Before that, `--compile ANSWER --build-dir DIR --out RESULT.json` imports
+each answer with the GPU hidden, building its `load_inline` extensions into DIR (the runner runs
+as many at a time as there are cores, and keeps the builds by hash); a job then loads those
+builds instead of compiling (use_builds()). `--protocol import` only imports the answer.
+
+One job by hand: kernelbench_eval.py --request REQUEST.json --protocol ours|kernelbench --out RESULT.json
 The request (written by the runner):
   {"problem": "embedding_bag_sum", "answer": "DIR/01_embedding_bag_sum.py",
    "check_sets": [{"label": "public-0", "path": "..."}...], "time_sets": ["..."],
@@ -236,6 +244,11 @@ def load_answer(path):
     mod = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(mod)
+    except OSError as e:
+        # What the sandbox refused (a socket, a write outside its directory, a process past
+        # the limit) or another fault of the running answer: not a compiler's verdict.
+        raise AnswerError("runtime_error", f"{path}: importing the answer failed: "
+                          f"{type(e).__name__}: {e}") from e
     except Exception as e:  # noqa: BLE001 - any failure to import is the answer's
         raise AnswerError("compile_error", f"{path}: importing the answer failed: "
                           f"{type(e).__name__}: {e}") from e
@@ -591,26 +604,346 @@ def evaluate_kernelbench(req):
     return result
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--request", required=True, help="the request JSON file")
-    ap.add_argument("--protocol", required=True, choices=["ours", "kernelbench"])
-    ap.add_argument("--out", required=True, help="where the result JSON goes")
-    args = ap.parse_args(argv)
-    with open(args.request, encoding="utf-8") as f:
-        req = json.load(f)
+def evaluate_import(req):
+    """The `import` protocol: the answer imported, nothing run (no torch needed): what a
+    sandbox test or a quick look at an answer wants."""
+    load_answer(req["answer"])
+    return {"protocol": "import", "status": "imported"}
+
+
+PROTOCOLS = {"ours": lambda req: evaluate_ours(req),
+             "kernelbench": lambda req: evaluate_kernelbench(req),
+             "import": lambda req: evaluate_import(req)}
+
+
+def protocol_reply(req, protocol):
+    """One protocol on one answer: {"ok": true, "result": {...}} or {"ok": false, "error": ...}
+    (an answer's failure is a result; only this tool's own failure is not ok)."""
     try:
-        if args.protocol == "ours":
-            result = evaluate_ours(req)
-        else:
-            result = evaluate_kernelbench(req)
-        reply = {"ok": True, "result": result}
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"no protocol {protocol!r} (one of {', '.join(PROTOCOLS)})")
+        return {"ok": True, "result": PROTOCOLS[protocol](req)}
     except AnswerError as e:
-        reply = {"ok": True, "result": {"protocol": args.protocol, "status": e.status,
-                                        "message": str(e)}}
+        return {"ok": True, "result": {"protocol": protocol, "status": e.status,
+                                       "message": str(e)}}
     except Exception as e:  # noqa: BLE001 - reported, and the runner decides
         traceback.print_exc()
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Builds ahead of evaluation: `--compile` imports an answer with the GPU hidden, recording
+# every `load_inline` extension it builds; the evaluation then loads those builds instead of
+# compiling (a build read-only to it, found by the call's arguments).
+# ---------------------------------------------------------------------------------------------
+
+BUILDS_FILE = "builds.json"
+
+
+def build_key(args, kwargs):
+    """What identifies one `load_inline` call: a hash of all its arguments."""
+    import hashlib
+
+    text = repr((args, sorted(kwargs.items())))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def record_builds(cpp_extension, build_dir, builds):
+    """Makes `cpp_extension.load_inline` build into `build_dir/<key>` (one directory per call)
+    and note each call's key, module name and library (relative to `build_dir`) in `builds`."""
+    real = cpp_extension.load_inline
+
+    def load_inline(*args, **kwargs):
+        key = build_key(args, kwargs)
+        where = os.path.join(build_dir, key)
+        os.makedirs(where, exist_ok=True)
+        kwargs2 = dict(kwargs)
+        kwargs2["build_directory"] = where
+        module = real(*args, **kwargs2)
+        library = os.path.relpath(os.path.abspath(module.__file__), os.path.abspath(build_dir))
+        builds.append({"key": key, "name": module.__name__, "library": library})
+        return module
+
+    cpp_extension.load_inline = load_inline
+
+
+def use_builds(cpp_extension, builds):
+    """Makes `cpp_extension.load_inline` load the library built ahead for the same call; a call
+    built by no one compiles as usual (in the scratch directory)."""
+    real = cpp_extension.load_inline
+    by_key = {b["key"]: b for b in builds}
+
+    def load_inline(*args, **kwargs):
+        b = by_key.get(build_key(args, kwargs))
+        if b is None:
+            return real(*args, **kwargs)
+        import importlib.machinery
+
+        loader = importlib.machinery.ExtensionFileLoader(b["name"], b["library"])
+        spec = importlib.util.spec_from_file_location(b["name"], b["library"], loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    cpp_extension.load_inline = load_inline
+
+
+def compile_answer(answer, build_dir):
+    """Imports `answer` once, the GPU hidden by the caller, building its `load_inline`
+    extensions into `build_dir` (see record_builds): {"status": "built", "builds": [...]};
+    "compile_error" with the compiler's message when a build failed; "import_failed" when the
+    import failed otherwise (it may need a GPU: the evaluation will tell)."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    builds = []
+    record_builds(cpp_extension, build_dir, builds)
+    try:
+        load_answer(answer)
+    except AnswerError as e:
+        cause = e.__cause__
+        text = str(e)
+        # Decided without a GPU: a failed build, Python that does not parse, no answer file.
+        decided = ("Error building extension" in text or isinstance(cause, SyntaxError)
+                   or not os.path.isfile(answer))
+        if decided:
+            return {"status": "compile_error", "message": text, "builds": builds}
+        return {"status": "import_failed", "message": text, "builds": builds}
+    return {"status": "built", "builds": builds}
+
+
+# ---------------------------------------------------------------------------------------------
+# `--serve`: one process (torch imported once, CUDA never initialised in it) forks a child per
+# job; the child runs one protocol on one answer and dies, so an answer that crashes, hangs or
+# corrupts its CUDA context costs only itself, and nothing it changes in the interpreter
+# reaches the next.
+# ---------------------------------------------------------------------------------------------
+
+REPLY_LIMIT = 16 << 20
+PR_SET_DUMPABLE = 4
+
+
+def set_dumpable(on):
+    """prctl(PR_SET_DUMPABLE): off, /proc/<pid>/fd and /mem of this process are closed to
+    processes of the same user (a child cannot write into the server's pipes)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def child_job(job, w):
+    """In the forked child: the job's protocol on its answer, the reply written to fd `w`."""
+    try:
+        set_dumpable(True)
+        os.setsid()
+        scratch = job["scratch"]
+        os.chdir(scratch)
+        log_fd = os.open(os.path.join(scratch, "log.txt"),
+                         os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        # Nothing of the server's (its reply pipe above all) stays open in the child.
+        high = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
+        os.closerange(3, w)
+        os.closerange(w + 1, max(w + 2, high))
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        for name in ("HOME", "TMPDIR"):
+            os.environ[name] = scratch
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(scratch, "torch_extensions")
+        if job.get("builds"):
+            import torch.utils.cpp_extension as cpp_extension
+
+            use_builds(cpp_extension, job["builds"])
+        reply = protocol_reply(job["request"], job["protocol"])
+    except BaseException as e:  # noqa: BLE001 - whatever happens, a reply
         reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    try:
+        data = json.dumps(json_safe(reply)).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(w, view):]
+    finally:
+        os._exit(0)
+
+
+def read_reply(r, pid, deadline):
+    """The child's reply from pipe `r` until the child `pid` has exited (or the pipe closed) or
+    `deadline` passes: (bytes, timed_out, exit status or None). A process the child left
+    holding the pipe does not keep the server waiting."""
+    import select
+
+    chunks, size, status = [], 0, None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"".join(chunks), True, status
+        ready, _, _ = select.select([r], [], [], min(left, 0.05))
+        if ready:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                return b"".join(chunks), False, status
+            size += len(chunk)
+            if size <= REPLY_LIMIT:
+                chunks.append(chunk)
+            continue
+        if status is None:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
+                continue  # drain what is left, then stop at the next empty select
+        else:
+            return b"".join(chunks), False, status
+
+
+def describe_status(status):
+    """A wait status in words."""
+    import signal
+
+    if status is None:
+        return "did not exit"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "?"
+        return f"was killed by signal {sig} ({name})"
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
+def log_tail(path, lines=30):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - (1 << 16)))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_job(job, reap_all):
+    """Forks the child of one job, waits for its reply at most job["limit_s"], then kills
+    what is left of it (with `reap_all`, every other process this one may signal: it runs
+    alone in its PID namespace). Returns the job's record for the runner."""
+    import shutil
+    import signal
+
+    started = time.monotonic()
+    scratch = job["scratch"]
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        child_job(job, w)
+    os.close(w)
+    data, timed_out, status = read_reply(r, pid, started + float(job["limit_s"]))
+    os.close(r)
+    for target in ([-1] if reap_all else []) + [-pid]:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    while reap_all:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                break
+        except ChildProcessError:
+            break
+    record = {"id": job.get("id"), "seconds": time.monotonic() - started,
+              "log_tail": log_tail(os.path.join(scratch, "log.txt"))}
+    shutil.rmtree(scratch, ignore_errors=True)
+    if timed_out:
+        record["outcome"] = "timeout"
+        return record
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        record["outcome"] = "failed"
+        record["error"] = f"the answer's process wrote no reply: it {describe_status(status)}"
+    elif reply.get("ok") is True:
+        record["outcome"] = "result"
+        record["result"] = reply.get("result")
+    else:
+        record["outcome"] = "failed"
+        record["error"] = f"the evaluator failed: {reply.get('error', '(no message)')}"
+    return record
+
+
+def serve(reap_all):
+    """Answers one job per line of stdin ({"id", "request", "protocol", "scratch", "limit_s",
+    "builds"}) with one line on stdout, {"ok": true, "record": {...}}, until EOF."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    set_dumpable(False)
+    started = time.perf_counter()
+    try:
+        import torch  # noqa: F401 - imported once here; CUDA is initialised only in children
+        import torch.utils.cpp_extension  # noqa: F401
+
+        torch_peer()
+        print(f"kernelbench_eval: serving (torch imported in "
+              f"{time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
+    except ImportError as e:
+        print(f"kernelbench_eval: torch is not importable ({e})", file=sys.stderr, flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            record = run_job(json.loads(line), reap_all)
+        except Exception as e:  # noqa: BLE001 - a bad job is answered, the server goes on
+            record = {"outcome": "failed", "error": f"{type(e).__name__}: {e}"}
+        replies.write(json.dumps(json_safe({"ok": True, "record": record})) + "\n")
+        replies.flush()
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--serve", action="store_true",
+                    help="serve jobs, one JSON line each on stdin (see serve())")
+    ap.add_argument("--reap-all", action="store_true",
+                    help="with --serve: kill every other process it may signal after each job "
+                         "(only inside a PID namespace of its own)")
+    ap.add_argument("--compile", metavar="ANSWER",
+                    help="build ANSWER's load_inline extensions into --build-dir")
+    ap.add_argument("--build-dir", help="with --compile: where the builds go")
+    ap.add_argument("--request", help="the request JSON file")
+    ap.add_argument("--protocol", choices=["ours", "kernelbench", "import"])
+    ap.add_argument("--out", help="where the result JSON goes")
+    args = ap.parse_args(argv)
+    if args.serve:
+        return serve(args.reap_all)
+    if args.compile:
+        if not (args.build_dir and args.out):
+            ap.error("--compile needs --build-dir and --out")
+        try:
+            reply = compile_answer(args.compile, args.build_dir)
+        except Exception as e:  # noqa: BLE001 - reported as this tool's failure
+            traceback.print_exc()
+            reply = {"status": "failed", "message": f"{type(e).__name__}: {e}"}
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(json_safe(reply), f)
+        return 0
+    if not (args.request and args.protocol and args.out):
+        ap.error("--request, --protocol and --out (or --serve, or --compile)")
+    with open(args.request, encoding="utf-8") as f:
+        req = json.load(f)
+    reply = protocol_reply(req, args.protocol)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(json_safe(reply), f)
     return 0

@@ -294,5 +294,41 @@ class KernelBenchProtocol(unittest.TestCase):
                       verdict["message"])
 
 
+class AheadBuilds(unittest.TestCase):
+    """load_inline calls recorded at --compile and found again by their arguments."""
+
+    def fake_extension(self, calls):
+        import types
+
+        def load_inline(*args, **kwargs):
+            calls.append(kwargs.get("build_directory"))
+            return types.SimpleNamespace(__name__=kwargs["name"],
+                                         __file__=os.path.join(kwargs["build_directory"],
+                                                               kwargs["name"] + ".so"))
+        return types.SimpleNamespace(load_inline=load_inline)
+
+    def test_the_key_is_the_arguments(self):
+        k = kb.build_key((), {"name": "m", "cuda_sources": "x"})
+        self.assertEqual(k, kb.build_key((), {"cuda_sources": "x", "name": "m"}))
+        self.assertNotEqual(k, kb.build_key((), {"name": "m", "cuda_sources": "y"}))
+
+    def test_a_recorded_build_names_its_library_inside_the_build_directory(self):
+        calls, builds = [], []
+        ext = self.fake_extension(calls)
+        kb.record_builds(ext, "/builds", builds)
+        ext.load_inline(name="m", cuda_sources="x")
+        key = kb.build_key((), {"name": "m", "cuda_sources": "x"})
+        self.assertEqual(calls, [f"/builds/{key}"])
+        self.assertEqual(builds, [{"key": key, "name": "m", "library": f"{key}/m.so"}])
+
+    def test_a_call_built_by_no_one_compiles_as_usual(self):
+        calls = []
+        ext = self.fake_extension(calls)
+        kb.use_builds(ext, [{"key": "other", "name": "m", "library": "/nowhere/m.so"}])
+        module = ext.load_inline(name="m", cuda_sources="x", build_directory="/scratch")
+        self.assertEqual(calls, ["/scratch"])
+        self.assertEqual(module.__name__, "m")
+
+
 if __name__ == "__main__":
     unittest.main()

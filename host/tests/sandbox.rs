@@ -1,12 +1,13 @@
-//! The sandbox of untrusted answers (`toolchain::sandbox`, `kernelbench::run_evaluator`) tried
-//! as an answer would: a socket, writes outside its directory (the repository, `/dev/shm`),
-//! links planted where the harness reads, a fork bomb, and the resource limits. A custom harness
+//! The sandbox of untrusted answers (`toolchain::sandbox`, `kernelbench::evaluator`) tried as an
+//! answer would: a socket, writes outside its directory (the repository, `/dev/shm`), a fork
+//! bomb, a crash, a hang, a forged reply, a process left behind, and the resource limits. A custom harness
 //! (libtest-mimic): where bubblewrap does not work, its trials are reported as ignored, saying
 //! why, never as passed; the limits trial runs everywhere.
-use dlrm_bench::kernelbench::{run_evaluator, Outcome};
+use dlrm_bench::kernelbench::evaluator::Evaluator;
+use dlrm_bench::kernelbench::Outcome;
 use dlrm_bench::toolchain::sandbox::{Isolation, Limits, Sandbox, UID_BASE};
 use libtest_mimic::{Arguments, Trial};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 fn main() {
@@ -168,37 +169,55 @@ fn the_limits_hold_without_namespaces() {
     let _ = std::fs::remove_dir_all(&parent);
 }
 
-/// A stand-in for tools/kernelbench_eval.py (no torch needed): it does what the request's
-/// `action` says — nothing, open a socket to `port`, write `path`, or fork without end —
-/// then writes its result.
-const STAND_IN: &str = r#"
-import json, os, socket, sys
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-req = json.load(open(args["--request"]))
-act = req["action"]
-if act == "socket":
-    socket.create_connection(("127.0.0.1", req["port"]), timeout=2)
-elif act == "write":
-    open(req["path"], "w").write("escaped")
-elif act == "plant":
-    import glob
-    here = os.path.dirname(args["--request"])
-    for log in glob.glob(os.path.join(here, "log-*.txt")):
-        os.remove(log)
-        os.symlink(req["secret"], log)
-    os.symlink(req["secret"], args["--out"])
-    sys.exit(1)
-elif act == "fork":
-    n = 0
-    while n < 1000:
-        if os.fork() == 0:
-            import time; time.sleep(3); os._exit(0)
-        n += 1
-json.dump({"ok": True, "result": {"action": act}}, open(args["--out"], "w"))
-"#;
+/// Answers (imported by the real `tools/kernelbench_eval.py --serve`, protocol `import`, which
+/// needs no torch) that each try one thing: nothing, a socket to the test's listener, a write
+/// outside, a fork bomb, a crash, a hang, forging the server's reply, and a process left behind.
+fn answer(name: &str, port: u16, outside: &Path) -> String {
+    let body = match name {
+        "ok" => String::new(),
+        "socket" => format!("import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"),
+        "write" => format!("open({outside:?}, 'w').write('escaped')\n"),
+        "fork" => "import os, time\nn = 0\nwhile n < 1000:\n    if os.fork() == 0:\n        time.sleep(3)\n        os._exit(0)\n    n += 1\n".into(),
+        "crash" => "import os\nos.abort()\n".into(),
+        "hang" => "import time\ntime.sleep(600)\n".into(),
+        // Writes a forged reply into every pipe of the server it can open, then (from a process
+        // left behind) keeps trying while the next job runs.
+        "forge" => r#"import os, time, json
+server = os.getppid()
+line = (json.dumps({"ok": True, "record": {"id": 0, "outcome": "result",
+        "result": {"protocol": "ours", "status": "correct"}}}) + "\n").encode()
+def forge():
+    for fd in range(64):
+        try:
+            f = os.open(f"/proc/{server}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+            os.write(f, line)
+            print("FORGED INTO", fd)
+        except OSError:
+            pass
+forge()
+if os.fork() == 0:
+    os.setsid()  # out of the job's process group
+    for _ in range(50):
+        forge()
+        time.sleep(0.1)
+    os._exit(0)
+"#
+        .into(),
+        // Fails if any process but the server, its init and this one is alive.
+        "alone" => r#"import os
+mine = {os.getpid(), os.getppid(), 1}
+others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in mine]
+if others:
+    raise RuntimeError(f"processes left by an earlier answer: {others}")
+"#
+        .into(),
+        _ => unreachable!(),
+    };
+    format!("{body}\nclass ModelNew:\n    pass\n")
+}
 
-/// Each forbidden act of an answer fails its evaluation, naming what it tried; a harmless
-/// one passes.
+/// Each forbidden act of an answer fails its own job, naming what it tried; a crash or a hang
+/// costs only its job; a forged reply is never taken; nothing a job leaves reaches the next.
 fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
     let sandbox = Sandbox::detect(Limits {
         processes: 64,
@@ -207,45 +226,50 @@ fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
     let dir = std::env::temp_dir().join(format!("dlrm-kb-sandbox-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let script = dir.join("stand_in.py");
-    std::fs::write(&script, STAND_IN).unwrap();
-    let script = script.to_str().unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let outside = dir.join("outside.txt");
-    let run =
-        |req: Value| run_evaluator(script, &req, "ours", &dir.join("scratch"), 60.0, &sandbox);
-    assert!(matches!(run(json!({"action": "none"})), Outcome::Result(_)));
-    let cases = [
-        (
-            json!({"action": "socket", "port": port}),
-            "Connection refused",
-        ),
-        (
-            json!({"action": "write", "path": outside}),
-            "Read-only file system",
-        ),
-        (
-            json!({"action": "fork"}),
-            "Resource temporarily unavailable",
-        ),
-    ];
-    for (req, named) in cases {
-        match run(req.clone()) {
-            Outcome::Failed(m) => assert!(m.contains(named), "{req}: {m}"),
-            other => panic!("{req}: not refused: {other:?}"),
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kernelbench_eval.py");
+    let mut evaluator = Evaluator::new(&script, &sandbox, &dir.join("scratch"), 0);
+    let mut run = |name: &str, limit_s: f64| {
+        let file = dir.join(format!("{name}.py"));
+        std::fs::write(&file, answer(name, port, &outside)).unwrap();
+        evaluator
+            .run(&json!({"answer": file}), "import", &[], limit_s)
+            .0
+    };
+    let imported = |o: &Outcome| matches!(o, Outcome::Result(v) if v["status"] == "imported");
+    assert!(imported(&run("ok", 60.0)), "a harmless answer failed");
+    for (name, named) in [
+        ("socket", "Connection refused"),
+        ("write", "Read-only file system"),
+        ("fork", "Resource temporarily unavailable"),
+    ] {
+        match run(name, 60.0) {
+            Outcome::Result(v) => {
+                assert_eq!(v["status"], "runtime_error", "{name}: {v}");
+                let m = v["message"].as_str().unwrap_or("");
+                assert!(m.contains(named), "{name}: {m}");
+            }
+            other => panic!("{name}: not refused: {other:?}"),
         }
     }
     assert!(
         !outside.exists(),
         "the answer wrote outside its scratch directory"
     );
-    // Links left where the harness reads its log and result lead nowhere.
-    let secret = dir.join("secret.txt");
-    std::fs::write(&secret, "{\"ok\": true, \"result\": \"SECRET-CONTENT\"}").unwrap();
-    match run(json!({"action": "plant", "secret": secret})) {
-        Outcome::Failed(m) => assert!(!m.contains("SECRET-CONTENT"), "{m}"),
-        other => panic!("a planted link was followed: {other:?}"),
+    match run("crash", 60.0) {
+        Outcome::Failed(m) => assert!(m.contains("SIGABRT"), "{m}"),
+        other => panic!("crash: {other:?}"),
     }
+    assert!(matches!(run("hang", 2.0), Outcome::Timeout(_)));
+    let forged = run("forge", 60.0);
+    assert!(imported(&forged), "a forged reply was taken: {forged:?}");
+    let next = run("alone", 60.0);
+    assert!(
+        imported(&next),
+        "a process outlived its job, or a reply was forged: {next:?}"
+    );
+    evaluator.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,12 +12,15 @@
 //! on both bases are the suite's; its `kernelbench` field is what KernelBench would have said.
 use crate::evaluate::{check_set_files, rotation_files, timing_stats, EvalConfig, InputCache};
 use crate::results::record::{Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status};
-use crate::toolchain::limited;
-use crate::toolchain::sandbox::Sandbox;
+use crate::runner::activity::{Phase, PhaseTimes};
 use bench_problems::{Problem, Role};
+use builds::Build;
+use evaluator::Evaluator;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+
+pub mod builds;
+pub mod evaluator;
 
 /// The evaluator, relative to the working directory (the repository root).
 pub(crate) const KERNELBENCH_EVAL: &str = "tools/kernelbench_eval.py";
@@ -202,144 +205,32 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Runs `tools/kernelbench_eval.py --protocol PROTOCOL` on `request` in a fresh process in
-/// `sandbox`, killed after `limit_s`; `work_dir` (the answer's scratch directory, its only
-/// writable one) holds the request and result files and its `load_inline` builds.
-pub(crate) fn run_protocol(
-    request: &Value,
-    protocol: &str,
-    work_dir: &Path,
-    limit_s: f64,
-    sandbox: &Sandbox,
-) -> Outcome {
-    run_evaluator(
-        KERNELBENCH_EVAL,
-        request,
-        protocol,
-        work_dir,
-        limit_s,
-        sandbox,
-    )
-}
-
-/// [`run_protocol`] with the evaluator script `script` (host/tests/sandbox.rs gives a stand-in).
-pub fn run_evaluator(
-    script: &str,
-    request: &Value,
-    protocol: &str,
-    work_dir: &Path,
-    limit_s: f64,
-    sandbox: &Sandbox,
-) -> Outcome {
-    // A fresh directory, and files the harness creates anew and reads through handles or
-    // without following links: the answer can write here, so nothing it leaves (a link to
-    // another file) may make the harness read or write elsewhere.
-    let tag = format!("{}-{protocol}", std::process::id());
-    let req_file = work_dir.join(format!("request-{tag}.json"));
-    let out_file = work_dir.join(format!("result-{tag}.json"));
-    let log_file = work_dir.join(format!("log-{tag}.txt"));
-    let _ = std::fs::remove_dir_all(work_dir);
-    let fresh = |path: &Path| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .read(true)
-            .create_new(true)
-            .open(path)
-    };
-    let prepared = std::fs::create_dir_all(work_dir).and_then(|_| {
-        use std::io::Write;
-        fresh(&req_file)?.write_all(request.to_string().as_bytes())?;
-        fresh(&log_file)
-    });
-    let log = match prepared {
-        Ok(f) => f,
-        Err(e) => return Outcome::Failed(format!("cannot write in {}: {e}", work_dir.display())),
-    };
-    let log_reader = log.try_clone();
-    let script = std::path::absolute(script).unwrap_or(script.into());
-    let args: [&std::ffi::OsStr; 7] = [
-        script.as_os_str(),
-        "--request".as_ref(),
-        req_file.as_os_str(),
-        "--protocol".as_ref(),
-        protocol.as_ref(),
-        "--out".as_ref(),
-        out_file.as_os_str(),
-    ];
-    let mut command = match sandbox.command(work_dir, "python3", args) {
-        Ok(c) => c,
-        Err(e) => return Outcome::Failed(format!("cannot prepare the sandbox: {e}")),
-    };
-    command
-        .env("TORCH_EXTENSIONS_DIR", work_dir.join("torch_extensions"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
-    // Its own process group: nvcc and ninja, started by an answer's load_inline, die with it.
-    let ending = limited::run(&mut command, limit_s);
-    let tail = limited::tail(&read_from_start(log_reader).unwrap_or_default(), 30);
-    let _ = std::fs::remove_file(&log_file);
-    let status = match ending {
-        Ok(limited::Ending::Exited(status)) => status,
-        Ok(limited::Ending::Killed) => return Outcome::Timeout(limit_s),
-        Err(e) => return Outcome::Failed(format!("cannot run python3 {}: {e}", script.display())),
-    };
-    let reply = read_no_follow(&out_file).and_then(|t| serde_json::from_str::<Value>(&t).ok());
-    let _ = std::fs::remove_file(&req_file);
-    let _ = std::fs::remove_file(&out_file);
-    match reply {
-        Some(r) if r["ok"] == json!(true) => Outcome::Result(r["result"].clone()),
-        Some(r) => Outcome::Failed(format!(
-            "the evaluator failed: {}\n{tail}",
-            r["error"].as_str().unwrap_or("(no message)")
-        )),
-        None => Outcome::Failed(format!(
-            "the evaluator wrote no result ({}; the answer may have crashed the process)\n{tail}",
-            crate::runner::worker_exit::describe_exit(Some(status))
-        )),
-    }
-}
-
-/// A file's text through a handle the harness kept (from its start, at most 1 MiB).
-fn read_from_start(file: std::io::Result<std::fs::File>) -> Option<String> {
-    use std::io::{Read, Seek};
-    let mut f = file.ok()?;
-    f.seek(std::io::SeekFrom::Start(0)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(1 << 20).read_to_end(&mut bytes).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// A file's text (at most 16 MiB), refusing a symbolic link in its place.
-fn read_no_follow(path: &Path) -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
-    let mut bytes = Vec::new();
-    f.take(16 << 20).read_to_end(&mut bytes).ok()?;
-    String::from_utf8(bytes).ok()
-}
-
-/// Both protocols on one answer, each in its own sandboxed process and a fresh scratch
-/// directory of its own under `work_dir` (removed after: nothing one run leaves reaches the next).
+/// Both protocols on one answer through `evaluator`, the suite's first, each in a child
+/// process of its own, `limit_s` each; the seconds go to `phases` (the server's start apart).
+/// An answer whose build the compiler rejected ahead ([`Build::CompileError`]) is not run: both
+/// protocols say `compile_error` with the compiler's message.
 pub fn evaluate(
     request: &Value,
-    work_dir: &Path,
+    build: Option<&Build>,
+    evaluator: &mut Evaluator,
     limit_s: f64,
-    sandbox: &Sandbox,
+    phases: &mut PhaseTimes,
 ) -> (Outcome, Outcome) {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let scratch = |p: &str| work_dir.join(format!("answer-{}-{n}-{p}", std::process::id()));
-    let (ours_dir, kb_dir) = (scratch("ours"), scratch("kernelbench"));
-    let ours = run_protocol(request, "ours", &ours_dir, limit_s, sandbox);
-    let kb = run_protocol(request, "kernelbench", &kb_dir, limit_s, sandbox);
-    let _ = std::fs::remove_dir_all(&ours_dir);
-    let _ = std::fs::remove_dir_all(&kb_dir);
+    if let Some(Build::CompileError(message)) = build {
+        let ours = json!({"protocol": "ours", "status": "compile_error", "message": message});
+        let kb = json!({"protocol": "kernelbench", "compiled": false, "passed": false,
+                        "message": message});
+        return (Outcome::Result(ours), Outcome::Result(kb));
+    }
+    let libraries = build.map_or(&[][..], Build::libraries);
+    let mut one = |protocol: &str, phase: Phase| {
+        let (outcome, t) = evaluator.run(request, protocol, libraries, limit_s);
+        *phases.0.entry(Phase::EvaluatorStart).or_default() += t.start_s;
+        *phases.0.entry(phase).or_default() += t.job_s;
+        outcome
+    };
+    let ours = one("ours", Phase::AnswerOurs);
+    let kb = one("kernelbench", Phase::AnswerKernelBench);
     (ours, kb)
 }
 

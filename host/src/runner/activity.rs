@@ -51,6 +51,12 @@ pub enum Phase {
     Recheck,
     /// PyTorch eager timed on the run's input files (`run --torch`).
     Peer,
+    /// Starting the KernelBench answers' evaluator (torch imported once per server).
+    EvaluatorStart,
+    /// A KernelBench answer under the suite's protocol (its process, checks and timing).
+    AnswerOurs,
+    /// A KernelBench answer under KernelBench's own protocol.
+    AnswerKernelBench,
 }
 
 impl Phase {
@@ -68,6 +74,9 @@ impl Phase {
             Phase::TimedCheck => "checking timed runs",
             Phase::Recheck => "rechecking timed outputs",
             Phase::Peer => "timing PyTorch eager",
+            Phase::EvaluatorStart => "starting the answers' evaluator",
+            Phase::AnswerOurs => "answers: our protocol",
+            Phase::AnswerKernelBench => "answers: KernelBench's protocol",
         }
     }
 }

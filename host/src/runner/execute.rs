@@ -6,6 +6,8 @@ use super::prepare::Prepared;
 use super::units::device_cache;
 use super::units::UnitContext;
 use super::{load_all, shard, units, Executed};
+use crate::kernelbench;
+use crate::kernelbench::builds::{Build, Builds};
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::RecordLog;
@@ -95,6 +97,7 @@ pub(crate) fn execute(
         .iter()
         .map(|u| usize::from(u.keeps_reference) + u.candidates.len() + u.answers.len())
         .sum();
+    let builds = build_answers(p, &units, torch, setup);
     let bar = ProgressBar::new(total as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let log = Mutex::new(log);
@@ -112,6 +115,7 @@ pub(crate) fn execute(
         dir,
         peer_file: &peer_file,
         torch,
+        builds: &builds,
     };
     let (records, in_sessions) =
         ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions)?;
@@ -135,4 +139,59 @@ pub(crate) fn execute(
         sessions,
         in_sessions,
     })
+}
+
+/// The `load_inline` builds of this shard's KernelBench answers that will run, made before any
+/// meets the GPU, as many at a time as there are cores ([`kernelbench::builds`]); their wall
+/// time is the setup's `answer_builds`. None without PyTorch or a sandbox to build in.
+fn build_answers(
+    p: &Prepared,
+    units: &[units::Unit],
+    torch: bool,
+    setup: &mut serde_json::Map<String, serde_json::Value>,
+) -> Builds {
+    let answers: Vec<&kernelbench::Answer> = units
+        .iter()
+        .flat_map(|u| u.answers.iter().copied())
+        .filter(|a| !p.done.contains(&(a.problem.to_string(), a.origin())))
+        .collect();
+    if answers.is_empty() || !torch || units::sandbox_refusal(p.opts.unsandboxed).is_some() {
+        return Builds::new();
+    }
+    let clock = std::time::Instant::now();
+    let (major, minor) = p.info.compute_capability.unwrap_or((9, 0));
+    let cache = p
+        .dir
+        .parent()
+        .unwrap_or(&p.dir)
+        .join(kernelbench::builds::CACHE_DIR);
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let settings = kernelbench::builds::BuildSettings {
+        script: Path::new(kernelbench::KERNELBENCH_EVAL),
+        cache: &cache,
+        arch: format!("{major}.{minor}"),
+        sandbox: units::answer_sandbox(),
+        limit_s: p.opts.answer_timeout_s,
+        jobs,
+    };
+    let bar = ProgressBar::new(answers.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} answers built ahead, ETA {eta}")
+            .unwrap(),
+    );
+    let builds = kernelbench::builds::build_all(&answers, &settings, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let secs = clock.elapsed().as_secs_f64();
+    let failed = builds
+        .values()
+        .filter(|b| matches!(b, Build::CompileError(_)))
+        .count();
+    eprintln!(
+        "built {} KernelBench answers ahead in {secs:.1} s ({jobs} at a time; {failed} rejected \
+         by the compiler; cache {})",
+        answers.len(),
+        cache.display()
+    );
+    setup.insert("answer_builds".into(), serde_json::json!(secs));
+    builds
 }

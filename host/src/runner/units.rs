@@ -9,6 +9,8 @@ use super::shard;
 use crate::candidate::Candidate;
 use crate::evaluate::InputCache;
 use crate::kernelbench;
+use crate::kernelbench::builds::{Build, Builds};
+use crate::kernelbench::evaluator::Evaluator;
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::RecordLog;
@@ -101,6 +103,8 @@ pub(super) struct UnitContext<'a> {
     pub(super) dir: &'a Path,
     pub(super) peer_file: &'a Path,
     pub(super) torch: bool,
+    /// The KernelBench answers' builds, made ahead.
+    pub(super) builds: &'a Builds,
 }
 
 impl UnitContext<'_> {
@@ -168,9 +172,11 @@ impl UnitContext<'_> {
     ) -> anyhow::Result<(Vec<Record>, serde_json::Map<String, serde_json::Value>)> {
         let mut fresh: Vec<Record> = Vec::new();
         let mut sessions = serde_json::Map::new();
+        // This device's answers' evaluator, started at its first answer.
+        let mut evaluator: Option<Evaluator> = None;
         for unit in units {
             let clock = Instant::now();
-            fresh.extend(self.run_unit(unit, peers, peer_server)?);
+            fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator)?);
             let secs = clock.elapsed().as_secs_f64()
                 + sessions
                     .get(unit.problem.name())
@@ -186,6 +192,7 @@ impl UnitContext<'_> {
         unit: &Unit,
         peers: &mut Vec<PeerMedian>,
         peer_server: &mut PeerServer,
+        evaluator: &mut Option<Evaluator>,
     ) -> anyhow::Result<Vec<Record>> {
         let (opts, problem) = (self.opts, unit.problem);
         let is_done = |origin: &str| self.done.contains(&(problem.name().into(), origin.into()));
@@ -262,12 +269,28 @@ impl UnitContext<'_> {
             let mut r = evaluate_answer(
                 answer,
                 problem,
-                opts,
-                &cache,
-                reference,
-                self.ceilings,
-                self.torch,
-                &self.dir.join("kernelbench"),
+                AnswerContext {
+                    opts,
+                    cache: &cache,
+                    reference,
+                    ceilings: self.ceilings,
+                    torch: self.torch,
+                    build: self.builds.get(&answer.file),
+                },
+                || {
+                    evaluator.get_or_insert_with(|| {
+                        let scratch = self
+                            .dir
+                            .join("kernelbench")
+                            .join(format!("evaluator-{}", unit.device));
+                        Evaluator::new(
+                            Path::new(kernelbench::KERNELBENCH_EVAL),
+                            answer_sandbox(),
+                            &scratch,
+                            unit.device,
+                        )
+                    })
+                },
             );
             r.device = Some(unit.device);
             append(self.log, &r)?;
@@ -281,34 +304,71 @@ impl UnitContext<'_> {
     }
 }
 
-/// One KernelBench answer's record: both protocols run when the run has PyTorch on a GPU, the
-/// problem's reference passed and its input sets are in the cache; otherwise skipped, saying
-/// why.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn evaluate_answer(
+/// What an answer's evaluation needs from its run and problem.
+pub(crate) struct AnswerContext<'a> {
+    pub(crate) opts: &'a RunOptions,
+    pub(crate) cache: &'a InputCache,
+    /// The run's record of the problem's reference.
+    pub(crate) reference: Option<&'a Record>,
+    pub(crate) ceilings: Option<Ceilings>,
+    /// Whether the run has PyTorch on a GPU.
+    pub(crate) torch: bool,
+    /// The answer's build, made ahead.
+    pub(crate) build: Option<&'a Build>,
+}
+
+/// One KernelBench answer's record: both protocols run (through the evaluator `evaluator`
+/// gives) when the run has PyTorch on a GPU, the problem's reference passed and its input sets
+/// are in the cache; otherwise skipped, saying why.
+pub(crate) fn evaluate_answer<'e>(
     answer: &kernelbench::Answer,
     problem: &'static dyn Problem,
-    opts: &RunOptions,
-    cache: &InputCache,
-    reference: Option<&Record>,
-    ceilings: Option<Ceilings>,
-    torch: bool,
-    work_dir: &Path,
+    cx: AnswerContext,
+    evaluator: impl FnOnce() -> &'e mut Evaluator,
 ) -> Record {
-    if !torch {
-        return kernelbench::skipped_record(
-            answer,
+    let opts = cx.opts;
+    if let Some(why) = not_run(answer, problem, &cx) {
+        return kernelbench::skipped_record(answer, &why);
+    }
+    let request = kernelbench::request(problem, answer, &opts.eval, cx.cache);
+    let mut phases = PhaseTimes::default();
+    let (ours, kb) = kernelbench::evaluate(
+        &request,
+        cx.build,
+        evaluator(),
+        opts.answer_timeout_s,
+        &mut phases,
+    );
+    let mut r = kernelbench::answer_record(
+        answer,
+        &ours,
+        &kb,
+        cx.reference,
+        cx.ceilings,
+        opts.eval.win_threshold,
+    );
+    r.phases = Some(phases);
+    r.sandbox = Some(answer_sandbox().isolation);
+    r
+}
+
+/// Why `answer` cannot run (no torch, a failed reference, missing inputs, no sandbox), if so.
+fn not_run(
+    answer: &kernelbench::Answer,
+    problem: &'static dyn Problem,
+    cx: &AnswerContext,
+) -> Option<String> {
+    if !cx.torch {
+        return Some(
             "not run: KernelBench answers need python3 with torch and a CUDA GPU, and this run \
-             has none",
+             has none"
+                .into(),
         );
     }
-    if reference.is_none_or(|r| r.status != Status::Correct) {
-        return kernelbench::skipped_record(
-            answer,
-            "not run: the reference failed its own check on this device",
-        );
+    if cx.reference.is_none_or(|r| r.status != Status::Correct) {
+        return Some("not run: the reference failed its own check on this device".into());
     }
-    let request = kernelbench::request(problem, answer, &opts.eval, cache);
+    let request = kernelbench::request(problem, answer, &cx.opts.eval, cx.cache);
     let missing = request["check_sets"]
         .as_array()
         .into_iter()
@@ -316,42 +376,30 @@ pub(crate) fn evaluate_answer(
         .filter_map(|s| s["path"].as_str())
         .find(|p| !Path::new(p).is_file());
     if let Some(m) = missing {
-        return kernelbench::skipped_record(
-            answer,
-            &format!(
-                "not run: input set {m} is not in the input cache (a resumed run whose inputs \
-                 were removed: resume with the inputs kept, or run again)"
-            ),
-        );
+        return Some(format!(
+            "not run: input set {m} is not in the input cache (a resumed run whose inputs were \
+             removed: resume with the inputs kept, or run again)"
+        ));
     }
+    sandbox_refusal(cx.opts.unsandboxed)
+}
+
+/// Why answers may not run here: a sandbox weaker than bubblewrap without `--unsandboxed`.
+pub(crate) fn sandbox_refusal(unsandboxed: bool) -> Option<String> {
     let sandbox = answer_sandbox();
-    if sandbox.isolation != Isolation::Bubblewrap && !opts.unsandboxed {
-        return kernelbench::skipped_record(
-            answer,
-            &format!(
-                "not run: bubblewrap (bwrap) does not work here, and the best sandbox left, {}, \
-                 would let an answer's Python write outside its directory; install bubblewrap, \
-                 or --unsandboxed runs it so",
-                sandbox.isolation.describe()
-            ),
-        );
-    }
-    let (ours, kb) = kernelbench::evaluate(&request, work_dir, opts.answer_timeout_s, sandbox);
-    let mut r = kernelbench::answer_record(
-        answer,
-        &ours,
-        &kb,
-        reference,
-        ceilings,
-        opts.eval.win_threshold,
-    );
-    r.sandbox = Some(sandbox.isolation);
-    r
+    (sandbox.isolation != Isolation::Bubblewrap && !unsandboxed).then(|| {
+        format!(
+            "not run: bubblewrap (bwrap) does not work here, and the best sandbox left, {}, \
+             would let an answer's Python write outside its directory; install bubblewrap, or \
+             --unsandboxed runs it so",
+            sandbox.isolation.describe()
+        )
+    })
 }
 
 /// The sandbox of KernelBench answers, found once per process; a loud warning when it is
 /// weaker than bubblewrap.
-fn answer_sandbox() -> &'static Sandbox {
+pub(crate) fn answer_sandbox() -> &'static Sandbox {
     static SANDBOX: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
     SANDBOX.get_or_init(|| {
         let s = Sandbox::detect(Limits::default());

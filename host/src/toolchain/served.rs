@@ -158,8 +158,8 @@ impl Served {
 
     fn spawn(&self) -> anyhow::Result<ServerProcess> {
         eprintln!("{}: starting `{}`", self.label, self.command_line);
-        let mut command = (self.make)()
-            .map_err(|e| anyhow::anyhow!("preparing `{}`: {e}", self.command_line))?;
+        let mut command =
+            (self.make)().map_err(|e| anyhow::anyhow!("preparing `{}`: {e}", self.command_line))?;
         // Its own process group: what it starts dies with it.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command
@@ -303,7 +303,6 @@ fn parse_answer(line: &str) -> Option<Answer> {
 fn describe(status: Option<ExitStatus>) -> String {
     status.map_or_else(|| "status unknown".into(), |s| s.to_string())
 }
-
 
 /// Kills `child` and its process group (it leads one: [`Served`] starts it so).
 fn kill_group(child: &mut Child) {

@@ -8,8 +8,8 @@
 use crate::evaluate::{rotation_files, EvalConfig, InputCache};
 use crate::results::record::{PeerTime, Record};
 use crate::runner::activity::{Phase, PhaseTimes};
-use bench_problems::Problem;
 use crate::toolchain::served::Served;
+use bench_problems::Problem;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

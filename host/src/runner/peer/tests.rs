@@ -292,7 +292,8 @@ fn the_real_server_answers_bad_requests_with_errors_and_ends_at_eof() {
         return;
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut server = PeerServer::program("torch", 
+    let mut server = PeerServer::program(
+        "torch",
         "python3",
         [repo.join(TORCH_PEER).into_os_string(), "--serve".into()],
     );

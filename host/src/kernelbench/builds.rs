@@ -1,0 +1,245 @@
+//! KernelBench answers' `load_inline` extensions built before any answer meets the GPU
+//! ([`build_all`]): every answer imported once by `tools/kernelbench_eval.py --compile`, the
+//! GPU hidden, in the sandbox, as many at a time as the machine has cores, each build kept in a
+//! cache directory named by the hash of what decides it (the answer's bytes, the evaluator's,
+//! the target architecture), so a re-run or a resumed run builds nothing twice. The evaluation
+//! then loads those builds ([`Build::Built`]); a build the compiler rejected is the answer's
+//! `compile_error` at once, with the compiler's message.
+use super::Answer;
+use crate::toolchain::limited;
+use crate::toolchain::sandbox::Sandbox;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The cache's directory name, beside the run directories (`results/.kernelbench-builds`).
+pub const CACHE_DIR: &str = ".kernelbench-builds";
+
+/// What building one answer ahead gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Build {
+    /// Its extensions (none for an answer that builds nothing), each `{key, name, library}`
+    /// with `library` an absolute path, for the evaluation to load.
+    Built(Vec<Value>),
+    /// The compiler (or Python's parser) rejected it: the message.
+    CompileError(String),
+    /// Importing it failed without a GPU, or the build could not run: the evaluation decides
+    /// (and compiles what it needs itself).
+    Undecided(String),
+}
+
+impl Build {
+    /// The extensions the evaluation may load (none unless built).
+    pub fn libraries(&self) -> &[Value] {
+        match self {
+            Build::Built(b) => b,
+            _ => &[],
+        }
+    }
+}
+
+/// Builds of a run's answers, by answer file.
+pub type Builds = BTreeMap<PathBuf, Build>;
+
+/// The settings of a run's builds.
+pub struct BuildSettings<'a> {
+    /// The evaluator script.
+    pub script: &'a Path,
+    /// Where builds are kept, one directory per hash.
+    pub cache: &'a Path,
+    /// `TORCH_CUDA_ARCH_LIST` (e.g. `9.0`), from the device the run measures.
+    pub arch: String,
+    pub sandbox: &'a Sandbox,
+    /// Seconds one answer's build may take.
+    pub limit_s: f64,
+    /// Builds at a time.
+    pub jobs: usize,
+}
+
+/// Builds every answer of `answers`, `settings.jobs` at a time; `done` is called after each.
+pub fn build_all(
+    answers: &[&Answer],
+    settings: &BuildSettings,
+    done: &(dyn Fn() + Sync),
+) -> Builds {
+    let _ = std::fs::create_dir_all(settings.cache);
+    let next = AtomicUsize::new(0);
+    let out = Mutex::new(Builds::new());
+    std::thread::scope(|scope| {
+        for _ in 0..settings.jobs.clamp(1, answers.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(answer) = answers.get(i) else { return };
+                let b = build_one(&answer.file, settings);
+                out.lock()
+                    .expect("no build thread panics")
+                    .insert(answer.file.clone(), b);
+                done();
+            });
+        }
+    });
+    out.into_inner().expect("no build thread panics")
+}
+
+/// The cache directory's name for `answer`: the hash of its bytes, the evaluator's and the
+/// architecture.
+fn cache_key(answer: &[u8], script: &[u8], arch: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [answer, script, arch.as_bytes()] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    h.finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One answer's build: from the cache when it holds one, else built now into a fresh
+/// directory that takes the cache's name once complete.
+fn build_one(answer: &Path, s: &BuildSettings) -> Build {
+    let (source, script) = match (std::fs::read(answer), std::fs::read(s.script)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) => return Build::Undecided(format!("{}: {e}", answer.display())),
+        (_, Err(e)) => return Build::Undecided(format!("{}: {e}", s.script.display())),
+    };
+    let dir = s.cache.join(cache_key(&source, &script, &s.arch));
+    if let Some(b) = read_result(&dir) {
+        return b;
+    }
+    let fresh = s.cache.join(format!(
+        "tmp-{}-{}",
+        std::process::id(),
+        dir.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let _ = std::fs::remove_dir_all(&fresh);
+    match run_compile(answer, &fresh, s) {
+        Ok(()) => {}
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&fresh);
+            return Build::Undecided(why);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if std::fs::rename(&fresh, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&fresh);
+    }
+    read_result(&dir).unwrap_or_else(|| {
+        Build::Undecided(format!(
+            "the build of {} left no readable result in {}",
+            answer.display(),
+            dir.display()
+        ))
+    })
+}
+
+/// `kernelbench_eval.py --compile ANSWER` in the sandbox, the GPU hidden, into `dir`.
+fn run_compile(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), String> {
+    let script = std::path::absolute(s.script).unwrap_or_else(|_| s.script.to_path_buf());
+    let args = [
+        script.into_os_string(),
+        "--compile".into(),
+        answer.as_os_str().to_owned(),
+        "--build-dir".into(),
+        dir.join("ext").into_os_string(),
+        "--out".into(),
+        dir.join("result.json").into_os_string(),
+    ];
+    let mut c = s
+        .sandbox
+        .command(dir, "python3", args)
+        .map_err(|e| format!("cannot prepare the sandbox: {e}"))?;
+    c.env("CUDA_VISIBLE_DEVICES", "")
+        .env("TORCH_CUDA_ARCH_LIST", &s.arch)
+        .env("MAX_JOBS", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    match limited::run(&mut c, s.limit_s) {
+        Ok(limited::Ending::Exited(_)) => Ok(()),
+        Ok(limited::Ending::Killed) => Err(format!(
+            "building {} ran past {:.0} s and was killed",
+            answer.display(),
+            s.limit_s
+        )),
+        Err(e) => Err(format!("cannot run python3 {}: {e}", s.script.display())),
+    }
+}
+
+/// The build recorded in `dir/result.json`, its libraries made absolute under `dir/ext`;
+/// `None` without one (or with one the evaluator did not write whole).
+fn read_result(dir: &Path) -> Option<Build> {
+    let text = std::fs::read_to_string(dir.join("result.json")).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    let message = v["message"].as_str().unwrap_or("").to_string();
+    Some(match v["status"].as_str()? {
+        "built" => {
+            let ext = dir.join("ext");
+            let libs = v["builds"].as_array()?.iter().filter_map(|b| {
+                let rel = Path::new(b["library"].as_str()?);
+                // The library must lie in the build's own directory.
+                let inside = rel.components().all(|c| matches!(c, Component::Normal(_)));
+                inside.then(|| {
+                    let mut b = b.clone();
+                    b["library"] = Value::from(ext.join(rel).to_string_lossy().into_owned());
+                    b
+                })
+            });
+            Build::Built(libs.collect())
+        }
+        "compile_error" => Build::CompileError(message),
+        _ => Build::Undecided(message),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_changes_with_each_part_and_not_otherwise() {
+        let k = cache_key(b"answer", b"script", "9.0");
+        assert_eq!(k, cache_key(b"answer", b"script", "9.0"));
+        assert_eq!(k.len(), 32);
+        assert_ne!(k, cache_key(b"answer!", b"script", "9.0"));
+        assert_ne!(k, cache_key(b"answer", b"script!", "9.0"));
+        assert_ne!(k, cache_key(b"answer", b"script", "10.0"));
+        // Lengths are hashed too: moving bytes from one part to the next changes the key.
+        assert_ne!(k, cache_key(b"answers", b"cript", "9.0"));
+    }
+
+    #[test]
+    fn results_are_read_with_libraries_kept_inside_the_build() {
+        let dir = std::env::temp_dir().join(format!("dlrm-builds-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |v: &str| std::fs::write(dir.join("result.json"), v).unwrap();
+        write(
+            r#"{"status": "built", "builds": [{"key": "k", "name": "m", "library": "k/m.so"},
+                  {"key": "x", "name": "x", "library": "../../etc/x.so"}]}"#,
+        );
+        let Some(Build::Built(libs)) = read_result(&dir) else {
+            panic!("not built")
+        };
+        assert_eq!(libs.len(), 1, "{libs:?}");
+        assert_eq!(
+            libs[0]["library"],
+            dir.join("ext/k/m.so").to_string_lossy().as_ref()
+        );
+        write(r#"{"status": "compile_error", "message": "error: expected ';'"}"#);
+        assert_eq!(
+            read_result(&dir),
+            Some(Build::CompileError("error: expected ';'".into()))
+        );
+        write(r#"{"status": "import_failed", "message": "no GPU"}"#);
+        assert_eq!(read_result(&dir), Some(Build::Undecided("no GPU".into())));
+        write("{\"status\": \"bui");
+        assert_eq!(read_result(&dir), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
