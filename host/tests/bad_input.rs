@@ -210,6 +210,25 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
 }
 
 #[test]
+fn a_resume_of_a_result_set_another_run_holds_is_refused_naming_its_pid() {
+    let root = temp("resume-held");
+    let dir = fabricated_run(&root, |_| {});
+    // Another run holds the set (this test, as a run would: the directory locked, its pid
+    // written beside).
+    let holder = std::fs::File::open(&dir).unwrap();
+    holder.try_lock().unwrap();
+    std::fs::write(dir.join("run.lock"), "4242").unwrap();
+    let before = std::fs::read(dir.join("results.jsonl")).unwrap();
+    refused(
+        &["run", "--resume", dir.to_str().unwrap()],
+        &["another dlrm-bench (pid 4242) is running on this result set"],
+    );
+    assert_eq!(std::fs::read(dir.join("results.jsonl")).unwrap(), before);
+    drop(holder);
+    std::fs::remove_dir_all(&root).ok();
+}
+
+#[test]
 fn a_resume_on_another_backend_or_preset_is_refused_and_changes_nothing() {
     let gpu = |v: &mut serde_json::Value| {
         v["device"]["name"] = "NVIDIA H200".into();

@@ -16,6 +16,55 @@ use std::path::{Path, PathBuf};
 
 /// The file holding the secret seed while it is not (or not yet again) in `run.json`.
 pub(crate) const SECRET_FILE: &str = ".secret_seed";
+/// Where the run holding a result set writes its pid (removed when it ends).
+pub(crate) const LOCK_FILE: &str = "run.lock";
+
+/// A run's hold on its result set: an advisory lock on the directory itself, released when
+/// dropped (or when the process ends, however it ends), and [`LOCK_FILE`] naming the holder.
+#[derive(Debug)]
+pub(crate) struct RunLock {
+    _dir: std::fs::File,
+    pid_file: PathBuf,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
+
+/// Takes the result set `dir`'s lock, or refuses, naming the pid that holds it: two runs (two
+/// `--resume`s, say) appending to one `results.jsonl` would record the same work twice.
+/// Refusing leaves the directory as it was.
+pub(crate) fn lock(dir: &Path) -> anyhow::Result<RunLock> {
+    let handle = std::fs::File::open(dir)
+        .with_context(|| format!("{}: cannot open the result set", dir.display()))?;
+    let pid_file = dir.join(LOCK_FILE);
+    match handle.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            let holder = match holder.trim() {
+                "" => String::new(),
+                pid => format!(" (pid {pid})"),
+            };
+            anyhow::bail!(
+                "{}: another dlrm-bench{holder} is running on this result set; wait for it to \
+                 end (then `--resume` it if it was cut short)",
+                dir.display()
+            );
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("{}: cannot take the lock", dir.display()))
+        }
+    }
+    std::fs::write(&pid_file, std::process::id().to_string())
+        .with_context(|| format!("{}: cannot write the holder's pid", pid_file.display()))?;
+    Ok(RunLock {
+        _dir: handle,
+        pid_file,
+    })
+}
 
 /// What `run.json` says in place of the secret seed until the run ends.
 pub(crate) const SECRET_HIDDEN: &str = "(written when the run ends)";

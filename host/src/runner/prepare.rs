@@ -46,6 +46,8 @@ pub(crate) struct Prepared {
     pub(super) cache_root: PathBuf,
     pub(super) previous: Vec<Record>,
     pub(super) done: BTreeSet<(String, String)>,
+    /// Held until the run ends: no other run appends to this result set meanwhile.
+    pub(super) _lock: run_dir::RunLock,
 }
 
 /// Resolves the options (a resume's from its `run.json`), probes the device, selects the
@@ -56,9 +58,13 @@ pub(crate) fn prepare(
     resume: Option<&Path>,
 ) -> anyhow::Result<(Prepared, RecordLog)> {
     let (wide, given_secret) = (opts.wide, opts.given_secret);
+    // A resume holds its result set from the start (once it is known to be one); a new run
+    // once its directory is made.
+    let mut early_lock = None;
     let (mut opts, original) = match resume {
         Some(dir) => {
             let (opts, run) = resumed(dir)?;
+            early_lock = Some(run_dir::lock(dir)?);
             (opts, Some((dir, run)))
         }
         None => (opts, None),
@@ -119,6 +125,10 @@ pub(crate) fn prepare(
         preset,
         &started,
     )?;
+    let lock = match early_lock {
+        Some(l) => l,
+        None => run_dir::lock(&dir)?,
+    };
     let run_id = dir
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
@@ -154,6 +164,7 @@ pub(crate) fn prepare(
             cache_root,
             previous,
             done,
+            _lock: lock,
         },
         log,
     ))
