@@ -229,6 +229,20 @@ fn a_resume_of_a_result_set_another_run_holds_is_refused_naming_its_pid() {
 }
 
 #[test]
+fn report_refuses_a_set_with_a_record_twice() {
+    let root = temp("report-duplicate");
+    let dir = fabricated_run(&root, |_| {});
+    let file = dir.join("results.jsonl");
+    let line = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{line}{line}")).unwrap();
+    refused(
+        &["report", dir.to_str().unwrap()],
+        &["records 1 and 2 are both `reference` of embedding_bag_sum", "appended to twice"],
+    );
+    std::fs::remove_dir_all(&root).ok();
+}
+
+#[test]
 fn a_resume_on_another_backend_or_preset_is_refused_and_changes_nothing() {
     let gpu = |v: &mut serde_json::Value| {
         v["device"]["name"] = "NVIDIA H200".into();

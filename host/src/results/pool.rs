@@ -64,6 +64,18 @@ impl Pooled {
     }
 }
 
+/// The first record that repeats an earlier one's problem and origin: (the earlier's number,
+/// its own, counted from 1 in file order) and the record.
+pub(crate) fn first_duplicate(records: &[Record]) -> Option<(usize, usize, &Record)> {
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if let Some(first) = seen.insert((&r.problem, &r.origin), i) {
+            return Some((first + 1, i + 1, r));
+        }
+    }
+    None
+}
+
 /// [`pool_runs`] of sets already read.
 fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)]) -> anyhow::Result<Vec<Record>> {
     let answer = |r: &Record| r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX);
@@ -81,6 +93,16 @@ fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)]) -> anyhow::Result<Vec<Record>>
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
         let found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
+        if let Some((first, second, r)) = first_duplicate(&found) {
+            anyhow::bail!(
+                "{}: records {first} and {second} are both `{}` of {} (origin {}): the set was \
+                 appended to twice (two runs at once?); keep one of them and report again",
+                file.display(),
+                r.candidate,
+                r.problem,
+                r.origin
+            );
+        }
         let shard = meta.as_ref().and_then(super::shards::shard_of_run);
         let Some((run, shard)) = shard else {
             runs.push((None, 1, vec![(0, dir.to_path_buf(), found)]));
