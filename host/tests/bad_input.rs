@@ -243,6 +243,20 @@ fn report_refuses_a_set_with_a_record_twice() {
 }
 
 #[test]
+fn a_resume_by_another_commit_is_refused_naming_both_and_changes_nothing() {
+    let root = temp("resume-commit");
+    // Made by commit `abc`: not this binary's.
+    let dir = fabricated_run(&root, |_| {});
+    let before = std::fs::read(dir.join("results.jsonl")).unwrap();
+    refused(
+        &["run", "--resume", dir.to_str().unwrap()],
+        &["its records were made by commit abc, this binary is commit "],
+    );
+    assert_eq!(std::fs::read(dir.join("results.jsonl")).unwrap(), before);
+    std::fs::remove_dir_all(&root).ok();
+}
+
+#[test]
 fn a_resume_on_another_backend_or_preset_is_refused_and_changes_nothing() {
     let gpu = |v: &mut serde_json::Value| {
         v["device"]["name"] = "NVIDIA H200".into();

@@ -63,6 +63,10 @@ pub struct RunMeta {
     pub finished: Option<String>,
     pub command: String,
     pub git_commit: String,
+    /// The SHA-256 of the dlrm-bench binary that ran it (a `-dirty` commit names no one
+    /// tree); absent in older sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_sha256: Option<String>,
     /// The backend and why it was chosen, as printed.
     pub backend: String,
     pub device: DeviceInfo,

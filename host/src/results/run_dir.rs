@@ -182,6 +182,41 @@ pub(crate) fn check_resume_backend(
             preset.name()
         );
     }
+    check_resume_binary(dir, run)
+}
+
+/// The SHA-256 of the running binary (`None` when it cannot be read).
+pub(crate) fn binary_sha256() -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(std::env::current_exe().ok()?).ok()?;
+    Some(
+        Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
+}
+
+/// Refuses to resume `dir` with another commit or another binary than the one that made its
+/// records: they would be credited to this one.
+fn check_resume_binary(dir: &Path, run: &RunMeta) -> anyhow::Result<()> {
+    let current = crate::results::record::GIT_COMMIT;
+    anyhow::ensure!(
+        run.git_commit == current,
+        "cannot resume {}: its records were made by commit {}, this binary is commit {current}; \
+         resume it with the binary that started it, or start a new run",
+        dir.display(),
+        run.git_commit
+    );
+    if let (Some(was), Some(now)) = (&run.binary_sha256, binary_sha256()) {
+        anyhow::ensure!(
+            *was == now,
+            "cannot resume {}: its records were made by another dlrm-bench binary of commit \
+             {current} (sha256 {was}, this one {now}: rebuilt from changed sources); resume it \
+             with the binary that started it, or start a new run",
+            dir.display()
+        );
+    }
     Ok(())
 }
 

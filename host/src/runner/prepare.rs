@@ -345,6 +345,7 @@ pub(crate) fn initial_meta(p: &Prepared, ceilings: Option<Ceilings>) -> anyhow::
         finished: None,
         command: opts.command_line.clone(),
         git_commit: GIT_COMMIT.into(),
+        binary_sha256: run_dir::binary_sha256(),
         backend: why.clone(),
         device: info.clone(),
         timings_are_gpu_timings: on_gpu,
