@@ -122,11 +122,19 @@ fn hangs_crashes_and_bad_manifests_do_not_stop_the_run_and_runs_resume() {
     );
 
     // Interrupt: keep only the first three records, as if the run had stopped there.
+    // The first attempt is made to have spent 1000 s timing (as a long one would): none of it
+    // belongs to the resume's time.
     let kept: Vec<String> = std::fs::read_to_string(dir.join("results.jsonl"))
         .unwrap()
         .lines()
         .take(3)
-        .map(String::from)
+        .map(|line| {
+            let mut r: serde_json::Value = serde_json::from_str(line).unwrap();
+            if r["phases"].is_object() {
+                r["phases"]["time"] = 1000.0.into();
+            }
+            r.to_string()
+        })
         .collect();
     std::fs::write(dir.join("results.jsonl"), kept.join("\n") + "\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
@@ -141,11 +149,29 @@ fn hangs_crashes_and_bad_manifests_do_not_stop_the_run_and_runs_resume() {
     );
     let again = records(&dir);
     assert_eq!(again.len(), 5, "resume adds exactly the missing records");
+    // The resume's time is its own: its records' phases against its wall time, never less
+    // than nothing outside them; run.json keeps both attempts and the first one's start.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let outside: f64 = stdout
+        .split("outside the phases ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no time line: {stdout}"));
+    assert!(outside >= 0.0, "negative time outside the phases: {stdout}");
+    assert!(stdout.contains("(this attempt, 2 of the run: resumed)"), "{stdout}");
+    let resumed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let attempts = resumed["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[1]["records"], 2);
+    assert_eq!(resumed["started"], run_json["started"], "the run's start is its first");
     for (i, r) in again.iter().take(3).enumerate() {
-        assert_eq!(
-            r, &recs[i],
-            "records already measured are kept as they were"
-        );
+        let mut was = recs[i].clone();
+        if was["phases"].is_object() {
+            was["phases"]["time"] = 1000.0.into();
+        }
+        assert_eq!(r, &was, "records already measured are kept as they were");
     }
     let mut origins: Vec<&str> = again
         .iter()

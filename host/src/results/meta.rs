@@ -93,8 +93,13 @@ pub struct RunMeta {
     pub metrics: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_stats: Option<Value>,
+    /// The wall time of the last attempt (the run, or its last resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<f64>,
+    /// Each attempt at the run, the first and every resume: `{started, wall_s, records}` (an
+    /// attempt cut short has no `wall_s`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -57,10 +57,15 @@ pub(super) fn finish(
     meta.input_stats = Some(input_stats(&records));
     let wall_s = (chrono::Utc::now() - started).as_seconds_f64();
     meta.wall_s = Some(wall_s);
-    // Where the wall time went outside the phases: the run's setup, and each problem's
-    // session beyond its phases (worker start-up, device contexts, cache removal).
+    meta.attempts.push(json!({
+        "started": started.to_rfc3339(), "wall_s": wall_s, "records": fresh,
+    }));
+    // Where this attempt's wall time went (a resume's earlier records took the earlier
+    // attempts' time): the setup, and each problem's session beyond its phases (worker
+    // start-up, device contexts, cache removal).
+    let this_attempt = &records[records.len().saturating_sub(fresh)..];
     let in_setup: f64 = setup.values().filter_map(|v| v.as_f64()).sum();
-    let mut phases = phase_table(&records);
+    let mut phases = phase_table(this_attempt);
     phases["setup_s"] = setup.into();
     phases["sessions_s"] = sessions.into();
     phases["outside_sessions_s"] = json!(wall_s - in_sessions - in_setup);
@@ -101,15 +106,19 @@ pub(super) fn finish(
         println!("\n{text}");
     }
     println!("results: {} ({fresh} new records)", dir.display());
-    let (_, all) = phase_totals(&records);
+    let (_, all) = phase_totals(this_attempt);
     let phases: Vec<String> = all
         .0
         .iter()
         .map(|(p, s)| format!("{} {s:.1} s", p.describe()))
         .collect();
+    let attempt = match meta.attempts.len() {
+        1 => String::new(),
+        n => format!(" (this attempt, {n} of the run: resumed)"),
+    };
     println!(
-        "time: {wall_s:.1} s in all; setup {in_setup:.1} s; in the workers: {}; outside the \
-         phases {:.1} s",
+        "time: {wall_s:.1} s in all{attempt}; setup {in_setup:.1} s; in the workers: {}; outside \
+         the phases {:.1} s",
         phases.join(", "),
         wall_s - in_setup - all.total()
     );

@@ -46,6 +46,8 @@ pub(crate) struct Prepared {
     pub(super) cache_root: PathBuf,
     pub(super) previous: Vec<Record>,
     pub(super) done: BTreeSet<(String, String)>,
+    /// The earlier attempts at this run (a resume's), as `run.json` keeps them.
+    pub(super) earlier_attempts: Vec<serde_json::Value>,
     /// Held until the run ends: no other run appends to this result set meanwhile.
     pub(super) _lock: run_dir::RunLock,
 }
@@ -125,6 +127,10 @@ pub(crate) fn prepare(
         preset,
         &started,
     )?;
+    let earlier_attempts = original
+        .as_ref()
+        .map(|(_, run)| earlier_attempts(run))
+        .unwrap_or_default();
     let lock = match early_lock {
         Some(l) => l,
         None => run_dir::lock(&dir)?,
@@ -164,10 +170,20 @@ pub(crate) fn prepare(
             cache_root,
             previous,
             done,
+            earlier_attempts,
             _lock: lock,
         },
         log,
     ))
+}
+
+/// The attempts a resumed run's `run.json` records (one for a set older than the list: its
+/// start, and its wall time if it ended).
+fn earlier_attempts(run: &RunMeta) -> Vec<serde_json::Value> {
+    if !run.attempts.is_empty() {
+        return run.attempts.clone();
+    }
+    vec![json!({"started": run.started, "wall_s": run.wall_s})]
 }
 
 /// `kernelbench DIR...` without --problem: the problems the answers are for.
@@ -335,13 +351,18 @@ pub(crate) fn initial_meta(p: &Prepared, ceilings: Option<Ceilings>) -> anyhow::
         run_id,
         secret_seed,
         published,
+        earlier_attempts,
         ..
     } = p;
     let (on_gpu, preset, secret_seed, published) = (*on_gpu, *preset, *secret_seed, *published);
     Ok(RunMeta {
         format: results::meta::FORMAT,
         run_id: run_id.clone(),
-        started: started.to_rfc3339(),
+        // The run's start: its first attempt's.
+        started: earlier_attempts
+            .first()
+            .and_then(|a| a["started"].as_str())
+            .map_or_else(|| started.to_rfc3339(), str::to_string),
         finished: None,
         command: opts.command_line.clone(),
         git_commit: GIT_COMMIT.into(),
@@ -372,6 +393,7 @@ pub(crate) fn initial_meta(p: &Prepared, ceilings: Option<Ceilings>) -> anyhow::
         metrics: None,
         input_stats: None,
         wall_s: None,
+        attempts: earlier_attempts.clone(),
         phases: None,
         projection: None,
         complete: None,
