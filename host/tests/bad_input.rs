@@ -237,7 +237,10 @@ fn report_refuses_a_set_with_a_record_twice() {
     std::fs::write(&file, format!("{line}{line}")).unwrap();
     refused(
         &["report", dir.to_str().unwrap()],
-        &["records 1 and 2 are both `reference` of embedding_bag_sum", "appended to twice"],
+        &[
+            "records 1 and 2 are both `reference` of embedding_bag_sum",
+            "appended to twice",
+        ],
     );
     std::fs::remove_dir_all(&root).ok();
 }

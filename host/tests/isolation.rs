@@ -159,13 +159,19 @@ fn hangs_crashes_and_bad_manifests_do_not_stop_the_run_and_runs_resume() {
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("no time line: {stdout}"));
     assert!(outside >= 0.0, "negative time outside the phases: {stdout}");
-    assert!(stdout.contains("(this attempt, 2 of the run: resumed)"), "{stdout}");
+    assert!(
+        stdout.contains("(this attempt, 2 of the run: resumed)"),
+        "{stdout}"
+    );
     let resumed: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
     let attempts = resumed["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     assert_eq!(attempts[1]["records"], 2);
-    assert_eq!(resumed["started"], run_json["started"], "the run's start is its first");
+    assert_eq!(
+        resumed["started"], run_json["started"],
+        "the run's start is its first"
+    );
     for (i, r) in again.iter().take(3).enumerate() {
         let mut was = recs[i].clone();
         if was["phases"].is_object() {

@@ -230,7 +230,23 @@ fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
     let port = listener.local_addr().unwrap().port();
     let outside = dir.join("outside.txt");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kernelbench_eval.py");
-    let mut evaluator = Evaluator::new(&script, &sandbox, &dir.join("scratch"), 0);
+    // The runner's scratch: reachable by the sandbox's uids wherever the run directory is.
+    let scratch = dlrm_bench::toolchain::sandbox::shared_dir(&format!(
+        "test-evaluator-{}",
+        std::process::id()
+    ))
+    .unwrap();
+    for d in [scratch.parent().unwrap(), scratch.as_path()] {
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(d).unwrap().permissions());
+        assert_eq!(
+            mode & 0o111,
+            0o111,
+            "{} is not traversable by others",
+            d.display()
+        );
+    }
+    let mut evaluator = Evaluator::new(&script, &sandbox, &scratch, 0);
     let mut run = |name: &str, limit_s: f64| {
         let file = dir.join(format!("{name}.py"));
         std::fs::write(&file, answer(name, port, &outside)).unwrap();

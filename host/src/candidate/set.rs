@@ -1,8 +1,10 @@
 //! The candidates of one `run` or `check`, each counted once. A directory named twice (the same
-//! canonical path, however it is spelled) is one candidate, silently. Two different directories
-//! whose manifests give the same problem and name are a conflict: results are keyed and shown
-//! by that pair, so the first (in the order given) is kept and every later one is refused as an
-//! invalid manifest naming both files; rename one to run both.
+//! canonical path, however it is spelled) is one candidate, silently. Two candidates of one
+//! problem and one name run side by side when their groups differ (the directories above
+//! them: two samples of one model, `tuned` and a copy elsewhere); two different directories of
+//! one group whose manifests give the same problem and name are a conflict: results are shown
+//! by group and name, so the first (in the order given) is kept and every later one is refused
+//! as an invalid manifest naming both files; rename one to run both.
 use crate::candidate::{load_candidate, Candidate, CandidateError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,12 +21,12 @@ pub(crate) fn unique_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
 /// Loads each directory of `dirs` once: per directory, its candidate or why it is refused
 /// (its manifest is invalid, or an earlier directory has the same problem and name).
 pub(crate) fn load_unique(dirs: &[PathBuf]) -> Vec<(PathBuf, Result<Candidate, CandidateError>)> {
-    let mut first: BTreeMap<(String, String), PathBuf> = BTreeMap::new();
+    let mut first: BTreeMap<(String, String, String), PathBuf> = BTreeMap::new();
     unique_dirs(dirs)
         .into_iter()
         .map(|dir| {
             let loaded = load_candidate(&dir).and_then(|c| {
-                let key = (c.problem.clone(), c.name.clone());
+                let key = (c.problem.clone(), c.group.clone(), c.name.clone());
                 match first.get(&key) {
                     Some(other) => Err(duplicate(&dir, other, &c)),
                     None => {
@@ -43,11 +45,12 @@ fn duplicate(dir: &Path, other: &Path, c: &Candidate) -> CandidateError {
         &dir.join("candidate.toml"),
         Some("name"),
         format!(
-            "`{}` of problem `{}` is also the name of {}; names must be unique per problem \
-             (rename one)",
+            "`{}` of problem `{}` is also the name of {} in group `{}`; names must be unique \
+             per problem and group (rename one)",
             c.name,
             c.problem,
-            other.join("candidate.toml").display()
+            other.join("candidate.toml").display(),
+            c.group
         ),
     )
 }
@@ -97,6 +100,22 @@ mod tests {
         assert_eq!(ok.len(), 2, "a and c");
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].file, root.join("b/candidate.toml"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn one_name_in_two_groups_runs_twice() {
+        let root = std::env::temp_dir().join(format!("dlrm-bench-cgrp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        // Two samples of one model answering with one name, and a copy of a tuned candidate.
+        candidate(&root.join("model-s0/bag"), "same");
+        candidate(&root.join("model-s1/bag"), "same");
+        let loaded = load_unique(&[root.join("model-s1/bag"), root.join("model-s0/bag")]);
+        let groups: Vec<String> = loaded
+            .iter()
+            .map(|(_, c)| c.as_ref().map(|c| c.group.clone()).unwrap())
+            .collect();
+        assert_eq!(groups, ["model-s1", "model-s0"]);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

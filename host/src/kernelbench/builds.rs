@@ -16,8 +16,8 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// The cache's directory name, beside the run directories (`results/.kernelbench-builds`).
-pub const CACHE_DIR: &str = ".kernelbench-builds";
+/// The cache's directory name (under [`crate::toolchain::sandbox::shared_dir`]).
+pub const CACHE_DIR: &str = "kernelbench-builds";
 
 /// What building one answer ahead gave.
 #[derive(Clone, Debug, PartialEq)]

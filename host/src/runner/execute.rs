@@ -160,11 +160,9 @@ fn build_answers(
     }
     let clock = std::time::Instant::now();
     let (major, minor) = p.info.compute_capability.unwrap_or((9, 0));
-    let cache = p
-        .dir
-        .parent()
-        .unwrap_or(&p.dir)
-        .join(kernelbench::builds::CACHE_DIR);
+    // Where the sandbox's uids can reach it (not under a private home).
+    let cache = crate::toolchain::sandbox::shared_dir(kernelbench::builds::CACHE_DIR)
+        .unwrap_or_else(|_| p.dir.join(kernelbench::builds::CACHE_DIR));
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let settings = kernelbench::builds::BuildSettings {
         script: Path::new(kernelbench::KERNELBENCH_EVAL),

@@ -279,10 +279,10 @@ impl UnitContext<'_> {
                 },
                 || {
                     evaluator.get_or_insert_with(|| {
-                        let scratch = self
-                            .dir
-                            .join("kernelbench")
-                            .join(format!("evaluator-{}", unit.device));
+                        // Where the sandbox's uid can reach it (not under a private home).
+                        let name = format!("evaluator-{}-{}", std::process::id(), unit.device);
+                        let scratch = crate::toolchain::sandbox::shared_dir(&name)
+                            .unwrap_or_else(|_| self.dir.join("kernelbench").join(&name));
                         Evaluator::new(
                             Path::new(kernelbench::KERNELBENCH_EVAL),
                             answer_sandbox(),

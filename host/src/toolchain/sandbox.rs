@@ -178,6 +178,22 @@ impl Sandbox {
     }
 }
 
+/// A directory for sandboxed processes' files, `<temp>/dlrm-bench-sandbox-<euid>/<name>`, made
+/// here with every directory from the temporary directory down traversable (mode 0711) by the
+/// uids sandboxed commands take: a run directory under `/root` (mode 0700) is not.
+pub fn shared_dir(name: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let base = std::env::temp_dir().join(format!("dlrm-bench-sandbox-{euid}"));
+    let dir = base.join(name);
+    std::fs::create_dir_all(&dir)?;
+    for d in [&base, &dir] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711))?;
+    }
+    Ok(dir)
+}
+
 /// Whether an environment variable's name says it holds a credential or a secret (API keys, the
 /// shards' secret seed): such variables never reach a sandboxed process.
 fn secret_name(name: &str) -> bool {

@@ -4,10 +4,12 @@
 //! (`tools/kernelbench_eval.py --serve`). A server that hangs or dies is killed with its
 //! process group; the next request starts a fresh one.
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Seconds one request may take unless the owner says otherwise.
@@ -41,7 +43,12 @@ struct ServerProcess {
     stdin: Option<ChildStdin>,
     /// Lines of stdout, read on a thread; disconnected once stdout closes.
     lines: Receiver<String>,
+    /// The last lines of its stderr, for the message when it dies without answering.
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
 }
+
+/// Lines of a server's stderr kept for messages.
+const STDERR_TAIL: usize = 12;
 
 /// What came of one request.
 enum Answer {
@@ -127,10 +134,21 @@ impl Served {
                 )
             }
             Answer::Exited => {
+                let tail = self.process.as_ref().map(|p| p.stderr_tail.clone());
                 let ending = self.end(Duration::from_secs_f64(self.shutdown_grace_s.max(0.0)));
+                // The last lines reach the reader thread just after the exit.
+                std::thread::sleep(Duration::from_millis(50));
+                let said: Vec<String> = match tail.as_ref().map(|t| t.lock()) {
+                    Some(Ok(t)) => t.iter().cloned().collect(),
+                    _ => Vec::new(),
+                };
+                let said = match said.is_empty() {
+                    true => String::new(),
+                    false => format!("; its last words:\n{}", said.join("\n")),
+                };
                 anyhow::bail!(
-                    "`{command}` exited ({}) without answering (the next problem starts a fresh \
-                     one)",
+                    "`{command}` exited ({}) without answering (the next request starts a fresh \
+                     one){said}",
                     describe(ending.and_then(|e| e.status))
                 )
             }
@@ -186,15 +204,24 @@ impl Served {
             }
         });
         let label = self.label.clone();
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = stderr_tail.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("  [{label}] {line}");
+                if let Ok(mut t) = tail.lock() {
+                    if t.len() == STDERR_TAIL {
+                        t.pop_front();
+                    }
+                    t.push_back(line);
+                }
             }
         });
         Ok(ServerProcess {
             child,
             stdin: Some(stdin),
             lines,
+            stderr_tail,
         })
     }
 
