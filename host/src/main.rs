@@ -3,7 +3,7 @@
 //! and calls the library, where all work lives.
 use bench_problems::Preset;
 use clap::{CommandFactory, Parser, Subcommand};
-use dlrm_bench::cmd::arg_bounds::{at_least_one, positive_seconds, win_threshold};
+use dlrm_bench::cmd::arg_bounds::{at_least_one, positive_seconds, set_count, win_threshold};
 use dlrm_bench::cmd::gen::{self, GenArgs};
 use dlrm_bench::cmd::prompt::Format;
 use dlrm_bench::cmd::stats::{self, StatsArgs};
@@ -236,14 +236,14 @@ struct RunArgs {
     #[arg(long, default_value_t = 2026)]
     seed: u64,
     /// Public input sets (at least 1), checked before the timing.
-    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 3, value_parser = set_count)]
     public_sets: usize,
     /// Secret input sets (at least 1), drawn from a seed made at run start: the timing rotates
     /// among them, so a candidate first meets them in a timed (and checked) run.
-    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 3, value_parser = set_count)]
     secret_sets: usize,
     /// Input sets the timing rotates among (at least 1; at most --secret-sets are used).
-    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 3, value_parser = set_count)]
     rotation: usize,
     /// Time without flushing L2 first.
     #[arg(long)]

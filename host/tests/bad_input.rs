@@ -73,11 +73,32 @@ fn out_of_bounds_options_are_errors_naming_the_flag() {
         &with(&["--public-sets", "0"]),
         &["--public-sets", "at least 1"],
     );
-    for t in ["0", "NaN", "-3"] {
+    for t in ["0", "NaN", "-3", "1e308", "inf"] {
         let arg = format!("--timeout-s={t}");
         let arg: &'static str = Box::leak(arg.into_boxed_str());
-        refused(&with(&[arg]), &["--timeout-s", "above 0"]);
+        refused(&with(&[arg]), &["--timeout-s", "above 0 and at most 86400"]);
     }
+    let huge = "18446744073709551615";
+    refused(
+        &with(&["--public-sets", huge]),
+        &["--public-sets", "at most 64"],
+    );
+    refused(
+        &with(&["--max-pairs", huge]),
+        &["--max-pairs", "at most 100000"],
+    );
+    refused(
+        &["stats", "--table-set", "criteo-kaggle", "--batch", huge],
+        &["--batch", "at most 16777216"],
+    );
+    refused(
+        &["gen", "fm_interaction", "--sets", huge],
+        &["--sets", "at most 64"],
+    );
+    refused(
+        &["gen", "fm_interaction", "--sets", "0"],
+        &["--sets", "at least 1"],
+    );
     refused(&["check"], &["required", "<DIRS>"]);
     refused(
         &["run", "--no-candidates", "--candidates", "x"],
@@ -254,6 +275,19 @@ fn a_resume_by_another_commit_is_refused_naming_both_and_changes_nothing() {
     refused(
         &["run", "--resume", dir.to_str().unwrap()],
         &["its records were made by commit abc, this binary is commit "],
+    );
+    assert_eq!(std::fs::read(dir.join("results.jsonl")).unwrap(), before);
+    std::fs::remove_dir_all(&root).ok();
+}
+
+#[test]
+fn a_resumed_run_json_with_an_option_out_of_range_is_refused_naming_the_field() {
+    let root = temp("resume-bounds");
+    let dir = fabricated_run(&root, |v| v["options"]["timeout_s"] = 1e308.into());
+    let before = std::fs::read(dir.join("results.jsonl")).unwrap();
+    refused(
+        &["run", "--resume", dir.to_str().unwrap()],
+        &["run.json: options: field `timeout_s` = 1", "at most 86400"],
     );
     assert_eq!(std::fs::read(dir.join("results.jsonl")).unwrap(), before);
     std::fs::remove_dir_all(&root).ok();

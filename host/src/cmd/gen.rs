@@ -20,7 +20,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 2026)]
     pub seed: u64,
     /// How many input sets (set k is the run's public set k).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::cmd::arg_bounds::set_count)]
     pub sets: usize,
     /// Directory the files are written to (default `inputs`; with `--stats`, files are
     /// written only when `--out` is given).

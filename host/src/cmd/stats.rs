@@ -15,7 +15,7 @@ pub struct StatsArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Samples in the generated batch.
-    #[arg(long, default_value_t = 65536)]
+    #[arg(long, default_value_t = 65536, value_parser = crate::cmd::arg_bounds::batch)]
     pub batch: usize,
     /// Cap every table at this many rows.
     #[arg(long)]

@@ -85,3 +85,42 @@ pub struct RunOutcome {
     pub metrics: Summary,
     pub on_gpu: bool,
 }
+
+impl RunOptions {
+    /// Whether every bounded option is within its command-line range
+    /// ([`crate::cmd::arg_bounds`]): a resumed `run.json` is checked so, its options not
+    /// having come through the parser. The error names the field.
+    pub(crate) fn check_bounds(&self) -> Result<(), String> {
+        use crate::cmd::arg_bounds::{check_seconds, MAX_PAIRS, MAX_SETS};
+        let e = &self.eval;
+        let seconds = [
+            ("timeout_s", self.timeout_s),
+            ("answer_timeout_s", self.answer_timeout_s),
+            ("config.budget_s", e.budget_s),
+        ];
+        for (field, x) in seconds {
+            check_seconds(x).map_err(|m| format!("field `{field}` = {x}: {m}"))?;
+        }
+        let counts = [
+            ("config.public_sets", e.public_sets, MAX_SETS),
+            ("config.secret_sets", e.secret_sets, MAX_SETS),
+            ("config.rotation", e.rotation, MAX_SETS),
+            ("config.min_pairs", e.min_pairs, MAX_PAIRS),
+            ("config.max_pairs", e.max_pairs, MAX_PAIRS),
+        ];
+        for (field, n, hi) in counts {
+            if !(1..=hi).contains(&n) {
+                return Err(format!("field `{field}` = {n}: must be from 1 to {hi}"));
+            }
+        }
+        if e.min_pairs > e.max_pairs {
+            return Err(format!(
+                "field `config.min_pairs` = {} is greater than `config.max_pairs` = {}",
+                e.min_pairs, e.max_pairs
+            ));
+        }
+        crate::cmd::arg_bounds::win_threshold(&e.win_threshold.to_string())
+            .map_err(|m| format!("field `config.win_threshold`: {m}"))?;
+        Ok(())
+    }
+}

@@ -407,6 +407,8 @@ fn resumed(dir: &Path) -> anyhow::Result<(RunOptions, RunMeta)> {
     let meta = RunMeta::load(dir)?;
     let opts: RunOptions = serde_json::from_value(meta.options.clone().unwrap_or_default())
         .map_err(|e| anyhow::anyhow!("{}/run.json: field `options`: {e}", dir.display()))?;
+    opts.check_bounds()
+        .map_err(|e| anyhow::anyhow!("{}/run.json: options: {e}", dir.display()))?;
     Ok((opts, meta))
 }
 
