@@ -106,6 +106,10 @@ enum Command {
         /// DLRM_BENCH_SECRET_SEED; without either it stays unpublished).
         #[arg(long, requires = "merge")]
         secret_seed_file: Option<PathBuf>,
+        /// Pool sets of different backends, devices or presets (refused otherwise); each row
+        /// then names where it came from.
+        #[arg(long)]
+        allow_mixed: bool,
     },
     /// Project a run's speedups onto a workload profile (Amdahl): the addressable fraction of
     /// the step and the projected step speedup; over several profiles, one table of them.
@@ -121,6 +125,10 @@ enum Command {
         /// Use only this candidate group's wins (default: the fastest win of any group).
         #[arg(long)]
         group: Option<String>,
+        /// Pool sets of different backends, devices or presets (refused otherwise); each row
+        /// then names where it came from.
+        #[arg(long)]
+        allow_mixed: bool,
     },
     /// Write a new problem's module, kernel module and KernelBench file from a sibling, names
     /// replaced, and register it (docs/adding-a-problem.md).
@@ -371,6 +379,7 @@ fn main() -> anyhow::Result<ExitCode> {
             json,
             merge,
             secret_seed_file,
+            allow_mixed,
         } => {
             if merge {
                 let secret = dlrm_bench::runner::shard::secret_seed(secret_seed_file.as_deref())?;
@@ -385,7 +394,7 @@ fn main() -> anyhow::Result<ExitCode> {
                 _ => report::ReportFormat::Tables,
             };
             // Each set's run.json and records read once, pooled once, summarised once.
-            let r = report::PooledReport::read(&results, workload.as_deref(), basis)?;
+            let r = report::PooledReport::read(&results, workload.as_deref(), basis, allow_mixed)?;
             report::report(&r.pooled, &r.summary, r.projected(), out.as_deref(), format)?;
             if out.is_some() || html.is_some() {
                 let (o, h) = (out.as_deref(), html.as_deref());
@@ -402,9 +411,10 @@ fn main() -> anyhow::Result<ExitCode> {
             results,
             workload,
             group,
+            allow_mixed,
         } => {
             dlrm_bench::results::warn_emulator_sets(&results);
-            let records = dlrm_bench::results::pool_runs(&results)?;
+            let records = dlrm_bench::results::pool_runs(&results, allow_mixed)?;
             let text = match workload.as_slice() {
                 [one] if !one.is_dir() => {
                     projection::project_file(one, &records, group.as_deref())?

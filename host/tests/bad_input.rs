@@ -294,6 +294,51 @@ fn a_resumed_run_json_with_an_option_out_of_range_is_refused_naming_the_field() 
 }
 
 #[test]
+fn report_refuses_to_pool_sets_of_different_backends_or_presets_unless_asked() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let gpu_full = repo.join("results/20261204T213806Z-gpu-full");
+    let gpu_small = repo.join("results/20261204T213556Z-gpu-small");
+    let root = temp("report-mixed");
+    let emulator = fabricated_run(&root, |_| {});
+    let (full, small, emu) = (
+        gpu_full.to_str().unwrap(),
+        gpu_small.to_str().unwrap(),
+        emulator.to_str().unwrap(),
+    );
+    refused(
+        &["report", full, emu],
+        &[
+            "different backends, devices or presets",
+            "NVIDIA H200/full",
+            "CPU emulator/ci",
+            "--allow-mixed",
+        ],
+    );
+    refused(
+        &["report", full, small],
+        &["NVIDIA H200/small", "--allow-mixed"],
+    );
+    refused(
+        &[
+            "project",
+            full,
+            emu,
+            "--workload",
+            "workloads/dlrm-dlrmv2-train-eager.toml",
+        ],
+        &["--allow-mixed"],
+    );
+    let out = dlrm_bench(&["report", full, emu, "--allow-mixed", "--csv"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("@ NVIDIA H200/full") && text.contains("@ CPU emulator/ci"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&root).ok();
+}
+
+#[test]
 fn a_resume_on_another_backend_or_preset_is_refused_and_changes_nothing() {
     let gpu = |v: &mut serde_json::Value| {
         v["device"]["name"] = "NVIDIA H200".into();

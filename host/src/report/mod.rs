@@ -72,8 +72,9 @@ impl PooledReport {
         results: &[PathBuf],
         workload: Option<&Path>,
         basis: Basis,
+        allow_mixed: bool,
     ) -> anyhow::Result<Self> {
-        let pooled = Pooled::read(results)?;
+        let pooled = Pooled::read(results, allow_mixed)?;
         if workload.is_some() {
             pooled.warn_emulator();
         }
@@ -105,7 +106,7 @@ pub(crate) fn report_text(
     basis: Basis,
     format: ReportFormat,
 ) -> anyhow::Result<String> {
-    let r = PooledReport::read(results, workload, basis)?;
+    let r = PooledReport::read(results, workload, basis, false)?;
     pooled_report_text(&r.pooled, &r.summary, r.projected(), out, format)
 }
 
@@ -262,7 +263,7 @@ mod tests {
         ] {
             write_set(d, &recs);
         }
-        let pooled = pool_runs(&[a.clone(), b.join("results.jsonl")]).unwrap();
+        let pooled = pool_runs(&[a.clone(), b.join("results.jsonl")], false).unwrap();
         let got: Vec<(&str, &str, f64)> = pooled
             .iter()
             .map(|r| {
@@ -279,7 +280,9 @@ mod tests {
                 ("dot_interaction", "y", 3.0)
             ]
         );
-        let missing = pool_runs(&[dir.join("nope")]).unwrap_err().to_string();
+        let missing = pool_runs(&[dir.join("nope")], false)
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("nope") && missing.contains("no such results file"));
         std::fs::remove_dir_all(&dir).ok();
     }
@@ -332,7 +335,7 @@ mod tests {
             ],
         );
         let got = |paths: &[PathBuf]| -> Vec<(String, String, f64)> {
-            pool_runs(paths)
+            pool_runs(paths, false)
                 .unwrap()
                 .iter()
                 .map(|r| {
@@ -435,7 +438,7 @@ mod tests {
         ] {
             write_set(d, &recs);
         }
-        let pooled = pool_runs(&[native.clone(), kb.clone(), kb2.clone()]).unwrap();
+        let pooled = pool_runs(&[native.clone(), kb.clone(), kb2.clone()], false).unwrap();
         let got: Vec<(&str, &str, f64)> = pooled
             .iter()
             .map(|r| {
@@ -453,7 +456,7 @@ mod tests {
             ]
         );
         // Alone, the answers' run gives its own reference.
-        let alone = pool_runs(std::slice::from_ref(&kb)).unwrap();
+        let alone = pool_runs(std::slice::from_ref(&kb), false).unwrap();
         assert_eq!(alone[0].timing.as_ref().unwrap().median_ms, 1.1);
         std::fs::remove_dir_all(&dir).ok();
     }

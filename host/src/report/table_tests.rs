@@ -452,7 +452,7 @@ fn report_csv_and_json_print_parseable_records() {
     assert!(csv_rows.iter().any(|r| r[1] == "g/y,comma"));
     assert_eq!(
         text(ReportFormat::Csv),
-        csv(&pool_runs(std::slice::from_ref(&dir)).unwrap())
+        csv(&pool_runs(std::slice::from_ref(&dir), false).unwrap())
     );
     let v: serde_json::Value = serde_json::from_str(&text(ReportFormat::Json)).unwrap();
     let back: Vec<Record> = serde_json::from_value(v["records"].clone()).unwrap();

@@ -20,8 +20,48 @@ use std::path::{Path, PathBuf};
 /// lowest shard index that has one (each candidate keeps the pairing with its own shard's
 /// reference it was measured with). A shard given twice counts once (the later path); missing
 /// shards are simply not there (only `--merge` insists on the whole run).
-pub fn pool_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
-    Ok(Pooled::read(paths)?.records)
+///
+/// Sets of different backends, devices or presets are refused ([`mixing`]) unless
+/// `allow_mixed`; then each record's group names where it came from (`group @ device/preset`).
+pub fn pool_runs(paths: &[PathBuf], allow_mixed: bool) -> anyhow::Result<Vec<Record>> {
+    Ok(Pooled::read(paths, allow_mixed)?.records)
+}
+
+/// Where a set's timings come from: `NVIDIA H200/full`, `CPU emulator/ci`.
+fn where_from(run: &RunMeta) -> String {
+    let device = if run.timings_are_gpu_timings {
+        run.device.name.clone()
+    } else {
+        "CPU emulator".to_string()
+    };
+    format!("{device}/{}", run.config["preset"].as_str().unwrap_or("?"))
+}
+
+/// Why the sets cannot be pooled as they are: they come from more than one backend, device or
+/// preset (timings of an emulator, or of `small` sizes, would count beside an H200's at
+/// `full`). `None` when they agree (sets without a `run.json` are not counted).
+pub fn mixing(sets: &[(PathBuf, Option<RunMeta>)]) -> Option<String> {
+    let mut seen: Vec<(String, &Path)> = Vec::new();
+    for (path, run) in sets {
+        if let Some(run) = run {
+            let from = where_from(run);
+            if !seen.iter().any(|(f, _)| *f == from) {
+                seen.push((from, path));
+            }
+        }
+    }
+    (seen.len() > 1).then(|| {
+        let list: Vec<String> = seen
+            .iter()
+            .map(|(f, p)| format!("{} ({f})", p.display()))
+            .collect();
+        format!(
+            "the result sets come from different backends, devices or presets: {}; their \
+             timings do not compare. Report them apart, or give --allow-mixed to pool them \
+             anyway (each row then names where it came from)",
+            list.join(", ")
+        )
+    })
 }
 
 /// Result sets read once: each path with its `run.json` (when readable), and their records
@@ -32,13 +72,18 @@ pub struct Pooled {
 }
 
 impl Pooled {
-    /// Reads the sets at `paths` (directories or their `results.jsonl`) and pools them.
-    pub fn read(paths: &[PathBuf]) -> anyhow::Result<Pooled> {
+    /// Reads the sets at `paths` (directories or their `results.jsonl`) and pools them
+    /// ([`pool_runs`]; sets of different origins only with `allow_mixed`).
+    pub fn read(paths: &[PathBuf], allow_mixed: bool) -> anyhow::Result<Pooled> {
         let sets: Vec<(PathBuf, Option<RunMeta>)> = paths
             .iter()
             .map(|p| (p.clone(), RunMeta::beside(p)))
             .collect();
-        let records = pool_sets(&sets)?;
+        let mixed = mixing(&sets);
+        if let (Some(why), false) = (&mixed, allow_mixed) {
+            anyhow::bail!("{why}");
+        }
+        let records = pool_sets(&sets, mixed.is_some())?;
         Ok(Pooled { sets, records })
     }
 
@@ -77,7 +122,7 @@ pub(crate) fn first_duplicate(records: &[Record]) -> Option<(usize, usize, &Reco
 }
 
 /// [`pool_runs`] of sets already read.
-fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)]) -> anyhow::Result<Vec<Record>> {
+fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)], label: bool) -> anyhow::Result<Vec<Record>> {
     let answer = |r: &Record| r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX);
     // The result sets as runs: a plain set alone, the shards of one run together (by index).
     type Shards = Vec<(usize, PathBuf, Vec<Record>)>;
@@ -91,8 +136,14 @@ fn pool_sets(sets: &[(PathBuf, Option<RunMeta>)]) -> anyhow::Result<Vec<Record>>
             path.clone()
         };
         anyhow::ensure!(file.is_file(), "{}: no such results file", file.display());
-        let found = read_records(&file);
+        let mut found = read_records(&file);
         anyhow::ensure!(!found.is_empty(), "{}: no records", file.display());
+        if let (true, Some(run)) = (label, meta) {
+            let from = where_from(run);
+            for r in &mut found {
+                r.group = format!("{} @ {from}", r.group);
+            }
+        }
         if let Some((first, second, r)) = first_duplicate(&found) {
             anyhow::bail!(
                 "{}: records {first} and {second} are both `{}` of {} (origin {}): the set was \

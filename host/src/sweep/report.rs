@@ -82,7 +82,7 @@ fn scored_records(dir: &Path) -> anyhow::Result<Vec<Record>> {
     if sets.is_empty() {
         return Ok(Vec::new());
     }
-    crate::results::pool_runs(&sets).with_context(|| root.display().to_string())
+    crate::results::pool_runs(&sets, false).with_context(|| root.display().to_string())
 }
 
 /// The record of an extracted answer: its group is `<model>-s<k>`, its problem the answer's

@@ -26,7 +26,7 @@ fn circles(svg: &str) -> usize {
 #[test]
 fn every_plot_of_a_committed_run_has_one_circle_per_data_point() {
     let dir = committed();
-    let records = pool_runs(std::slice::from_ref(&dir)).unwrap();
+    let records = pool_runs(std::slice::from_ref(&dir), false).unwrap();
     let page = page_of(&records, vec![Source::read(&dir)]);
     // Counted from the records here, not from the plots' own count.
     let filled = with_reference_peers(&records);
@@ -168,7 +168,7 @@ fn pooled_report_writes_the_page_and_the_plot_files() {
     let dir = std::env::temp_dir().join(format!("dlrm-html-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let html = dir.join("page/r.html");
-    let pooled = Pooled::read(&[committed()]).unwrap();
+    let pooled = Pooled::read(&[committed()], false).unwrap();
     let summary = Summary::new(&pooled.records, pooled.problem_count(), Basis::Eager);
     let profile = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../workloads/dlrm-dot-mlperf-tables-train-h200.toml");
