@@ -222,7 +222,7 @@ mod tests {
     }
 
     pub(super) fn rec(problem: &str, candidate: &str, ms: f64) -> Record {
-        let mut r = Record::new(problem, candidate, "g", "test");
+        let mut r = Record::new(problem, candidate, "g", &format!("test:{candidate}"));
         r.status = Status::Correct;
         r.timing = Some(crate::results::record::Timing {
             median_ms: ms,
