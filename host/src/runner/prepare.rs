@@ -72,23 +72,7 @@ pub(crate) fn prepare(
         None => (opts, None),
     };
     opts.wide = wide;
-    if opts.all_devices {
-        let count = if opts.force_cpu {
-            0
-        } else {
-            backend::cuda_device_count()
-        };
-        opts.devices = (0..count.max(1)).collect();
-        opts.all_devices = false;
-    }
-    if opts.devices.is_empty() {
-        opts.devices = vec![0];
-    }
-    anyhow::ensure!(
-        opts.devices.len() == 1 || !opts.torch,
-        "--torch (and `kernelbench`) time PyTorch on one GPU: give one device with --devices, \
-         or none"
-    );
+    resolve_devices(&mut opts)?;
     // GPUs named by --devices are not quietly replaced by the emulator.
     let require_gpu = opts.require_gpu || (!opts.force_cpu && opts.devices != [0]);
     let (info, on_gpu, why) = probe_device(opts.force_cpu, require_gpu, &opts.devices)?;
@@ -175,6 +159,28 @@ pub(crate) fn prepare(
         },
         log,
     ))
+}
+
+/// `--all-devices` as the devices found, none given as device 0; `--torch` needs one device.
+fn resolve_devices(opts: &mut RunOptions) -> anyhow::Result<()> {
+    if opts.all_devices {
+        let count = if opts.force_cpu {
+            0
+        } else {
+            backend::cuda_device_count()
+        };
+        opts.devices = (0..count.max(1)).collect();
+        opts.all_devices = false;
+    }
+    if opts.devices.is_empty() {
+        opts.devices = vec![0];
+    }
+    anyhow::ensure!(
+        opts.devices.len() == 1 || !opts.torch,
+        "--torch (and `kernelbench`) time PyTorch on one GPU: give one device with --devices, \
+         or none"
+    );
+    Ok(())
 }
 
 /// The attempts a resumed run's `run.json` records (one for a set older than the list: its
