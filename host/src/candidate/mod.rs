@@ -144,6 +144,9 @@ fn load_source(
     dir: &Path,
     manifest: &Manifest,
 ) -> Result<ModuleSource, CandidateError> {
+    if manifest.source != "gpu-kernels" {
+        source_inside(file, dir, &manifest.source)?;
+    }
     let source = match manifest.source.as_str() {
         "gpu-kernels" => ModuleSource::Builtin,
         src if is_binary(src) => binary_source(file, dir, src)?,
@@ -181,6 +184,40 @@ fn load_source(
         }
     };
     Ok(source)
+}
+
+/// The `source` file must lie in the candidate's directory, as `include` must: not above it
+/// (`../../x.cu`), not absolute, not through a link that leads out. A binary not built yet
+/// (absent) is checked by name only.
+fn source_inside(file: &Path, dir: &Path, src: &str) -> Result<(), CandidateError> {
+    let bad = |why: String| CandidateError::new(file, Some("source"), why);
+    let relative = Path::new(src);
+    let lexical = relative.components().all(|c| {
+        matches!(
+            c,
+            std::path::Component::Normal(_) | std::path::Component::CurDir
+        )
+    });
+    if !lexical {
+        return Err(bad(format!(
+            "`{src}` leads out of the candidate's directory (name a file inside it, relative \
+             to it)"
+        )));
+    }
+    let path = dir.join(relative);
+    if !path.exists() && is_binary(src) {
+        return Ok(());
+    }
+    let (Ok(root), Ok(real)) = (std::fs::canonicalize(dir), std::fs::canonicalize(&path)) else {
+        return Ok(()); // a missing file is reported where it is read
+    };
+    if !real.starts_with(&root) {
+        return Err(bad(format!(
+            "`{src}` leads out of the candidate's directory (to {})",
+            real.display()
+        )));
+    }
+    Ok(())
 }
 
 /// `arch`, `options` and `include` are NVRTC's: refused for any source but CUDA C++.
@@ -468,7 +505,7 @@ pub fn discover(root: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        if dir.join("candidate.toml").is_file() {
+        if dir.join("candidate.toml").exists() {
             found.push(dir.clone());
         }
         if let Ok(entries) = std::fs::read_dir(&dir) {

@@ -126,6 +126,44 @@ fn errors_name_the_file_and_the_field() {
 }
 
 #[test]
+fn a_source_outside_the_candidates_directory_is_refused() {
+    let root = tmp("source-out");
+    let d = root.join("c");
+    write(&d, GOOD, &[("kernel.cu", "")]);
+    // A file beside the directory, named by `..`, by an absolute path, and through a link.
+    std::fs::write(
+        root.join("outside.cu"),
+        "extern \"C\" __global__ void k() {}",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(root.join("outside.cu"), d.join("link.cu")).unwrap();
+    let outside = root.join("outside.cu").display().to_string();
+    for src in [
+        "../outside.cu",
+        outside.as_str(),
+        "sub/../../outside.cu",
+        "link.cu",
+    ] {
+        std::fs::write(d.join("candidate.toml"), GOOD.replace("kernel.cu", src)).unwrap();
+        let e = load_candidate(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("field `source`") && e.contains("leads out of the candidate's directory"),
+            "{src}: {e}"
+        );
+    }
+    // A manifest that is a directory is found, and refused naming it.
+    let m = root.join("m");
+    std::fs::create_dir_all(m.join("candidate.toml")).unwrap();
+    assert_eq!(crate::candidate::discover(&root), [d.clone(), m.clone()]);
+    let e = load_candidate(&m).unwrap_err().to_string();
+    assert!(
+        e.contains("m/candidate.toml") && e.contains("cannot read"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
 fn nvrtc_fields_reach_the_source_and_include_is_made_absolute() {
     let d = tmp("nvrtc-fields");
     let text = GOOD.replace(

@@ -269,6 +269,8 @@ pub(crate) struct RecordLog {
     file: File,
     /// Every record of the file, in file order: those it held when opened, then each appended.
     records: Vec<Record>,
+    /// The file, for messages.
+    path: std::path::PathBuf,
 }
 
 impl RecordLog {
@@ -297,15 +299,25 @@ impl RecordLog {
             );
         }
         let records = read_records(&path);
-        Ok(RecordLog { file, records })
+        Ok(RecordLog {
+            file,
+            records,
+            path,
+        })
     }
 
     /// Appends one record as one whole line, in a single write.
     pub(crate) fn append(&mut self, rec: &Record) -> std::io::Result<()> {
         let mut line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
         line.push('\n');
-        self.file.write_all(line.as_bytes())?;
-        self.file.flush()?;
+        let named = |e: std::io::Error| {
+            std::io::Error::new(
+                e.kind(),
+                format!("{}: cannot append a record: {e}", self.path.display()),
+            )
+        };
+        self.file.write_all(line.as_bytes()).map_err(named)?;
+        self.file.flush().map_err(named)?;
         self.records.push(rec.clone());
         Ok(())
     }

@@ -101,6 +101,12 @@ pub(crate) fn prepare(
     // or written; the roots are recorded absolute, so a resume from elsewhere finds them.
     let workload = opts.workload.as_deref().map(Workload::load).transpose()?;
     opts.candidate_roots = crate::candidate::check_roots(&opts.candidate_roots)?;
+    // A yardstick asked for and missing is an error, not a warning and a table without it.
+    for f in &opts.peer {
+        std::fs::File::open(f).map_err(|e| {
+            anyhow::anyhow!("--peer {}: cannot read the peer file: {e}", f.display())
+        })?;
+    }
 
     let started = chrono::Utc::now();
     let (dir, secret_seed, published) = open_run_dir(
