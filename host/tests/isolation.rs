@@ -187,3 +187,62 @@ fn hangs_crashes_and_bad_manifests_do_not_stop_the_run_and_runs_resume() {
     origins.dedup();
     assert_eq!(origins.len(), 5, "nothing is measured twice");
 }
+
+/// SIGINT in the middle of a run: exit status 130, the records so far kept whole, the input
+/// cache removed, and the message says how to resume.
+#[test]
+fn an_interrupted_run_keeps_its_records_removes_its_inputs_and_says_how_to_resume() {
+    let root = setup("interrupt");
+    let cache = root.join("cache");
+    let child = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args([
+            "run",
+            "--cpu",
+            "--problem",
+            "embedding_bag_sum",
+            "--timeout-s",
+            "60",
+        ])
+        .arg("--candidates")
+        .arg(root.join("corpus"))
+        .arg("--out")
+        .arg(root.join("results"))
+        .arg("--input-cache")
+        .arg(&cache)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once a record is there and the inputs are cached (the hanging candidate keeps the run
+    // going for a minute), interrupt it.
+    let started = std::time::Instant::now();
+    let ready = || {
+        let dir = std::fs::read_dir(root.join("results"))
+            .ok()?
+            .next()?
+            .ok()?
+            .path();
+        let text = std::fs::read_to_string(dir.join("results.jsonl")).ok()?;
+        (text.lines().count() >= 2 && cache.exists()).then_some(dir)
+    };
+    let dir = loop {
+        if let Some(d) = ready() {
+            break d;
+        }
+        assert!(started.elapsed().as_secs() < 60, "the run made no records");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains(&format!("dlrm-bench run --resume {}", dir.display())),
+        "{err}"
+    );
+    assert!(!cache.exists(), "the input cache was left behind");
+    let kept = records(&dir);
+    assert!(kept.len() >= 2, "{kept:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub mod activity;
+mod interrupt;
 mod options;
 pub mod peer;
 pub mod shard;
@@ -84,6 +85,11 @@ pub(crate) fn default_input_cache(run_dir: &Path, run_id: &str) -> PathBuf {
 /// metrics, `run.json` complete, the reports and the phase table.
 pub fn run(opts: RunOptions, resume: Option<&Path>) -> anyhow::Result<RunOutcome> {
     let (p, log) = prepare(opts, resume)?;
+    // Cut short, the run keeps its records, removes its input cache and says how to resume.
+    interrupt::watch(
+        p.dir.clone(),
+        (!p.opts.keep_inputs).then(|| p.cache_root.clone()),
+    );
     let exe = std::env::current_exe()?;
     // Wall seconds outside the problems' workers (ceilings, the torch probe) and of each
     // problem's session, so run.json accounts for the whole wall time.
