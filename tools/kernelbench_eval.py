@@ -839,10 +839,19 @@ def run_job(job, reap_all):
     scratch = job["scratch"]
     shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(scratch)
+    job_file = os.path.join(scratch, "job.json")
+    if EXEC_MODE[0]:
+        with open(job_file, "w", encoding="utf-8") as f:
+            json.dump(job, f)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        if EXEC_MODE[0]:
+            # A fresh interpreter (torch imported anew): where this one cannot fork CUDA users.
+            os.set_inheritable(w, True)
+            os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), "--job",
+                                      job_file, "--reply-fd", str(w)])
         child_job(job, w)
     os.close(w)
     data, timed_out, status = read_reply(r, pid, started + float(job["limit_s"]))
@@ -882,6 +891,27 @@ def run_job(job, reap_all):
     return record
 
 
+# Whether jobs run in a fresh interpreter each (exec) rather than a fork of this one: set when
+# this torch cannot initialise CUDA in a forked child (fork_poisoned).
+EXEC_MODE = [False]
+
+
+def fork_poisoned():
+    """Whether a child forked now could not use CUDA (torch marks forks "bad" once anything in
+    the parent touched the CUDA runtime): a probe child answers."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import torch
+
+            bad = torch.cuda._is_in_bad_fork()
+        except Exception:  # noqa: BLE001 - any doubt is a bad fork
+            bad = True
+        os._exit(1 if bad else 0)
+    _, status = os.waitpid(pid, 0)
+    return not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+
+
 def serve(reap_all):
     """Answers one job per line of stdin ({"id", "request", "protocol", "scratch", "limit_s",
     "builds"}) with one line on stdout, {"ok": true, "record": {...}}, until EOF."""
@@ -891,15 +921,24 @@ def serve(reap_all):
     sys.stdout = sys.stderr
     set_dumpable(False)
     started = time.perf_counter()
+    # Availability through NVML: nothing here may touch the CUDA runtime (a child forked after
+    # that could not use CUDA).
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
         import torch  # noqa: F401 - imported once here; CUDA is initialised only in children
         import torch.utils.cpp_extension  # noqa: F401
 
         torch_peer()
+        EXEC_MODE[0] = fork_poisoned()
+        mode = ("exec: this torch cannot fork CUDA users, each job imports torch anew"
+                if EXEC_MODE[0] else "fork")
         print(f"kernelbench_eval: serving (torch imported in "
-              f"{time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
+              f"{time.perf_counter() - started:.1f} s; jobs by {mode})", file=sys.stderr,
+              flush=True)
     except ImportError as e:
         print(f"kernelbench_eval: torch is not importable ({e})", file=sys.stderr, flush=True)
+    # DLRM_KB_EXEC=1 asks for exec mode (tests of it where torch forks fine or is absent).
+    EXEC_MODE[0] = EXEC_MODE[0] or os.environ.get("DLRM_KB_EXEC") == "1"
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -919,6 +958,9 @@ def main(argv=None):
     ap.add_argument("--reap-all", action="store_true",
                     help="with --serve: kill every other process it may signal after each job "
                          "(only inside a PID namespace of its own)")
+    ap.add_argument("--job", metavar="JOB.json",
+                    help="(internal, --serve's exec mode) run one job, replying on --reply-fd")
+    ap.add_argument("--reply-fd", type=int, help="with --job: the reply's file descriptor")
     ap.add_argument("--compile", metavar="ANSWER",
                     help="build ANSWER's load_inline extensions into --build-dir")
     ap.add_argument("--build-dir", help="with --compile: where the builds go")
@@ -928,6 +970,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.serve:
         return serve(args.reap_all)
+    if args.job:
+        with open(args.job, encoding="utf-8") as f:
+            job = json.load(f)
+        child_job(job, args.reply_fd)
     if args.compile:
         if not (args.build_dir and args.out):
             ap.error("--compile needs --build-dir and --out")

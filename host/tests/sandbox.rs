@@ -219,11 +219,20 @@ if others:
 /// Each forbidden act of an answer fails its own job, naming what it tried; a crash or a hang
 /// costs only its job; a forged reply is never taken; nothing a job leaves reaches the next.
 fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
+    // Both ways the server runs a job: a fork of itself, and a fresh interpreter (exec).
+    for exec in ["0", "1"] {
+        std::env::set_var("DLRM_KB_EXEC", exec);
+        hostile_answers(exec);
+    }
+    std::env::remove_var("DLRM_KB_EXEC");
+}
+
+fn hostile_answers(mode: &str) {
     let sandbox = Sandbox::detect(Limits {
         processes: 64,
         ..Limits::default()
     });
-    let dir = std::env::temp_dir().join(format!("dlrm-kb-sandbox-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("dlrm-kb-sandbox-{mode}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -232,7 +241,7 @@ fn an_answer_that_reaches_out_fails_naming_what_it_tried() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kernelbench_eval.py");
     // The runner's scratch: reachable by the sandbox's uids wherever the run directory is.
     let scratch = dlrm_bench::toolchain::sandbox::shared_dir(&format!(
-        "test-evaluator-{}",
+        "test-evaluator-{mode}-{}",
         std::process::id()
     ))
     .unwrap();
