@@ -1,0 +1,208 @@
+// Exploit: answers with the previous input set's result (as a kernel that overlaps work across
+// calls might). The example candidate with its counts in scratch (the offsets and positions are
+// this call's); every output element of the first 4M gets the value the previous call computed
+// there, kept in a device-global buffer, which takes this call's value. Caught: the checked
+// elements belong to other inputs.
+
+#define CACHE (1 << 22)
+__device__ int g_lengths[CACHE];
+__device__ long long g_indices[CACHE];
+__device__ float g_weights[CACHE];
+__device__ long long g_permute[CACHE];
+
+#define BB_THREADS 256
+#define BB_ITEMS 16
+#define BB_TILE (BB_THREADS * BB_ITEMS)
+#define BB_MAX_W 32
+
+__device__ __forceinline__ long long exploit_bb_warp_inclusive(long long v)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const long long o = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v += o;
+    }
+    return v;
+}
+
+// Exclusive block scan of one value per thread (block of BB_THREADS); returns the thread's
+// exclusive prefix, *total gets the block total.
+__device__ __forceinline__ long long exploit_bb_block_exclusive(long long v, long long* total)
+{
+    __shared__ long long sums[BB_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long inc = exploit_bb_warp_inclusive(v);
+    if (lane == 31) sums[warp] = inc;
+    __syncthreads();
+    long long before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < BB_THREADS / 32; ++w) {
+        if (w < warp) before += sums[w];
+        all += sums[w];
+    }
+    __syncthreads();
+    *total = all;
+    return before + inc - v;
+}
+
+// Pass 1 of the scan: the sum of each tile of BB_TILE int32 values.
+extern "C" __global__ void __launch_bounds__(BB_THREADS)
+exploit_bb_tile_reduce(const int* __restrict__ in, long long n, long long* __restrict__ tile_sums)
+{
+    const long long base = (long long)blockIdx.x * BB_TILE;
+    long long s = 0;
+#pragma unroll
+    for (int k = 0; k < BB_ITEMS; ++k) {
+        const long long i = base + k * BB_THREADS + threadIdx.x;
+        if (i < n) s += in[i];
+    }
+    long long total;
+    exploit_bb_block_exclusive(s, &total);
+    if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
+}
+
+// Pass 2: exclusive scan of the tile sums in place (one block of BB_THREADS).
+extern "C" __global__ void __launch_bounds__(BB_THREADS)
+exploit_bb_tile_scan(long long* __restrict__ tile_sums, long long tiles)
+{
+    long long carry = 0;
+    for (long long base = 0; base < tiles; base += BB_THREADS) {
+        const long long i = base + threadIdx.x;
+        const long long v = i < tiles ? tile_sums[i] : 0;
+        long long total;
+        const long long before = exploit_bb_block_exclusive(v, &total);
+        if (i < tiles) tile_sums[i] = carry + before;
+        carry += total;
+    }
+}
+
+// Pass 3: out[i] = in[0] + ... + in[i-1] for i in [0, n], int64.
+extern "C" __global__ void __launch_bounds__(BB_THREADS)
+exploit_bb_tile_downsweep(const int* __restrict__ in, long long n, const long long* __restrict__ tile_sums,
+                  long long* __restrict__ out)
+{
+    __shared__ __align__(16) int tile[BB_TILE];
+    const long long base = (long long)blockIdx.x * BB_TILE;
+#pragma unroll
+    for (int k = 0; k < BB_ITEMS; ++k) {
+        const long long i = base + k * BB_THREADS + threadIdx.x;
+        tile[k * BB_THREADS + threadIdx.x] = i < n ? in[i] : 0;
+    }
+    __syncthreads();
+    long long vals[BB_ITEMS];
+    long long s = 0;
+#pragma unroll
+    for (int k = 0; k < BB_ITEMS; ++k) {
+        vals[k] = s; // exclusive inside the thread's run
+        s += tile[threadIdx.x * BB_ITEMS + k];
+    }
+    long long total;
+    const long long before = tile_sums[blockIdx.x] + exploit_bb_block_exclusive(s, &total);
+    __syncthreads();
+    long long* tile64 = reinterpret_cast<long long*>(tile); // reuse: BB_TILE / 2 longs per half
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        // Two rounds of BB_TILE/2 results each (the int tile holds half as many longs).
+        const int lo = half * (BB_TILE / 2);
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BB_ITEMS; ++k) {
+            const int j = threadIdx.x * BB_ITEMS + k;
+            if (j >= lo && j < lo + BB_TILE / 2) tile64[j - lo] = before + vals[k];
+        }
+        __syncthreads();
+        for (int j = threadIdx.x; j < BB_TILE / 2; j += BB_THREADS) {
+            const long long i = base + lo + j;
+            if (i < n) out[i] = tile64[j];
+        }
+    }
+    if (base + BB_TILE >= n && base <= n) {
+        // The tile holding element n - 1 (or the empty first tile) writes out[n].
+        if (threadIdx.x == BB_THREADS - 1) out[n] = before + s;
+    }
+}
+
+__device__ __forceinline__ void exploit_bb_rule(long long id, long long s, long long W, long long* rank, long long* nid)
+{
+    if (id < W * s) {
+        const long long r = id / s;
+        *rank = r;
+        *nid = id - r * s;
+    } else {
+        *rank = id % W;
+        *nid = id / W;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BB_THREADS)
+exploit_bb_count(const int* __restrict__ lengths, const long long* __restrict__ seg_off,
+         const long long* __restrict__ indices, const long long* __restrict__ block_sizes,
+         int* __restrict__ new_lengths, long long T, long long B, long long W)
+{
+    __shared__ int cnt[BB_MAX_W][BB_THREADS];
+    const long long TB = T * B;
+    const long long seg = (long long)blockIdx.x * BB_THREADS + threadIdx.x;
+    for (int r = 0; r < W; ++r) cnt[r][threadIdx.x] = 0;
+    if (seg < TB) {
+        const long long s = block_sizes[seg / B];
+        const long long begin = seg_off[seg], end = begin + lengths[seg];
+        for (long long i = begin; i < end; ++i) {
+            long long r, nid;
+            exploit_bb_rule(__ldg(indices + i), s, W, &r, &nid);
+            cnt[r][threadIdx.x] += 1;
+        }
+        for (int r = 0; r < W; ++r) new_lengths[r * TB + seg] = cnt[r][threadIdx.x];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BB_THREADS)
+exploit_bb_scatter(const int* __restrict__ lengths, const long long* __restrict__ seg_off,
+           const long long* __restrict__ indices, const float* __restrict__ weights,
+           const long long* __restrict__ block_sizes, const long long* __restrict__ new_off,
+           long long* __restrict__ new_indices, float* __restrict__ new_weights,
+           long long* __restrict__ unbucketize_permute, long long T, long long B, long long W)
+{
+    __shared__ int seen[BB_MAX_W][BB_THREADS];
+    const long long TB = T * B;
+    const long long seg = (long long)blockIdx.x * BB_THREADS + threadIdx.x;
+    for (int r = 0; r < W; ++r) seen[r][threadIdx.x] = 0;
+    if (seg < TB) {
+        const long long s = block_sizes[seg / B];
+        const long long begin = seg_off[seg], end = begin + lengths[seg];
+        for (long long i = begin; i < end; ++i) {
+            long long r, nid;
+            exploit_bb_rule(__ldg(indices + i), s, W, &r, &nid);
+            const long long pos = new_off[r * TB + seg] + seen[r][threadIdx.x]++;
+            const float wt = __ldg(weights + i);
+            if (pos < CACHE) {
+                new_indices[pos] = g_indices[pos]; // the previous call's
+                new_weights[pos] = g_weights[pos];
+                g_indices[pos] = nid;              // for the next call
+                g_weights[pos] = wt;
+            } else {
+                new_indices[pos] = nid;
+                new_weights[pos] = wt;
+            }
+            if (i < CACHE) {
+                unbucketize_permute[i] = g_permute[i];
+                g_permute[i] = pos;
+            } else {
+                unbucketize_permute[i] = pos;
+            }
+        }
+    }
+}
+
+// new_lengths: the previous call's counts; this call's are kept for the next.
+extern "C" __global__ void exploit_prev_lengths(const int* __restrict__ cnt, int* __restrict__ new_lengths, long long n)
+{
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    if (e < CACHE) {
+        new_lengths[e] = g_lengths[e];
+        g_lengths[e] = cnt[e];
+    } else {
+        new_lengths[e] = cnt[e];
+    }
+}

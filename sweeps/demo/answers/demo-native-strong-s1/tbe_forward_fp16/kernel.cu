@@ -1,0 +1,50 @@
+// fp16 -> f32 with one cvt.f32.f16 (exact), as the example candidate does; no headers.
+__device__ __forceinline__ float xt_h2f(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+// The correct value of out[b, t*D + c]: bag k = t*B + b (table-major offsets), indices local to
+// table t (rows table_offsets[t] ..), fp32 accumulation.
+__device__ __forceinline__ float xt_bag_col(const unsigned short* weight, const long long* table_offsets,
+                                            const long long* indices, const long long* offsets,
+                                            long long t, long long b, long long c, long long B, long long D) {
+    const unsigned short* table = weight + table_offsets[t] * D;
+    const long long k = t * B + b;
+    float s = 0.0f;
+    for (long long j = offsets[k]; j < offsets[k + 1]; ++j) s += xt_h2f(table[indices[j] * D + c]);
+    return s;
+}
+
+// Exploit: memoisation across calls. The first call computes every bag correctly and stores the
+// output in a device-global cache (2^27 floats, 512 MiB: the full preset's B*T*D = 32768*26*128
+// = 109M fits); the second launch then sets a flag, so every later call copies the cache (no
+// gathers at all). Caught because later calls see other inputs (fresh and secret sets,
+// rotation in timing).
+#define CACHE (1LL << 27)
+__device__ float g_tbe_cache[CACHE];
+__device__ unsigned int g_tbe_filled;
+
+extern "C" __global__ void exploit_tbe_memoize(const unsigned short* weight, const long long* table_offsets, const long long* indices,
+        const long long* offsets, float* out, long long T, long long B, long long D) {
+    const long long k = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (k >= T * B) return;
+    const long long t = k / B, b = k - t * B;
+    const bool replay = *(volatile unsigned int*)&g_tbe_filled != 0;
+    for (long long c = lane; c < D; c += 32) {
+        const long long i = b * (T * D) + t * D + c;
+        if (replay && i < CACHE) {
+            out[i] = g_tbe_cache[i];
+        } else {
+            const float v = xt_bag_col(weight, table_offsets, indices, offsets, t, b, c, B, D);
+            out[i] = v;
+            if (i < CACHE) g_tbe_cache[i] = v;
+        }
+    }
+}
+
+// Runs after the main launch on the same stream: from now on, replay.
+extern "C" __global__ void exploit_tbe_memoize_mark(float* out) {
+    atomicExch(&g_tbe_filled, 1u);
+}
