@@ -339,6 +339,24 @@ fn report_refuses_to_pool_sets_of_different_backends_or_presets_unless_asked() {
 }
 
 #[test]
+fn kernelbench_on_a_directory_of_badly_named_files_names_each() {
+    let root = temp("kb-names");
+    let dir = root.join("answers");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("foo.py"), "x").unwrap();
+    std::fs::write(dir.join("99_bar.py"), "x").unwrap();
+    refused(
+        &["kernelbench", dir.to_str().unwrap(), "--cpu"],
+        &[
+            "no KernelBench answers in",
+            "foo.py: `foo` is not a problem",
+            "99_bar.py: `bar`",
+        ],
+    );
+    std::fs::remove_dir_all(&root).ok();
+}
+
+#[test]
 fn a_resume_on_another_backend_or_preset_is_refused_and_changes_nothing() {
     let gpu = |v: &mut serde_json::Value| {
         v["device"]["name"] = "NVIDIA H200".into();

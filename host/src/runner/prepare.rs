@@ -95,7 +95,7 @@ pub(crate) fn prepare(
         run_dir::check_resume_backend(dir, run, on_gpu, &info, preset)?;
     }
     let (answers, bad_answers) = kernelbench::discover(&opts.kernelbench);
-    problems_of_answers(&mut opts, &answers)?;
+    problems_of_answers(&mut opts, &answers, &bad_answers)?;
     let problems = select_problems(&opts.problems)?;
     // A bad profile or a missing candidate directory is an error before anything is measured
     // or written; the roots are recorded absolute, so a resume from elsewhere finds them.
@@ -202,6 +202,7 @@ fn earlier_attempts(run: &RunMeta) -> Vec<serde_json::Value> {
 fn problems_of_answers(
     opts: &mut RunOptions,
     answers: &[kernelbench::Answer],
+    bad: &[(PathBuf, String)],
 ) -> anyhow::Result<()> {
     if opts.problems.is_empty() && !opts.kernelbench.is_empty() {
         opts.problems = bench_problems::all_problems()
@@ -209,15 +210,15 @@ fn problems_of_answers(
             .filter(|p| answers.iter().any(|a| a.problem == p.name()))
             .map(|p| p.name().to_string())
             .collect();
-        anyhow::ensure!(
-            !opts.problems.is_empty(),
-            "no KernelBench answers in {}",
-            opts.kernelbench
+        if opts.problems.is_empty() {
+            let dirs: Vec<String> = opts
+                .kernelbench
                 .iter()
                 .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+                .collect();
+            let why: String = bad.iter().map(|(_, why)| format!("\n  {why}")).collect();
+            anyhow::bail!("no KernelBench answers in {}{why}", dirs.join(", "));
+        }
     }
     Ok(())
 }
