@@ -79,13 +79,22 @@ pub(super) fn finish(
         eprintln!("no end-to-end projection: the emulator's timings are not GPU timings");
     }
     meta.projection = projection.as_ref().map(|p| p.to_json());
-    meta.write(&dir)?;
-    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
     let heading = heading(&run_id, &info, on_gpu, ceilings);
     let projection_md = workload
         .as_ref()
         .zip(projection.as_ref())
         .map(|(w, p)| p.markdown(w));
+    // The tables first: a result directory gone or full loses the files, not what was measured.
+    println!("{heading}\n");
+    println!("{}", report::terminal_tables(&records, &metrics, opts.wide));
+    if let Some(kb) = kernelbench::verdicts_markdown(&records) {
+        println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
+    }
+    if let Some(text) = &projection_md {
+        println!("\n{text}");
+    }
+    meta.write(&dir)?;
+    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
     let suffix = projection_md
         .as_ref()
         .map_or(String::new(), |t| format!("\n{t}"));
@@ -97,14 +106,6 @@ pub(super) fn finish(
         &metrics,
         workload.as_ref().zip(projection.as_ref()),
     )?;
-    println!("{heading}\n");
-    println!("{}", report::terminal_tables(&records, &metrics, opts.wide));
-    if let Some(kb) = kernelbench::verdicts_markdown(&records) {
-        println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
-    }
-    if let Some(text) = &projection_md {
-        println!("\n{text}");
-    }
     println!("results: {} ({fresh} new records)", dir.display());
     let (_, all) = phase_totals(this_attempt);
     let phases: Vec<String> = all
