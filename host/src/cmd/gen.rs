@@ -134,6 +134,43 @@ pub(crate) fn set_path(out: &Path, problem: &dyn Problem, preset: Preset, k: usi
     ))
 }
 
+/// Refuses, before anything is written, `sets` sets like `first` that would not fit in the
+/// free space of `out` (with a 5% margin), saying how much they need and how much there is.
+fn check_room(out: &Path, first: &InputSet, sets: usize) -> anyhow::Result<()> {
+    let per_set: u64 = first
+        .tensors
+        .tensors
+        .values()
+        .map(|t| t.bytes.len() as u64)
+        .sum();
+    let need = per_set.saturating_mul(sets as u64);
+    let Some(free) = free_bytes(out) else {
+        return Ok(());
+    };
+    anyhow::ensure!(
+        need <= free / 20 * 19,
+        "--sets {sets}: would write about {:.1} GB ({:.2} GB a set) to {}, which has {:.1} GB \
+         free",
+        need as f64 / 1e9,
+        per_set as f64 / 1e9,
+        out.display(),
+        free as f64 / 1e9
+    );
+    Ok(())
+}
+
+/// The bytes free to an unprivileged writer on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs with a NUL-terminated path and a zeroed out-struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
 /// `dlrm-bench gen`: writes the sets and prints a line (and optionally statistics) for each.
 pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
     let p = find_problem(&a.problem)
@@ -168,6 +205,9 @@ pub fn gen(a: &GenArgs) -> anyhow::Result<()> {
         let mut set = p.generate(preset, &sizes, seeds)?;
         if let Some(r) = &replay {
             r.apply(&mut set)?;
+        }
+        if let (0, Some(out)) = (k, out) {
+            check_room(out, &set, a.sets)?;
         }
         let work = p.work(&set);
         let meta = &mut set.tensors.metadata;
@@ -256,6 +296,32 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dlrm-gen-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn sets_that_would_not_fit_the_free_space_are_refused_before_any_is_written() {
+        let dir = temp("room");
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = find_problem("embedding_bag_sum").unwrap();
+        let seeds = bench_problems::Seeds { set: 1, table: 2 };
+        let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), seeds).unwrap();
+        assert!(check_room(&dir, &set, 2).is_ok());
+        let free = free_bytes(&dir).unwrap();
+        let per_set: u64 = set
+            .tensors
+            .tensors
+            .values()
+            .map(|t| t.bytes.len() as u64)
+            .sum();
+        let too_many = (free / per_set + 1) as usize;
+        let e = check_room(&dir, &set, too_many).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("--sets {too_many}: would write about")),
+            "{e}"
+        );
+        assert!(e.contains("GB free"), "{e}");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
