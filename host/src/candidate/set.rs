@@ -1,10 +1,9 @@
 //! The candidates of one `run` or `check`, each counted once. A directory named twice (the same
 //! canonical path, however it is spelled) is one candidate, silently. Two candidates of one
-//! problem and one name run side by side when their groups differ (the directories above
-//! them: two samples of one model, `tuned` and a copy elsewhere); two different directories of
-//! one group whose manifests give the same problem and name are a conflict: results are shown
-//! by group and name, so the first (in the order given) is kept and every later one is refused
-//! as an invalid manifest naming both files; rename one to run both.
+//! problem and one name both run, told apart: in different groups (the directories above them:
+//! two samples of one model, `tuned` and a copy elsewhere) by their group; in one group the
+//! later one (in the order given) is reported as `name (its directory)`, with a note. No
+//! candidate is refused, nor renamed, because of another.
 use crate::candidate::{load_candidate, Candidate, CandidateError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,8 +17,9 @@ pub(crate) fn unique_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Loads each directory of `dirs` once: per directory, its candidate or why it is refused
-/// (its manifest is invalid, or an earlier directory has the same problem and name).
+/// Loads each directory of `dirs` once: per directory, its candidate or why it is refused (its
+/// manifest is invalid); a later candidate of an earlier one's problem, group and name is
+/// reported under its directory too.
 pub(crate) fn load_unique(dirs: &[PathBuf]) -> Vec<(PathBuf, Result<Candidate, CandidateError>)> {
     let mut first: BTreeMap<(String, String, String), PathBuf> = BTreeMap::new();
     unique_dirs(dirs)
@@ -28,7 +28,7 @@ pub(crate) fn load_unique(dirs: &[PathBuf]) -> Vec<(PathBuf, Result<Candidate, C
             let loaded = load_candidate(&dir).and_then(|c| {
                 let key = (c.problem.clone(), c.group.clone(), c.name.clone());
                 match first.get(&key) {
-                    Some(other) => Err(duplicate(&dir, other, &c)),
+                    Some(other) => Ok(told_apart(&dir, other, c)),
                     None => {
                         first.insert(key, dir.clone());
                         Ok(c)
@@ -40,19 +40,21 @@ pub(crate) fn load_unique(dirs: &[PathBuf]) -> Vec<(PathBuf, Result<Candidate, C
         .collect()
 }
 
-fn duplicate(dir: &Path, other: &Path, c: &Candidate) -> CandidateError {
-    CandidateError::new(
-        &dir.join("candidate.toml"),
-        Some("name"),
-        format!(
-            "`{}` of problem `{}` is also the name of {} in group `{}`; names must be unique \
-             per problem and group (rename one)",
-            c.name,
-            c.problem,
-            other.join("candidate.toml").display(),
-            c.group
-        ),
-    )
+/// `c` (of `dir`) under a name of its own: an earlier candidate (of `other`) of its group has
+/// its name.
+fn told_apart(dir: &Path, other: &Path, mut c: Candidate) -> Candidate {
+    let name = format!("{} ({})", c.name, dir.display());
+    eprintln!(
+        "note: {}: `{}` of problem `{}` is also the name of {} in group `{}`: both run, this \
+         one reported as `{name}`",
+        dir.join("candidate.toml").display(),
+        c.name,
+        c.problem,
+        other.join("candidate.toml").display(),
+        c.group
+    );
+    c.name = name;
+    c
 }
 
 #[cfg(test)]
@@ -69,7 +71,7 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_named_thrice_loads_once_and_a_second_name_is_refused() {
+    fn a_directory_named_thrice_loads_once_and_a_second_name_runs_told_apart() {
         let root = std::env::temp_dir().join(format!("dlrm-bench-cset-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         candidate(&root.join("a"), "same");
@@ -87,19 +89,17 @@ mod tests {
         let loaded = load_unique(&dirs);
         let names: Vec<&Path> = loaded.iter().map(|(d, _)| d.as_path()).collect();
         assert_eq!(names, [a.as_path(), &root.join("b"), &root.join("c")]);
-        assert!(loaded[0].1.is_ok() && loaded[2].1.is_ok());
-        let e = loaded[1].1.as_ref().unwrap_err().to_string();
-        assert!(
-            e.contains(&format!("{}/candidate.toml", root.join("b").display()))
-                && e.contains(&format!("{}/candidate.toml", a.display()))
-                && e.contains("field `name`"),
-            "{e}"
-        );
-        // `run` loads through the same function: one candidate runs, the other is invalid.
+        let names: Vec<String> = loaded
+            .iter()
+            .map(|(_, c)| c.as_ref().unwrap().name.clone())
+            .collect();
+        // The first keeps its name; the later one of the same group is told apart.
+        let b_name = format!("same ({})", root.join("b").display());
+        assert_eq!(names, ["same".to_string(), b_name, "other".into()]);
+        // `run` loads through the same function: all three run, none refused.
         let (ok, bad) = crate::runner::load_all(&[root.clone(), root.join("a")]);
-        assert_eq!(ok.len(), 2, "a and c");
-        assert_eq!(bad.len(), 1);
-        assert_eq!(bad[0].file, root.join("b/candidate.toml"));
+        assert_eq!(ok.len(), 3);
+        assert!(bad.is_empty());
         std::fs::remove_dir_all(&root).unwrap();
     }
 
