@@ -25,13 +25,13 @@ pub(crate) fn load_unique(dirs: &[PathBuf]) -> Vec<(PathBuf, Result<Candidate, C
     unique_dirs(dirs)
         .into_iter()
         .map(|dir| {
-            let loaded = load_candidate(&dir).and_then(|c| {
+            let loaded = load_candidate(&dir).map(|c| {
                 let key = (c.problem.clone(), c.group.clone(), c.name.clone());
                 match first.get(&key) {
-                    Some(other) => Ok(told_apart(&dir, other, c)),
+                    Some(other) => told_apart(&dir, other, c),
                     None => {
                         first.insert(key, dir.clone());
-                        Ok(c)
+                        c
                     }
                 }
             });
