@@ -246,3 +246,61 @@ fn an_interrupted_run_keeps_its_records_removes_its_inputs_and_says_how_to_resum
     assert!(kept.len() >= 2, "{kept:?}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The result directory removed while the run goes on: the run still prints its tables, then
+/// fails naming the file it could not write.
+#[test]
+fn a_result_directory_removed_mid_run_still_gets_its_tables_printed() {
+    let root = setup("removed");
+    let child = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args([
+            "run",
+            "--cpu",
+            "--problem",
+            "embedding_bag_sum",
+            "--timeout-s",
+            "5",
+        ])
+        .args(["--public-sets", "1", "--secret-sets", "1"])
+        .args(["--min-pairs", "3", "--max-pairs", "3"])
+        .arg("--candidates")
+        .arg(root.join("corpus"))
+        .arg("--out")
+        .arg(root.join("results"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once its first records are there (the hanging candidate holds the run for 5 s), the
+    // directory goes.
+    let started = std::time::Instant::now();
+    loop {
+        let dir = std::fs::read_dir(root.join("results"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path());
+        let lines = dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join("results.jsonl")).ok())
+            .map_or(0, |t| t.lines().count());
+        if lines >= 2 {
+            std::fs::remove_dir_all(dir.unwrap()).unwrap();
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 60, "the run made no records");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("embedding_bag_sum") && stdout.contains("reference"),
+        "no table printed: {stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("run.json"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&root);
+}
