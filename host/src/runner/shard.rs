@@ -109,11 +109,17 @@ pub(crate) fn owned(all: &[Item], shard: Shard) -> std::collections::BTreeSet<It
 /// else from [`SECRET_ENV`]; `None` when neither is there. Errors name the file or variable.
 pub fn secret_seed(file: Option<&Path>) -> anyhow::Result<Option<u64>> {
     let (text, whence) = match file {
-        Some(f) => (
-            std::fs::read_to_string(f)
-                .with_context(|| format!("--secret-seed-file {}: cannot read it", f.display()))?,
-            format!("--secret-seed-file {}", f.display()),
-        ),
+        Some(f) => {
+            if let Some(warning) = readable_by_others(f) {
+                eprintln!("warning: {warning}");
+            }
+            (
+                std::fs::read_to_string(f).with_context(|| {
+                    format!("--secret-seed-file {}: cannot read it", f.display())
+                })?,
+                format!("--secret-seed-file {}", f.display()),
+            )
+        }
         None => match std::env::var(SECRET_ENV) {
             Ok(v) => (v, SECRET_ENV.to_string()),
             Err(std::env::VarError::NotPresent) => return Ok(None),
@@ -123,6 +129,20 @@ pub fn secret_seed(file: Option<&Path>) -> anyhow::Result<Option<u64>> {
     let word = text.lines().next().unwrap_or("").trim();
     word.parse::<u64>().map(Some).map_err(|_| {
         anyhow::anyhow!("{whence}: `{word}` is not a secret seed (a decimal number below 2^64)")
+    })
+}
+
+/// Why the secret file `f` is not private (its group or others may read it), if so.
+pub(crate) fn readable_by_others(f: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(f).ok()?.permissions().mode() & 0o777;
+    (mode & 0o044 != 0).then(|| {
+        format!(
+            "--secret-seed-file {}: readable by others (mode {mode:03o}): anyone who reads it \
+             knows the secret input sets; `chmod 600 {}`",
+            f.display(),
+            f.display()
+        )
     })
 }
 
@@ -179,6 +199,26 @@ pub fn chunks<T: Clone>(items: &[T], parts: usize) -> Vec<Vec<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_file_others_may_read_is_warned_about() {
+        use std::os::unix::fs::PermissionsExt;
+        let f = std::env::temp_dir().join(format!("dlrm-secret-mode-{}", std::process::id()));
+        std::fs::write(&f, "77\n").unwrap();
+        for (mode, warned) in [(0o644, true), (0o640, true), (0o604, true), (0o600, false)] {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let w = readable_by_others(&f);
+            assert_eq!(w.is_some(), warned, "{mode:o}: {w:?}");
+            if let Some(w) = w {
+                assert!(
+                    w.contains(&format!("mode {mode:03o}")) && w.contains("chmod 600"),
+                    "{w}"
+                );
+            }
+        }
+        assert_eq!(secret_seed(Some(&f)).unwrap(), Some(77));
+        std::fs::remove_file(&f).unwrap();
+    }
 
     #[test]
     fn shards_cover_every_item_exactly_once() {
