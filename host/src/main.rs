@@ -222,8 +222,9 @@ enum SweepAction {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Problems to run (default: all).
-    #[arg(long = "problem")]
+    /// Problems to run, by name or number (`--problem 1,embedding_bag_sum --problem 12`;
+    /// default: all).
+    #[arg(long = "problem", value_delimiter = ',')]
     problems: Vec<String>,
     /// Directories searched for candidate.toml (default: candidates/examples and candidates/tuned).
     /// Each must exist and hold a candidate.toml (see --no-candidates for a reference-only run).
@@ -504,6 +505,21 @@ fn selftest(preset: Preset, allclose: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `--problem` values (names or catalog numbers) as names, each once, in the order given.
+fn problem_names(given: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    for spec in given {
+        let name = dlrm_bench::cmd::prompt::find(spec)
+            .map_err(|e| anyhow::anyhow!("--problem: {e}"))?
+            .name()
+            .to_string();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
 fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::Result<ExitCode> {
     let (min_pairs, max_pairs) = dlrm_bench::cmd::arg_bounds::pairs(a.min_pairs, a.max_pairs)?;
     let given_secret = dlrm_bench::runner::shard::secret_seed(a.secret_seed_file.as_deref())?;
@@ -544,7 +560,7 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
         win_threshold: a.win_threshold,
     };
     let opts = RunOptions {
-        problems: a.problems,
+        problems: problem_names(&a.problems)?,
         candidate_roots: candidates,
         preset: a.preset,
         force_cpu: a.cpu,

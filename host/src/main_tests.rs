@@ -212,3 +212,23 @@ fn wide_csv_and_json_parse_and_exclude_each_other() {
         "display only"
     );
 }
+
+#[test]
+fn problems_are_named_or_numbered_and_comma_lists_split() {
+    let problems = |args: &[&str]| match parse(args).map(|c| c.command) {
+        Ok(Command::Run(a)) => problem_names(&a.problems).map_err(|e| e.to_string()),
+        Ok(_) => unreachable!(),
+        Err(e) => Err(e.to_string()),
+    };
+    assert_eq!(
+        problems(&["run", "--problem", "12,1", "--problem", "fm_interaction"]).unwrap(),
+        ["fm_interaction", "embedding_bag_sum"]
+    );
+    let e = problems(&["run", "--problem", "13"]).unwrap_err();
+    assert!(
+        e.contains("--problem: unknown problem `13`") && e.contains("1-12"),
+        "{e}"
+    );
+    let e = problems(&["run", "--problem", "1,nope"]).unwrap_err();
+    assert!(e.contains("unknown problem `nope`"), "{e}");
+}
