@@ -188,25 +188,32 @@ fn hangs_crashes_and_bad_manifests_do_not_stop_the_run_and_runs_resume() {
     assert_eq!(origins.len(), 5, "nothing is measured twice");
 }
 
+/// `run` on the CPU of problem 1 with the corpus of `root`, into `root/results`, with
+/// `--timeout-s timeout_s`.
+fn run_command(root: &Path, timeout_s: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"));
+    c.args([
+        "run",
+        "--cpu",
+        "--problem",
+        "embedding_bag_sum",
+        "--timeout-s",
+        timeout_s,
+    ])
+    .arg("--candidates")
+    .arg(root.join("corpus"))
+    .arg("--out")
+    .arg(root.join("results"));
+    c
+}
+
 /// SIGINT in the middle of a run: exit status 130, the records so far kept whole, the input
 /// cache removed, and the message says how to resume.
 #[test]
 fn an_interrupted_run_keeps_its_records_removes_its_inputs_and_says_how_to_resume() {
     let root = setup("interrupt");
     let cache = root.join("cache");
-    let child = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args([
-            "run",
-            "--cpu",
-            "--problem",
-            "embedding_bag_sum",
-            "--timeout-s",
-            "60",
-        ])
-        .arg("--candidates")
-        .arg(root.join("corpus"))
-        .arg("--out")
-        .arg(root.join("results"))
+    let child = run_command(&root, "60")
         .arg("--input-cache")
         .arg(&cache)
         .stderr(std::process::Stdio::piped())
@@ -252,21 +259,9 @@ fn an_interrupted_run_keeps_its_records_removes_its_inputs_and_says_how_to_resum
 #[test]
 fn a_result_directory_removed_mid_run_still_gets_its_tables_printed() {
     let root = setup("removed");
-    let child = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args([
-            "run",
-            "--cpu",
-            "--problem",
-            "embedding_bag_sum",
-            "--timeout-s",
-            "5",
-        ])
+    let child = run_command(&root, "5")
         .args(["--public-sets", "1", "--secret-sets", "1"])
         .args(["--min-pairs", "3", "--max-pairs", "3"])
-        .arg("--candidates")
-        .arg(root.join("corpus"))
-        .arg("--out")
-        .arg(root.join("results"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -137,12 +137,7 @@ pub(crate) fn set_path(out: &Path, problem: &dyn Problem, preset: Preset, k: usi
 /// Refuses, before anything is written, `sets` sets like `first` that would not fit in the
 /// free space of `out` (with a 5% margin), saying how much they need and how much there is.
 fn check_room(out: &Path, first: &InputSet, sets: usize) -> anyhow::Result<()> {
-    let per_set: u64 = first
-        .tensors
-        .tensors
-        .values()
-        .map(|t| t.bytes.len() as u64)
-        .sum();
+    let per_set = set_bytes(first);
     let need = per_set.saturating_mul(sets as u64);
     let Some(free) = free_bytes(out) else {
         return Ok(());
@@ -157,6 +152,15 @@ fn check_room(out: &Path, first: &InputSet, sets: usize) -> anyhow::Result<()> {
         free as f64 / 1e9
     );
     Ok(())
+}
+
+/// The bytes of a set's tensors (about what its file takes).
+fn set_bytes(set: &InputSet) -> u64 {
+    set.tensors
+        .tensors
+        .values()
+        .map(|t| t.bytes.len() as u64)
+        .sum()
 }
 
 /// The bytes free to an unprivileged writer on the file system holding `dir`.
@@ -307,12 +311,7 @@ mod tests {
         let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), seeds).unwrap();
         assert!(check_room(&dir, &set, 2).is_ok());
         let free = free_bytes(&dir).unwrap();
-        let per_set: u64 = set
-            .tensors
-            .tensors
-            .values()
-            .map(|t| t.bytes.len() as u64)
-            .sum();
+        let per_set = set_bytes(&set);
         let too_many = (free / per_set + 1) as usize;
         let e = check_room(&dir, &set, too_many).unwrap_err().to_string();
         assert!(
