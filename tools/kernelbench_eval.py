@@ -828,6 +828,29 @@ def log_tail(path, lines=30):
     return "\n".join(text.splitlines()[-lines:])
 
 
+def others_alive():
+    """The processes of this PID namespace but its init (1) and this one, by /proc."""
+    me = os.getpid()
+    try:
+        return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+    except OSError:
+        return []
+
+
+def wait_alone(deadline):
+    """Until no other process is left in this PID namespace (killed ones linger until the
+    namespace's init reaps them; one forked during the sweep is killed again), or `deadline`:
+    the next job starts alone."""
+    import signal
+
+    while others_alive() and time.monotonic() < deadline:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        time.sleep(0.01)
+
+
 def run_job(job, reap_all):
     """Forks the child of one job, waits for its reply at most job["limit_s"], then kills
     what is left of it (with `reap_all`, every other process this one may signal: it runs
@@ -869,6 +892,8 @@ def run_job(job, reap_all):
                 break
         except ChildProcessError:
             break
+    if reap_all:
+        wait_alone(started + float(job["limit_s"]) + 10)
     record = {"id": job.get("id"), "seconds": time.monotonic() - started,
               "log_tail": log_tail(os.path.join(scratch, "log.txt"))}
     shutil.rmtree(scratch, ignore_errors=True)

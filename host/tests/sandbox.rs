@@ -11,7 +11,10 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 
 fn main() {
-    let args = Arguments::from_args();
+    let mut args = Arguments::from_args();
+    // One trial at a time: the evaluator trial sets DLRM_KB_EXEC in the process environment,
+    // which another trial's spawn would read while it changes.
+    args.test_threads = Some(1);
     let found = Sandbox::detect(Limits::default()).isolation;
     let no_bwrap = found != Isolation::Bubblewrap;
     let bwrap_trials = [
@@ -265,16 +268,22 @@ fn hostile_answers(mode: &str) {
     };
     let imported = |o: &Outcome| matches!(o, Outcome::Result(v) if v["status"] == "imported");
     assert!(imported(&run("ok", 60.0)), "a harmless answer failed");
+    // The kernel words a refusal in either of two ways (as the bwrap trial above accepts): a
+    // socket in an empty network namespace is refused or unreachable, a write outside is on a
+    // read-only file system or not permitted; never done.
     for (name, named) in [
-        ("socket", "Connection refused"),
-        ("write", "Read-only file system"),
-        ("fork", "Resource temporarily unavailable"),
+        (
+            "socket",
+            &["Connection refused", "Network is unreachable"][..],
+        ),
+        ("write", &["Read-only file system", "Permission denied"][..]),
+        ("fork", &["Resource temporarily unavailable"][..]),
     ] {
         match run(name, 60.0) {
             Outcome::Result(v) => {
                 assert_eq!(v["status"], "runtime_error", "{name}: {v}");
                 let m = v["message"].as_str().unwrap_or("");
-                assert!(m.contains(named), "{name}: {m}");
+                assert!(named.iter().any(|n| m.contains(n)), "{name}: {m}");
             }
             other => panic!("{name}: not refused: {other:?}"),
         }
@@ -289,7 +298,10 @@ fn hostile_answers(mode: &str) {
     }
     assert!(matches!(run("hang", 2.0), Outcome::Timeout(_)));
     let forged = run("forge", 60.0);
-    assert!(imported(&forged), "a forged reply was taken: {forged:?}");
+    assert!(
+        imported(&forged),
+        "exec mode {mode}: a forged reply was taken: {forged:?}"
+    );
     let next = run("alone", 60.0);
     assert!(
         imported(&next),
