@@ -52,8 +52,9 @@ for what in "$@"; do
         'import torch; open("tools/kernelbench_eval.py").read(); print("uid 2000000 reads torch and tools")'
     } >> "$O/env.txt" 2>&1 ;;
   sweep)
-    step sweep target/release/dlrm-bench sweep score sweeps/demo --torch=eager --timeout-s 60 \
-      --out "$O/sweep" > "$O/sweep.log" 2>&1 ;;
+    # TORCH=eager,compile SHARD=1/2 (with DLRM_BENCH_SECRET_SEED, the shards' common seed)
+    step sweep target/release/dlrm-bench sweep score sweeps/demo --torch="${TORCH:-eager}" \
+      ${SHARD:+--shard "$SHARD"} --timeout-s 60 --out "$O/sweep" > "$O/sweep.log" 2>&1 ;;
   kb)
     step kb target/release/dlrm-bench kernelbench "${answers[@]}" --torch=eager --timeout-s 60 \
       --out "$O/kb" > "$O/kb.log" 2>&1 ;;
