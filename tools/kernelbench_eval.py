@@ -528,10 +528,18 @@ def evaluate_kernelbench(req):
     kb = tp.import_kernelbench(tp.find_kernelbench_file(problem), problem)
     path = req["kernelbench_set"]
 
+    loaded = []
+
     def get_inputs():
-        # The Model file's get_inputs() on the run's public set 0, read afresh on every call;
-        # through torch_peer.load_set, which also fetches the tables the set file shares.
-        return tp.load_set(kb, path, {})
+        # The Model file's get_inputs() on the run's public set 0, through torch_peer.load_set
+        # (which also fetches the tables the set file shares): read once, and every call gets
+        # fresh copies, as a fresh get_inputs() would be (an answer that writes its inputs
+        # changes no later trial), without reading gigabytes from disk six times.
+        if not loaded:
+            loaded.append(tp.load_set(kb, path, {}))
+        copies = {}
+        return [copies.setdefault(id(t), t.clone()) if hasattr(t, "clone") else t
+                for t in loaded[0]]
 
     def set_seed(seed):
         torch.manual_seed(seed)

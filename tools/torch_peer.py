@@ -400,16 +400,25 @@ def _unique_logical_bytes(inputs):
     return indices.numel() * 16 + 2 * u * 8
 
 
+# numpy's answers, per input tensor (held, so its id is not reused): every timed call is
+# checked, and np.unique of 10 M indices takes about 2 s on the host.
+_UNIQUE_REFS = {}
+
+
 def _unique_error(out, inputs):
-    """numpy's unique on the host."""
+    """numpy's unique on the host (once per input tensor; the callers check against pristine
+    copies of the inputs, which nothing writes)."""
     import numpy as np
     import torch
 
     (indices,) = inputs
-    u, inv, cnt = np.unique(indices.cpu().numpy(), return_inverse=True, return_counts=True)
-    ref = (torch.from_numpy(u), torch.from_numpy(inv.reshape(-1).astype(np.int64)),
-           torch.from_numpy(cnt.astype(np.int64)))
-    return _mismatch(zip(out, ref))
+    held = _UNIQUE_REFS.get(id(indices))
+    if held is None or held[0] is not indices:
+        u, inv, cnt = np.unique(indices.cpu().numpy(), return_inverse=True, return_counts=True)
+        ref = tuple(torch.from_numpy(a).to(indices.device)
+                    for a in (u, inv.reshape(-1).astype(np.int64), cnt.astype(np.int64)))
+        held = _UNIQUE_REFS[id(indices)] = (indices, ref)
+    return _mismatch(zip(out, held[1]))
 
 
 PROBLEMS = {

@@ -2,19 +2,22 @@
 //! ([`build_all`]): every answer imported once by `tools/kernelbench_eval.py --compile`, the
 //! GPU hidden, in the sandbox, as many at a time as the machine has cores, each build kept in a
 //! cache directory named by the hash of what decides it (the answer's bytes, the evaluator's,
-//! the target architecture), so a re-run or a resumed run builds nothing twice. The evaluation
-//! then loads those builds ([`Build::Built`]); a build the compiler rejected is the answer's
-//! `compile_error` at once, with the compiler's message.
+//! the target architecture), so a re-run or a resumed run builds nothing twice. The builds run
+//! on threads of their own while the GPU measures the references and candidates
+//! ([`AheadBuilds`]: an answer's evaluation waits only for its own build, and only if it is not
+//! done yet). The evaluation then loads those builds ([`Build::Built`]); a build the compiler
+//! rejected is the answer's `compile_error` at once, with the compiler's message.
 use super::Answer;
 use crate::toolchain::limited;
 use crate::toolchain::sandbox::Sandbox;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Instant;
 
 /// The cache's directory name (under [`crate::toolchain::sandbox::shared_dir`]).
 pub const CACHE_DIR: &str = "kernelbench-builds";
@@ -60,29 +63,92 @@ pub struct BuildSettings<'a> {
     pub jobs: usize,
 }
 
-/// Builds every answer of `answers`, `settings.jobs` at a time; `done` is called after each.
+/// The builds of a run's answers as they finish, shared between the threads that make them
+/// ([`build_all`]) and the evaluations that wait for them ([`AheadBuilds::wait`]).
+#[derive(Default)]
+pub struct AheadBuilds {
+    /// The answer files being built; an answer not among them has no build to wait for.
+    expected: BTreeSet<PathBuf>,
+    done: Mutex<Builds>,
+    finished: Condvar,
+    /// Set when the run stops early: no build starts after it.
+    cancelled: AtomicBool,
+}
+
+impl AheadBuilds {
+    /// Builds to come for `answers`.
+    pub fn new(answers: &[&Answer]) -> Self {
+        AheadBuilds {
+            expected: answers.iter().map(|a| a.file.clone()).collect(),
+            ..AheadBuilds::default()
+        }
+    }
+
+    /// The build of `file` (waiting for it when it is still being made) and the seconds
+    /// waited; `None` for an answer no build was started for (or whose build was cancelled).
+    pub fn wait(&self, file: &Path) -> (Option<Build>, f64) {
+        let clock = Instant::now();
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.expected.contains(file) {
+            return (None, 0.0);
+        }
+        loop {
+            if let Some(b) = done.get(file) {
+                return (Some(b.clone()), clock.elapsed().as_secs_f64());
+            }
+            if self.cancelled.load(Ordering::Relaxed) {
+                return (None, clock.elapsed().as_secs_f64());
+            }
+            done = self.finished.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// No build starts after this (the run stopped); builds under way finish.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+        let _guard = self.done.lock();
+        self.finished.notify_all();
+    }
+
+    fn insert(&self, file: PathBuf, build: Build) {
+        self.done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(file, build);
+        self.finished.notify_all();
+    }
+
+    /// The builds made so far.
+    pub fn snapshot(&self) -> Builds {
+        self.done.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Builds every answer of `answers` into `into`, `settings.jobs` at a time; `done` is called
+/// after each. Returns when all are built, or when `into` is cancelled and the builds under
+/// way are done.
 pub fn build_all(
     answers: &[&Answer],
     settings: &BuildSettings,
+    into: &AheadBuilds,
     done: &(dyn Fn() + Sync),
-) -> Builds {
+) {
     let _ = std::fs::create_dir_all(settings.cache);
     let next = AtomicUsize::new(0);
-    let out = Mutex::new(Builds::new());
     std::thread::scope(|scope| {
         for _ in 0..settings.jobs.clamp(1, answers.len().max(1)) {
             scope.spawn(|| loop {
+                if into.cancelled.load(Ordering::Relaxed) {
+                    return;
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(answer) = answers.get(i) else { return };
                 let b = build_one(&answer.file, settings);
-                out.lock()
-                    .expect("no build thread panics")
-                    .insert(answer.file.clone(), b);
+                into.insert(answer.file.clone(), b);
                 done();
             });
         }
     });
-    out.into_inner().expect("no build thread panics")
 }
 
 /// The cache directory's name for `answer`: the hash of its bytes, the evaluator's and the
@@ -200,6 +266,51 @@ fn read_result(dir: &Path) -> Option<Build> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn answer(file: &str) -> Answer {
+        Answer {
+            problem: "embedding_bag_sum",
+            file: PathBuf::from(file),
+            group: "g".into(),
+        }
+    }
+
+    #[test]
+    fn an_evaluation_waits_for_its_own_build_only() {
+        let (a, b) = (
+            answer("/a/01_embedding_bag_sum.py"),
+            answer("/b/01_embedding_bag_sum.py"),
+        );
+        let builds = AheadBuilds::new(&[&a, &b]);
+        // An answer no build was started for does not wait.
+        assert_eq!(builds.wait(Path::new("/c/x.py")), (None, 0.0));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                builds.insert(b.file.clone(), Build::CompileError("b".into()));
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                builds.insert(a.file.clone(), Build::Built(Vec::new()));
+            });
+            let (got, waited) = builds.wait(&a.file);
+            assert_eq!(got, Some(Build::Built(Vec::new())));
+            assert!(waited >= 0.15, "{waited}");
+        });
+        // Done already: no wait.
+        let (got, waited) = builds.wait(&b.file);
+        assert_eq!(got, Some(Build::CompileError("b".into())));
+        assert!(waited < 0.1, "{waited}");
+    }
+
+    #[test]
+    fn cancelling_releases_the_waiters_of_builds_never_made() {
+        let a = answer("/a/01_embedding_bag_sum.py");
+        let builds = AheadBuilds::new(&[&a]);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| builds.wait(&a.file).0);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            builds.cancel();
+            assert_eq!(waiter.join().unwrap(), None);
+        });
+    }
 
     #[test]
     fn the_key_changes_with_each_part_and_not_otherwise() {

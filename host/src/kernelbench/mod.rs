@@ -11,7 +11,9 @@
 //! `report` and `project` pool answers with native candidates: its status, timing and speedups
 //! on both bases are the suite's; its `kernelbench` field is what KernelBench would have said.
 use crate::evaluate::{check_set_files, rotation_files, timing_stats, EvalConfig, InputCache};
-use crate::results::record::{Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status};
+use crate::results::record::{
+    Ceilings, KernelBenchVerdict, PeerTime, Record, Speedup, Status, Timing,
+};
 use crate::runner::activity::{Phase, PhaseTimes};
 use bench_problems::{Problem, Role};
 use builds::Build;
@@ -269,8 +271,8 @@ pub(crate) fn kernelbench_verdict(kb: &Outcome) -> KernelBenchVerdict {
 /// The record of `answer` from both protocols' outcomes and the run's `reference` record of its
 /// problem (its work, floor and median time). The suite's protocol decides the status; a
 /// correct answer faster than the physical floor is `suspect`. The speedup over the reference
-/// is the ratio of medians measured in two processes (unpaired: its interval is the point); the
-/// speedup over eager is paired (`speedup_eager`).
+/// is the ratio of medians measured in two processes (unpaired: its interval is the two timings'
+/// spreads, [`unpaired_speedup`]); the speedup over eager is paired (`speedup_eager`).
 pub(crate) fn answer_record(
     answer: &Answer,
     ours: &Outcome,
@@ -320,13 +322,7 @@ pub(crate) fn answer_record(
     if let (false, Some(work)) = (samples.is_empty(), &r.work) {
         let t = timing_stats(&samples, work, ceilings);
         if let Some(reft) = reference.and_then(|x| x.timing.as_ref()) {
-            let s = reft.median_ms / t.median_ms;
-            r.speedup = Some(Speedup {
-                median: s,
-                ci_low: s,
-                ci_high: s,
-                pairs: 0,
-            });
+            r.speedup = Some(unpaired_speedup(reft, &t));
             r.reference_timing = Some(reft.clone());
             if let Some(e) = eager_median {
                 r.pytorch = Some(PeerTime {
@@ -361,8 +357,22 @@ pub(crate) fn answer_record(
         }
     }
     r.win =
-        r.status == Status::Correct && r.speedup.as_ref().is_some_and(|s| s.median > win_threshold);
+        r.status == Status::Correct && r.speedup.as_ref().is_some_and(|s| s.ci_low > win_threshold);
     r
+}
+
+/// The answer's speedup over the reference, timed in two processes (so unpaired): the ratio of
+/// medians, within the interval of the two spreads — the reference's p10 over the answer's p90 to
+/// its p90 over the answer's p10. A win needs the interval's low end above the threshold, as a
+/// paired speedup's 95% bound must be: two timings of the same work, a few percent apart by noise,
+/// are no win.
+fn unpaired_speedup(reference: &Timing, answer: &Timing) -> Speedup {
+    Speedup {
+        median: reference.median_ms / answer.median_ms,
+        ci_low: reference.p10_ms / answer.p90_ms,
+        ci_high: reference.p90_ms / answer.p10_ms,
+        pairs: 0,
+    }
 }
 
 /// The record of an answer that was not evaluated (`why`: no torch, no GPU, missing inputs).

@@ -24,6 +24,8 @@ fn reference(median_ms: f64, floor_ms: f64) -> Record {
     r.floor_ms = Some(floor_ms);
     r.timing = Some(Timing {
         median_ms,
+        p10_ms: 0.98 * median_ms,
+        p90_ms: 1.02 * median_ms,
         ..Timing::default()
     });
     r
@@ -113,10 +115,16 @@ fn a_correct_answer_gets_both_bases_and_kernelbenchs_verdict() {
         (r.group.as_str(), r.candidate.as_str()),
         ("demo", "01_embedding_bag_sum")
     );
-    // Reference basis: 1.0 ms / the median 0.5 ms, unpaired.
+    // Reference basis: 1.0 ms / the median 0.5 ms, unpaired; its interval the spreads':
+    // 0.98 / p90 to 1.02 / p10 of the answer's samples.
     let s = r.speedup.as_ref().unwrap();
     assert_eq!((s.median, s.pairs), (2.0, 0));
-    assert!(r.win);
+    let t = r.timing.as_ref().unwrap();
+    assert!(
+        s.ci_low == 0.98 / t.p90_ms && s.ci_high == 1.02 / t.p10_ms,
+        "{s:?}"
+    );
+    assert!(s.ci_low > 1.0 && r.win);
     assert_eq!(r.speedup_eager.as_ref().unwrap().ci_low, 1.3);
     assert_eq!(r.pytorch.as_ref().unwrap().median_ms, 1.5);
     // Logical bytes 2e9 in 0.5 ms.
@@ -124,6 +132,24 @@ fn a_correct_answer_gets_both_bases_and_kernelbenchs_verdict() {
     let v = r.kernelbench.as_ref().unwrap();
     assert!(v.passed && v.compiled);
     assert_eq!(v.max_abs_diff, Some(f64::INFINITY));
+}
+
+#[test]
+fn a_few_percent_faster_within_the_noise_is_no_win_over_the_reference() {
+    // The answer's median is 2% below the reference's, but its spread overlaps the reference's
+    // (timed in another process): the ratio of medians is above 1, its low end is not.
+    let r = answer_record(
+        &answer(),
+        &ours("correct", &[0.96, 0.98, 1.0, 0.97, 0.99]),
+        &kb(true),
+        Some(&reference(1.0, 0.1)),
+        None,
+        1.0,
+    );
+    let s = r.speedup.as_ref().unwrap();
+    assert!(s.median > 1.0 && s.ci_low < 1.0, "{s:?}");
+    assert_eq!(r.status, Status::Correct);
+    assert!(!r.win);
 }
 
 #[test]

@@ -51,6 +51,9 @@ pub enum Phase {
     Recheck,
     /// PyTorch eager timed on the run's input files (`run --torch`).
     Peer,
+    /// Waiting for a KernelBench answer's `load_inline` build (made ahead, beside the
+    /// measurements: only the wait is counted).
+    AnswerBuild,
     /// Starting the KernelBench answers' evaluator (torch imported once per server).
     EvaluatorStart,
     /// A KernelBench answer under the suite's protocol (its process, checks and timing).
@@ -74,6 +77,7 @@ impl Phase {
             Phase::TimedCheck => "checking timed runs",
             Phase::Recheck => "rechecking timed outputs",
             Phase::Peer => "timing PyTorch eager",
+            Phase::AnswerBuild => "answers: waiting for their builds",
             Phase::EvaluatorStart => "starting the answers' evaluator",
             Phase::AnswerOurs => "answers: our protocol",
             Phase::AnswerKernelBench => "answers: KernelBench's protocol",

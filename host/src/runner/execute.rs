@@ -7,7 +7,7 @@ use super::units::device_cache;
 use super::units::UnitContext;
 use super::{load_all, shard, units, Executed};
 use crate::kernelbench;
-use crate::kernelbench::builds::{Build, Builds};
+use crate::kernelbench::builds::{AheadBuilds, Build};
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::RecordLog;
@@ -16,8 +16,8 @@ use crate::results::RunMeta;
 use crate::runner::peer::load_peers;
 use crate::runner::peer::peer_files;
 use crate::runner::shard::Shard;
-use indicatif::ProgressBar;
 use indicatif::ProgressStyle;
+use indicatif::{MultiProgress, ProgressBar};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Mutex;
@@ -97,8 +97,10 @@ pub(crate) fn execute(
         .iter()
         .map(|u| usize::from(u.keeps_reference) + u.candidates.len() + u.answers.len())
         .sum();
-    let builds = build_answers(p, &units, torch, setup);
-    let bar = ProgressBar::new(total as u64);
+    let to_build = answers_to_build(p, &units, torch);
+    let builds = AheadBuilds::new(&to_build);
+    let bars = MultiProgress::new();
+    let bar = bars.add(ProgressBar::new(total as u64));
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let log = Mutex::new(log);
     let ctx = UnitContext {
@@ -117,8 +119,18 @@ pub(crate) fn execute(
         torch,
         builds: &builds,
     };
-    let (records, in_sessions) =
-        ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions)?;
+    let (ran, built) = std::thread::scope(|scope| {
+        let building = (!to_build.is_empty())
+            .then(|| scope.spawn(|| build_answers(p, &to_build, &builds, &bars)));
+        let ran = ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions);
+        // Builds not started by now are for answers the run no longer reaches.
+        builds.cancel();
+        (ran, building.map(|h| h.join()))
+    });
+    if let Some(Ok(summary)) = built {
+        setup.insert("answer_builds_overlapped".into(), summary);
+    }
+    let (records, in_sessions) = ran?;
     fresh.extend(records);
     peer_server.shutdown();
     if !opts.keep_inputs {
@@ -141,23 +153,33 @@ pub(crate) fn execute(
     })
 }
 
-/// The `load_inline` builds of this shard's KernelBench answers that will run, made before any
-/// meets the GPU, as many at a time as there are cores ([`kernelbench::builds`]); their wall
-/// time is the setup's `answer_builds`. None without PyTorch or a sandbox to build in.
-fn build_answers(
-    p: &Prepared,
-    units: &[units::Unit],
+/// This shard's KernelBench answers that will run and need their `load_inline` builds; none
+/// without PyTorch or a sandbox to build in.
+fn answers_to_build<'a>(
+    p: &'a Prepared,
+    units: &[units::Unit<'a>],
     torch: bool,
-    setup: &mut serde_json::Map<String, serde_json::Value>,
-) -> Builds {
-    let answers: Vec<&kernelbench::Answer> = units
+) -> Vec<&'a kernelbench::Answer> {
+    if !torch || units::sandbox_refusal(p.opts.unsandboxed).is_some() {
+        return Vec::new();
+    }
+    units
         .iter()
         .flat_map(|u| u.answers.iter().copied())
         .filter(|a| !p.done.contains(&(a.problem.to_string(), a.origin())))
-        .collect();
-    if answers.is_empty() || !torch || units::sandbox_refusal(p.opts.unsandboxed).is_some() {
-        return Builds::new();
-    }
+        .collect()
+}
+
+/// Builds `answers` into `into`, as many at a time as there are cores
+/// ([`kernelbench::builds`]), on a thread of its own while the run measures (so the builds'
+/// wall time is not a phase: an answer's wait for its build is, `answer_build`). Returns
+/// what `run.json`'s setup says of them.
+fn build_answers(
+    p: &Prepared,
+    answers: &[&kernelbench::Answer],
+    into: &AheadBuilds,
+    bars: &MultiProgress,
+) -> serde_json::Value {
     let clock = std::time::Instant::now();
     let (major, minor) = p.info.compute_capability.unwrap_or((9, 0));
     // Where the sandbox's uids can reach it (not under a private home).
@@ -172,24 +194,26 @@ fn build_answers(
         limit_s: p.opts.answer_timeout_s,
         jobs,
     };
-    let bar = ProgressBar::new(answers.len() as u64);
+    let bar = bars.add(ProgressBar::new(answers.len() as u64));
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} answers built ahead, ETA {eta}")
             .unwrap(),
     );
-    let builds = kernelbench::builds::build_all(&answers, &settings, &|| bar.inc(1));
+    kernelbench::builds::build_all(answers, &settings, into, &|| bar.inc(1));
     bar.finish_and_clear();
     let secs = clock.elapsed().as_secs_f64();
-    let failed = builds
+    let made = into.snapshot();
+    let failed = made
         .values()
         .filter(|b| matches!(b, Build::CompileError(_)))
         .count();
-    eprintln!(
-        "built {} KernelBench answers ahead in {secs:.1} s ({jobs} at a time; {failed} rejected \
-         by the compiler; cache {})",
+    let _ = bars.println(format!(
+        "built {} of {} KernelBench answers ahead in {secs:.1} s, beside the measurements ({jobs} \
+         at a time; {failed} rejected by the compiler; cache {})",
+        made.len(),
         answers.len(),
         cache.display()
-    );
-    setup.insert("answer_builds".into(), serde_json::json!(secs));
-    builds
+    ));
+    serde_json::json!({"wall_s": secs, "answers": answers.len(), "built": made.len(),
+                       "compile_errors": failed, "jobs": jobs})
 }

@@ -9,13 +9,13 @@ use super::shard;
 use crate::candidate::Candidate;
 use crate::evaluate::InputCache;
 use crate::kernelbench;
-use crate::kernelbench::builds::{Build, Builds};
+use crate::kernelbench::builds::AheadBuilds;
 use crate::kernelbench::evaluator::Evaluator;
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::RecordLog;
 use crate::results::record::Status;
-use crate::runner::activity::PhaseTimes;
+use crate::runner::activity::{Phase, PhaseTimes};
 use crate::runner::peer::PeerMedian;
 use crate::runner::peer::PeerServer;
 use crate::runner::session::append;
@@ -104,7 +104,7 @@ pub(super) struct UnitContext<'a> {
     pub(super) peer_file: &'a Path,
     pub(super) torch: bool,
     /// The KernelBench answers' builds, made ahead.
-    pub(super) builds: &'a Builds,
+    pub(super) builds: &'a AheadBuilds,
 }
 
 impl UnitContext<'_> {
@@ -275,7 +275,7 @@ impl UnitContext<'_> {
                     reference,
                     ceilings: self.ceilings,
                     torch: self.torch,
-                    build: self.builds.get(&answer.file),
+                    builds: self.builds,
                 },
                 || {
                     evaluator.get_or_insert_with(|| {
@@ -313,8 +313,8 @@ pub(crate) struct AnswerContext<'a> {
     pub(crate) ceilings: Option<Ceilings>,
     /// Whether the run has PyTorch on a GPU.
     pub(crate) torch: bool,
-    /// The answer's build, made ahead.
-    pub(crate) build: Option<&'a Build>,
+    /// The answers' builds, made ahead (on threads of their own).
+    pub(crate) builds: &'a AheadBuilds,
 }
 
 /// One KernelBench answer's record: both protocols run (through the evaluator `evaluator`
@@ -332,9 +332,13 @@ pub(crate) fn evaluate_answer<'e>(
     }
     let request = kernelbench::request(problem, answer, &opts.eval, cx.cache);
     let mut phases = PhaseTimes::default();
+    let (build, waited) = cx.builds.wait(&answer.file);
+    if waited > 0.0 {
+        phases.0.insert(Phase::AnswerBuild, waited);
+    }
     let (ours, kb) = kernelbench::evaluate(
         &request,
-        cx.build,
+        build.as_ref(),
         evaluator(),
         opts.answer_timeout_s,
         &mut phases,

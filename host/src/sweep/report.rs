@@ -6,7 +6,8 @@
 //! * pass@1 and pass@k: the unbiased estimator `1 - C(n-c, k) / C(n, k)` per problem (n
 //!   samples, c correct), averaged over the model's problems;
 //! * win rate: problems any of whose k samples wins (the speedup's lower bound above 1), of the
-//!   model's problems — per basis (the Rust reference, PyTorch eager);
+//!   model's problems — per basis (the Rust reference, PyTorch eager, and the `torch.compile`d
+//!   Model when the scoring measured it);
 //! * fast_1: answers correct and faster than the basis (KernelBench's fast_p at p = 1);
 //! * median speedup over the correct answers;
 //! * tokens and cost (the config's prices) per correct answer and per win;
@@ -16,6 +17,7 @@ use super::generate::{read_index, AnswerRecord};
 use crate::evaluate::quantiles::median;
 use crate::report::markdown_table;
 use crate::report::metrics::{with_reference_peers, Basis};
+use crate::report::plots::{sweep_win_rates, ModelWins, Plot};
 use crate::report::projection::{project, Projection, Workload};
 use crate::results::record::{Record, Status};
 use anyhow::Context;
@@ -36,9 +38,12 @@ pub struct ModelRow {
     /// Problems won by any sample, per basis, of `problems`.
     pub wins_reference: usize,
     pub wins_eager: usize,
+    /// `None` when no answer's scoring timed the `torch.compile`d Model.
+    pub wins_compile: Option<usize>,
     pub fast_1_reference: f64,
     pub median_speedup_reference: Option<f64>,
     pub median_speedup_eager: Option<f64>,
+    pub median_speedup_compile: Option<f64>,
     pub tokens: u64,
     pub cost_usd: f64,
     /// The suite's status of answers KernelBench's check passed but the suite did not.
@@ -166,6 +171,9 @@ fn row(m: &ModelConfig, answers: &[AnswerRecord], records: &[Record]) -> ModelRo
     };
     let reference = speedups(Basis::Reference);
     let eager = speedups(Basis::Eager);
+    let compiled = mine
+        .iter()
+        .any(|(_, r)| r.is_some_and(|r| r.pytorch_compile.is_some()));
     let (tokens_in, tokens_out) = mine.iter().fold((0u64, 0u64), |(i, o), (a, _)| {
         (
             i + a.prompt_tokens.unwrap_or(0),
@@ -193,10 +201,12 @@ fn row(m: &ModelConfig, answers: &[AnswerRecord], records: &[Record]) -> ModelRo
         pass_at_k: pass(k),
         wins_reference: won(Basis::Reference),
         wins_eager: won(Basis::Eager),
+        wins_compile: compiled.then(|| won(Basis::Compile)),
         fast_1_reference: reference.iter().filter(|&&s| s > 1.0).count() as f64
             / answers_n.max(1) as f64,
         median_speedup_reference: opt_median(&reference),
         median_speedup_eager: opt_median(&eager),
+        median_speedup_compile: opt_median(&speedups(Basis::Compile)),
         tokens: tokens_in + tokens_out,
         cost_usd: (tokens_in as f64 * m.price_in_per_mtok
             + tokens_out as f64 * m.price_out_per_mtok)
@@ -247,9 +257,11 @@ pub fn markdown(rows: &[ModelRow]) -> String {
         "pass@k",
         "win rate (reference)",
         "win rate (eager)",
+        "win rate (torch.compile)",
         "fast_1",
         "median speedup (reference)",
         "median speedup (eager)",
+        "median speedup (torch.compile)",
         "tokens",
         "cost",
         "cost / correct",
@@ -278,9 +290,13 @@ pub fn markdown(rows: &[ModelRow]) -> String {
                     r.wins_eager,
                     r.problems
                 ),
+                r.wins_compile.map_or("- (not timed)".into(), |w| {
+                    format!("{} ({w}/{})", pct(w, r.problems), r.problems)
+                }),
                 format!("{:.3}", r.fast_1_reference),
                 x(r.median_speedup_reference),
                 x(r.median_speedup_eager),
+                x(r.median_speedup_compile),
                 r.tokens.to_string(),
                 format!("${:.4}", r.cost_usd),
                 per(r.cost_usd, r.correct),
@@ -354,14 +370,32 @@ pub fn report(dir: &Path, workload: Option<&Path>) -> anyhow::Result<String> {
         .with_context(|| format!("{}: cannot write", md.display()))?;
     crate::results::run_dir::write_json(&dir.join("report.json"), &serde_json::to_value(&rows)?)?;
     let page = dir.join("report.html");
-    std::fs::write(&page, html(&dir.display().to_string(), &text))
+    let plot = win_rate_plot(&rows)?;
+    std::fs::write(&page, html(&dir.display().to_string(), &text, Some(&plot)))
         .with_context(|| format!("{}: cannot write", page.display()))?;
     Ok(text)
 }
 
+/// The win rates of `rows` on every basis, as a chart.
+fn win_rate_plot(rows: &[ModelRow]) -> anyhow::Result<Plot> {
+    let rate = |w: usize, r: &ModelRow| 100.0 * w as f64 / r.problems.max(1) as f64;
+    let models: Vec<ModelWins> = rows
+        .iter()
+        .map(|r| ModelWins {
+            model: r.model.clone(),
+            win_rates: [
+                Some(rate(r.wins_reference, r)),
+                Some(rate(r.wins_eager, r)),
+                r.wins_compile.map(|w| rate(w, r)),
+            ],
+        })
+        .collect();
+    sweep_win_rates(&models)
+}
+
 /// The report's markdown as a standalone page: its tables as HTML tables, its other lines as
-/// paragraphs or list items, every cell escaped.
-fn html(title: &str, markdown: &str) -> String {
+/// paragraphs or list items, every cell escaped; then the plot (its SVG and caption as drawn).
+fn html(title: &str, markdown: &str, plot: Option<&Plot>) -> String {
     use crate::report::plots::escape;
     let mut body = String::new();
     let mut in_table = false;
@@ -399,6 +433,15 @@ fn html(title: &str, markdown: &str) -> String {
     }
     if in_table {
         body += "</table>\n";
+    }
+    if let Some(p) = plot {
+        body += &format!(
+            "<h2>{}</h2>\n<figure id=\"{}\">{}<figcaption>{}</figcaption></figure>\n",
+            escape(&p.title),
+            escape(&p.name),
+            p.svg,
+            p.caption
+        );
     }
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Sweep {t}</title>\n\
@@ -483,12 +526,32 @@ mod tests {
             speedup: None,
             message: String::new(),
         });
-        let records = [
+        let mut records = [
             record("p1", 0, Status::Correct, 2.0, 1.5),
             wrong,
             record("p2", 0, Status::Correct, 0.9, 0.8),
         ];
+        // Not timed against torch.compile: no such win rate, rather than 0.
         let r = row(&cfg.models[0], &answers, &records);
+        assert_eq!((r.wins_compile, r.median_speedup_compile), (None, None));
+        assert!(markdown(&[r]).contains("| - (not timed) |"));
+        // The compiled Model at 1.5 ms and 0.5 ms, each answer at 1 ms: 1.5x (a win), 0.5x.
+        for (r, compiled_ms) in [(0, 1.5), (2, 0.5)] {
+            records[r].timing = Some(crate::results::record::Timing {
+                median_ms: 1.0,
+                ..Default::default()
+            });
+            records[r].pytorch_compile = Some(crate::results::record::PeerTime {
+                median_ms: compiled_ms,
+                reference_over_pytorch: 1.0,
+                source: "compile".into(),
+            });
+        }
+        let r = row(&cfg.models[0], &answers, &records);
+        assert_eq!(
+            (r.wins_compile, r.median_speedup_compile),
+            (Some(1), Some(1.0))
+        );
         assert_eq!(
             (r.answers, r.extracted, r.correct, r.problems),
             (4, 3, 2, 2)
@@ -513,6 +576,7 @@ mod tests {
         let page = html(
             "s<1>",
             "| a | b |\n| --- | --- |\n| <x> | 2 |\n\ntext & more\n- m: 1 incorrect\n",
+            None,
         );
         assert!(page.contains("<tr><th>a</th><th>b</th></tr>"), "{page}");
         assert!(

@@ -1,7 +1,7 @@
 //! The report's plots (docs/design.md §9), drawn with `plotters`' SVG backend: the speedups of every
 //! candidate on both bases with their 95% intervals, a roofline of achieved bandwidth against
 //! the measured ceilings, each record's share of the physical floor, the projection onto a
-//! workload, and the input statistics the references recorded.
+//! workload, the input statistics the references recorded, and a sweep's win rates per model.
 //!
 //! One rule makes the plots checkable: every data point is one SVG `<circle>` and nothing else
 //! is (intervals and rules are polylines, labels are text, legends use `●` in text), and
@@ -20,6 +20,8 @@ mod projection_plot;
 pub use projection_plot::*;
 mod input_stats;
 pub(crate) use input_stats::*;
+mod sweep_plot;
+pub(crate) use sweep_plot::*;
 
 /// One plot: its SVG and how many data points (circles) it draws.
 #[derive(Clone, Debug)]
