@@ -329,6 +329,8 @@ pub(crate) fn answer_record(
                     median_ms: e,
                     reference_over_pytorch: reft.median_ms / e,
                     source: "kernelbench_eval.py (eager timed in the answer's process)".into(),
+                    p10_ms: f64_of(&v["eager_timing"]["p10_ms"]),
+                    p90_ms: f64_of(&v["eager_timing"]["p90_ms"]),
                 });
             }
         }

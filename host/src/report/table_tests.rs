@@ -18,6 +18,7 @@ fn two_problems(with_eager: bool) -> Vec<Record> {
             median_ms: 0.8,
             reference_over_pytorch: 1.25,
             source: "t".into(),
+            ..crate::results::record::PeerTime::default()
         });
     }
     let sp = |median: f64| {
@@ -90,6 +91,7 @@ fn peer(ms: f64, reference_ms: f64) -> Option<crate::results::record::PeerTime> 
         median_ms: ms,
         reference_over_pytorch: reference_ms / ms,
         source: "t".into(),
+        ..crate::results::record::PeerTime::default()
     })
 }
 

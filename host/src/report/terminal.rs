@@ -189,8 +189,9 @@ pub(crate) const METRICS_NOTE: &str = "fast_p is KernelBench's: the fraction of 
     which the group has a correct candidate faster than p× on the table's basis (a problem \
     counts once, however many candidates answer it). A win over the reference: correct and the \
     paired speedup's lower 95% bound above the win threshold; over eager: correct and the \
-    paired lower bound above 1, or the unpaired ratio above 1; over torch.compile: correct and \
-    the unpaired ratio above 1.";
+    paired lower bound above 1, or, timed in another process, PyTorch's p10 over the \
+    candidate's p90 above 1 (the ratio of medians where the record has no spread); over \
+    torch.compile: correct and the same unpaired rule.";
 
 /// `text` broken at spaces into lines of at most `width` characters (a longer word stays whole).
 pub(crate) fn wrap(text: &str, width: usize) -> String {

@@ -107,12 +107,19 @@ pub struct Speedup {
 
 /// PyTorch's time on the same inputs (from `tools/torch_peer.py`): eager's, or the
 /// `torch.compile`d Model's.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PeerTime {
     pub median_ms: f64,
     /// Reference median / PyTorch's median (> 1: the reference is slower).
     pub reference_over_pytorch: f64,
     pub source: String,
+    /// The spread of PyTorch's times (its 10th and 90th percentiles), when the peer gave it:
+    /// an unpaired win needs the candidate's slow end faster than PyTorch's fast end
+    /// ([`crate::report::metrics::Basis::win`]). Records written before it have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p10_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_ms: Option<f64>,
 }
 
 /// One (problem, candidate) result.

@@ -545,6 +545,7 @@ mod tests {
                 median_ms: compiled_ms,
                 reference_over_pytorch: 1.0,
                 source: "compile".into(),
+                ..crate::results::record::PeerTime::default()
             });
         }
         let r = row(&cfg.models[0], &answers, &records);
@@ -628,6 +629,7 @@ mod tests {
             median_ms: 1.0,
             reference_over_pytorch: 1.0,
             source: "eager".into(),
+            ..crate::results::record::PeerTime::default()
         });
         let timed = |group: &str, ms: f64| {
             let mut r = record(

@@ -157,6 +157,7 @@ fn a_set_without_eager_or_ceilings_still_renders() {
         median_ms: 0.8,
         reference_over_pytorch: 1.25,
         source: "t".into(),
+        ..PeerTime::default()
     });
     let page = page_of(&with, vec![]);
     assert_eq!(page.plots[0].points, 2);

@@ -96,9 +96,7 @@ impl Basis {
     /// Whether the record is a win on this basis. Reference: [`Record::win`] (correct — so not
     /// suspect — and the paired speedup's lower 95% bound above the run's win threshold).
     /// Eager: correct and, when paired ([`Record::speedup_eager`]), the lower 95% bound above
-    /// 1; when unpaired, the ratio eager / candidate above 1 — that ratio carries no interval,
-    /// so an unpaired eager win is a point estimate, not a bound. Compile: correct and the
-    /// unpaired ratio above 1 (a point estimate too).
+    /// 1; when unpaired, [`unpaired_win`]. Compile: correct and [`unpaired_win`].
     pub fn win(&self, r: &Record) -> bool {
         match self {
             Basis::Reference => r.win,
@@ -106,11 +104,14 @@ impl Basis {
                 r.status == Status::Correct
                     && match &r.speedup_eager {
                         Some(s) => s.ci_low > 1.0,
-                        None => self.speedup(r).is_some_and(|s| s > 1.0),
+                        None => r.pytorch.as_ref().is_some_and(|p| unpaired_win(p, r)),
                     }
             }
             Basis::Compile => {
-                r.status == Status::Correct && self.speedup(r).is_some_and(|s| s > 1.0)
+                r.status == Status::Correct
+                    && r.pytorch_compile
+                        .as_ref()
+                        .is_some_and(|p| unpaired_win(p, r))
             }
         }
     }
@@ -129,6 +130,20 @@ impl Basis {
 fn unpaired(peer: &PeerTime, r: &Record) -> Option<f64> {
     let own = r.timing.as_ref()?.median_ms;
     (own > 0.0 && peer.median_ms > 0.0).then(|| peer.median_ms / own)
+}
+
+/// A win over PyTorch timed in another process: the two spreads apart — PyTorch's 10th
+/// percentile over the candidate's 90th above 1 — when the peer gave its spread (timings of
+/// the same work a percent apart by noise are no win); for records without it, the ratio of
+/// medians above 1 (a point estimate, not a bound).
+pub(crate) fn unpaired_win(peer: &PeerTime, r: &Record) -> bool {
+    let Some(t) = r.timing.as_ref() else {
+        return false;
+    };
+    match peer.p10_ms {
+        Some(fast) => t.p90_ms > 0.0 && fast / t.p90_ms > 1.0,
+        None => unpaired(peer, r).is_some_and(|s| s > 1.0),
+    }
 }
 
 impl std::fmt::Display for Basis {

@@ -28,6 +28,7 @@ fn eager(ms: f64) -> Option<PeerTime> {
         median_ms: ms,
         reference_over_pytorch: 1.0,
         source: "test".into(),
+        ..PeerTime::default()
     })
 }
 
@@ -242,6 +243,7 @@ fn compiled(ms: f64) -> Option<PeerTime> {
         median_ms: ms,
         reference_over_pytorch: 1.0 / ms,
         source: "test".into(),
+        ..PeerTime::default()
     })
 }
 
@@ -302,6 +304,45 @@ fn compile_speedup_is_the_compiled_model_s_median_over_the_candidate_s() {
     slow.win = false;
     slow.pytorch_compile = compiled(0.1);
     assert!(!loses_to_compile(&slow));
+}
+
+/// With the peer's spread, an unpaired win needs the candidate's 90th percentile below the
+/// peer's 10th: a 2% faster median inside overlapping spreads is no win, on either basis.
+#[test]
+fn an_unpaired_win_needs_the_spreads_apart_when_the_peer_gave_its_spread() {
+    let spread = |median_ms: f64, p10_ms: f64, p90_ms: f64| PeerTime {
+        median_ms,
+        reference_over_pytorch: 1.0,
+        source: "test".into(),
+        p10_ms: Some(p10_ms),
+        p90_ms: Some(p90_ms),
+    };
+    let mut r = rec("a", Status::Correct, 1.0, false);
+    r.timing = Some(Timing {
+        median_ms: 0.98,
+        p10_ms: 0.95,
+        p90_ms: 1.01,
+        ..Default::default()
+    });
+    // PyTorch 1.0 ms (0.97 to 1.03): medians 2% apart, spreads overlapping.
+    r.pytorch = Some(spread(1.0, 0.97, 1.03));
+    r.pytorch_compile = r.pytorch.clone();
+    for b in [Basis::Eager, Basis::Compile] {
+        assert!(b.speedup(&r).unwrap() > 1.0);
+        assert!(!b.win(&r), "{b}: noise is no win");
+    }
+    // PyTorch 1.2 ms (1.1 to 1.3): 1.1 / 1.01 > 1.
+    r.pytorch = Some(spread(1.2, 1.1, 1.3));
+    r.pytorch_compile = r.pytorch.clone();
+    for b in [Basis::Eager, Basis::Compile] {
+        assert!(b.win(&r), "{b}");
+    }
+    // Without the spread (records written before it): the ratio of medians decides.
+    r.pytorch = eager(1.0);
+    r.pytorch_compile = compiled(1.0);
+    for b in [Basis::Eager, Basis::Compile] {
+        assert!(b.win(&r), "{b}: 1.0 / 0.98 > 1");
+    }
 }
 
 #[test]

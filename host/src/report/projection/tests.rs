@@ -43,6 +43,7 @@ fn a_step_that_ran_the_problems_compiled_takes_speedups_over_the_compiled_model(
         median_ms: ms,
         reference_over_pytorch: 1.0,
         source: "t".into(),
+        ..PeerTime::default()
     };
     let mut bag = record("embedding_bag_sum", "reference", "reference", 1.0, 0.0);
     bag.pytorch = Some(peer(1.0));
@@ -104,6 +105,7 @@ fn amdahl_with_eager_basis_reference_basis_and_no_win() {
         median_ms: 1.0,
         reference_over_pytorch: 0.9,
         source: "t".into(),
+        ..PeerTime::default()
     });
     // unique_indices: the reference is slower than eager (2.0 vs 1.5 ms); a 1.1x win over
     // it (1.8 ms) still loses to eager -> s = 1.
@@ -113,6 +115,7 @@ fn amdahl_with_eager_basis_reference_basis_and_no_win() {
         median_ms: 1.5,
         reference_over_pytorch: 2.0 / 1.5,
         source: "t".into(),
+        ..PeerTime::default()
     });
     let records = vec![
         reference,
@@ -338,6 +341,7 @@ fn several_profiles_make_one_table_with_the_published_range() {
         median_ms: 1.0,
         reference_over_pytorch: 1.0,
         source: "t".into(),
+        ..PeerTime::default()
     });
     let records = vec![
         reference,

@@ -35,6 +35,9 @@ pub(crate) struct PeerMedian {
     pub implementation: String,
     /// NaN when `error` is set.
     pub median_ms: f64,
+    /// The spread of the times, when the line gives it.
+    pub p10_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
     /// Why there is no time (the Model failed to compile).
     pub error: Option<String>,
     /// The file it was read from.
@@ -82,6 +85,8 @@ pub(crate) fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
                             problem: p.to_string(),
                             implementation,
                             median_ms: ms,
+                            p10_ms: v["p10_ms"].as_f64(),
+                            p90_ms: v["p90_ms"].as_f64(),
                             error: None,
                             source: f.display().to_string(),
                         }),
@@ -89,6 +94,8 @@ pub(crate) fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
                             problem: p.to_string(),
                             implementation,
                             median_ms: f64::NAN,
+                            p10_ms: None,
+                            p90_ms: None,
                             error: Some(e),
                             source: f.display().to_string(),
                         }),
@@ -123,6 +130,8 @@ pub(crate) fn attach_peer(reference: &mut Record, peers: &[PeerMedian]) {
         median_ms: peer.median_ms,
         reference_over_pytorch: t.median_ms / peer.median_ms,
         source: peer.source.clone(),
+        p10_ms: peer.p10_ms,
+        p90_ms: peer.p90_ms,
     };
     let eager = last(EAGER).filter(|p| p.error.is_none()).map(time);
     let compile = last(COMPILE);
