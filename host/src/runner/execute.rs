@@ -93,15 +93,11 @@ pub(crate) fn execute(
     }
     let units = units::plan(problems, &candidates, answers, &owns, &opts.devices);
     let touched: BTreeSet<&str> = units.iter().map(|u| u.problem.name()).collect();
-    let total: usize = units
-        .iter()
-        .map(|u| usize::from(u.keeps_reference) + u.candidates.len() + u.answers.len())
-        .sum();
+    let total = steps(&units);
     let to_build = answers_to_build(p, &units, torch);
     let builds = AheadBuilds::new(&to_build);
     let bars = MultiProgress::new();
-    let bar = bars.add(ProgressBar::new(total as u64));
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
+    let bar = bars.add(progress_bar(total, "{bar:30} {pos}/{len} {msg}"));
     let log = Mutex::new(log);
     let ctx = UnitContext {
         opts,
@@ -134,10 +130,7 @@ pub(crate) fn execute(
     fresh.extend(records);
     peer_server.shutdown();
     if !opts.keep_inputs {
-        for &d in &opts.devices {
-            let _ = std::fs::remove_dir(cache_root.join(device_cache(d)));
-        }
-        let _ = std::fs::remove_dir(cache_root);
+        remove_input_caches(&opts.devices, cache_root);
     }
     bar.finish_and_clear();
 
@@ -151,6 +144,29 @@ pub(crate) fn execute(
         sessions,
         in_sessions,
     })
+}
+
+/// The records `units` owe: the progress bar's length.
+fn steps(units: &[units::Unit]) -> usize {
+    units
+        .iter()
+        .map(|u| usize::from(u.keeps_reference) + u.candidates.len() + u.answers.len())
+        .sum()
+}
+
+/// A progress bar of `len` steps drawn as `template`.
+fn progress_bar(len: usize, template: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(ProgressStyle::with_template(template).unwrap());
+    bar
+}
+
+/// Removes the (emptied) input caches of `devices` and their root.
+fn remove_input_caches(devices: &[usize], cache_root: &Path) {
+    for &d in devices {
+        let _ = std::fs::remove_dir(cache_root.join(device_cache(d)));
+    }
+    let _ = std::fs::remove_dir(cache_root);
 }
 
 /// This shard's KernelBench answers that will run and need their `load_inline` builds; none
@@ -194,11 +210,10 @@ fn build_answers(
         limit_s: p.opts.answer_timeout_s,
         jobs,
     };
-    let bar = bars.add(ProgressBar::new(answers.len() as u64));
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} answers built ahead, ETA {eta}")
-            .unwrap(),
-    );
+    let bar = bars.add(progress_bar(
+        answers.len(),
+        "{bar:30} {pos}/{len} answers built ahead, ETA {eta}",
+    ));
     kernelbench::builds::build_all(answers, &settings, into, &|| bar.inc(1));
     bar.finish_and_clear();
     let secs = clock.elapsed().as_secs_f64();
