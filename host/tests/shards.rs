@@ -373,3 +373,41 @@ fn report_pools_the_shards_of_one_run_as_their_merge() {
     );
     std::fs::remove_dir_all(&root).ok();
 }
+
+/// Shards of two different runs are refused naming every field that differs, not the first.
+#[test]
+fn a_refused_merge_names_every_field_that_differs() {
+    let root = tmp("shards-differ");
+    let env = [(dlrm_bench::runner::shard::SECRET_ENV, "77")];
+    ok(run(&root, &["--shard", "0/2"], &env));
+    let out = root.to_str().unwrap();
+    ok(dlrm_bench(
+        &[
+            "run",
+            "--cpu",
+            "--problem",
+            "fm_interaction",
+            "--candidates",
+            "../candidates/examples",
+            "--max-pairs",
+            "5",
+            "--shard",
+            "1/2",
+            "--out",
+            out,
+        ],
+        &env,
+    ));
+    let dirs = run_dirs(&root);
+    let mut args = vec!["report", "--merge"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    let merged = root.join("merged");
+    args.extend(["--out", merged.to_str().unwrap()]);
+    let refused = dlrm_bench(&args, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    for field in ["field `problems`", "field `config.max_pairs`"] {
+        assert!(stderr.contains(field), "{field}: {stderr}");
+    }
+    std::fs::remove_dir_all(&root).ok();
+}

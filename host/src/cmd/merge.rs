@@ -74,6 +74,7 @@ fn check(sets: &[ShardSet]) -> anyhow::Result<()> {
         paths.push("problems".into());
         let keys = first.run.config.as_object().into_iter().flatten();
         paths.extend(keys.map(|(k, _)| format!("config.{k}")));
+        let mut differ = Vec::new();
         for path in &paths {
             let (a, b) = if path == "problems" {
                 (
@@ -86,13 +87,19 @@ fn check(sets: &[ShardSet]) -> anyhow::Result<()> {
                     field(&s.view, path).clone(),
                 )
             };
-            anyhow::ensure!(
-                a == b,
-                "{}/run.json: field `{path}` is {b}, but {} has {a}: not shards of one run",
-                s.dir.display(),
-                name(first)
-            );
+            if a != b {
+                differ.push(format!(
+                    "field `{path}` is {b}, but {} has {a}",
+                    name(first)
+                ));
+            }
         }
+        anyhow::ensure!(
+            differ.is_empty(),
+            "{}/run.json: {}: not shards of one run",
+            s.dir.display(),
+            differ.join("; ")
+        );
     }
     let count = first.shard.count;
     for (i, s) in sets.iter().enumerate() {

@@ -5,7 +5,7 @@ use super::RunMeta;
 use crate::results::record::Record;
 use crate::runner::shard::Shard;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The `run.json` fields every shard of one run must have alike (dotted paths).
@@ -67,6 +67,8 @@ pub(crate) fn merge_records<'a>(
     let mut out: Vec<Record> = Vec::new();
     let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut referenced: BTreeSet<String> = BTreeSet::new();
+    // Every overlap, by problem: a refusal lists them all, not the first found.
+    let mut overlaps: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (dir, records) in sets {
         for r in records {
             if r.is_reference() {
@@ -76,20 +78,84 @@ pub(crate) fn merge_records<'a>(
                 continue;
             }
             let key = (r.problem.clone(), r.group.clone(), r.candidate.clone());
-            anyhow::ensure!(
-                seen.insert(key),
-                "{}/results.jsonl: candidate `{}` ({}) of `{}` is in another shard too: the \
-                 shards overlap",
-                dir.display(),
-                r.candidate,
-                r.group,
-                r.problem
-            );
+            if !seen.insert(key) {
+                overlaps.entry(r.problem.clone()).or_default().push(format!(
+                    "`{}` ({}) again in {}/results.jsonl",
+                    r.candidate,
+                    r.group,
+                    dir.display()
+                ));
+                continue;
+            }
             out.push(r.clone());
         }
     }
+    anyhow::ensure!(
+        overlaps.is_empty(),
+        "the shards overlap: candidates in two shards, in {} problem(s): {}",
+        overlaps.len(),
+        overlaps
+            .iter()
+            .map(|(p, c)| format!("{p}: {}", c.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
     let number =
         |r: &Record| bench_problems::find_problem(&r.problem).map_or(u32::MAX, |p| p.number());
     out.sort_by_key(number);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::record::Status;
+
+    fn record(problem: &str, candidate: &str) -> Record {
+        let group = if candidate == "reference" {
+            "reference"
+        } else {
+            "g"
+        };
+        let mut r = Record::new(problem, candidate, group, "o");
+        r.status = Status::Correct;
+        r
+    }
+
+    /// Overlapping shards are refused naming every problem and candidate in two shards, not
+    /// the first found; each problem's reference comes from the first shard with it.
+    #[test]
+    fn overlaps_are_listed_all_and_references_taken_once() {
+        let a = [
+            record("kjt_permute", "reference"),
+            record("kjt_permute", "x"),
+            record("embedding_bag_sum", "y"),
+        ];
+        let b = [
+            record("kjt_permute", "reference"),
+            record("kjt_permute", "z"),
+        ];
+        let merged = merge_records([(Path::new("a"), &a[..]), (Path::new("b"), &b[..])]).unwrap();
+        let names: Vec<&str> = merged.iter().map(|r| r.candidate.as_str()).collect();
+        assert_eq!(names, ["y", "reference", "x", "z"]);
+
+        let c = [
+            record("kjt_permute", "x"),
+            record("embedding_bag_sum", "y"),
+            record("fm_interaction", "w"),
+        ];
+        let err = merge_records([(Path::new("a"), &a[..]), (Path::new("c"), &c[..])])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("in 2 problem(s)"), "{err}");
+        assert!(
+            err.contains("embedding_bag_sum: `y` (g) again in c/results.jsonl"),
+            "{err}"
+        );
+        assert!(
+            err.contains("kjt_permute: `x` (g) again in c/results.jsonl"),
+            "{err}"
+        );
+        assert!(!err.contains("fm_interaction"), "{err}");
+    }
 }
