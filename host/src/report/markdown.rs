@@ -84,13 +84,19 @@ pub fn markdown(heading: &str, records: &[Record], summary: &Summary) -> String 
     if !problems.is_empty() {
         s += "\n## Messages\n\n";
         for r in problems {
+            let mut lines = r.message.lines();
             s += &format!(
                 "- `{}` / `{}` ({}): {}\n",
                 r.problem,
                 r.candidate,
                 r.status.name(),
-                r.message.lines().next().unwrap_or("")
+                lines.next().unwrap_or("")
             );
+            // The rest of a multi-line message (a compiler's log, a parser's hint) kept whole.
+            let rest: Vec<&str> = lines.collect();
+            if !rest.is_empty() {
+                s += &format!("\n  ```text\n  {}\n  ```\n", rest.join("\n  "));
+            }
         }
     }
     s

@@ -19,6 +19,8 @@ pub(crate) use cells::*;
 mod rows;
 pub use rows::*;
 mod parity;
+mod reasons;
+
 mod terminal;
 pub(crate) use terminal::*;
 mod markdown;

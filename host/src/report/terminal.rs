@@ -1,5 +1,6 @@
-//! What the terminal shows beside the records: the metrics tables per basis, their titles and notes, the one-line summary.
+//! What the terminal shows beside the records: why records are not correct, the metrics tables per basis, their titles and notes, the one-line summary.
 use super::cells::f;
+use super::reasons::reason_lines;
 use super::rows::narrow_table;
 use super::rows::wide_table;
 use super::rows::LOSES_TO_COMPILE_MARK;
@@ -234,6 +235,13 @@ pub(crate) fn terminal_tables(records: &[Record], summary: &Summary, wide: bool)
         legend += "ms: the candidate's median (the reference's on its row); speedup over the \
                    reference. --wide: every column.";
         s += &format!("{}\n", wrapped(&legend));
+    }
+    let reasons = reason_lines(records);
+    if !reasons.is_empty() {
+        s += "\nWhy not correct (every message whole: summary.md, section Messages):\n";
+        for l in reasons {
+            s += &format!("{}\n", wrap(&format!("- {l}"), TERMINAL_TEXT_WIDTH));
+        }
     }
     for (basis, metrics) in summary.tables() {
         let mut m = Table::new();
