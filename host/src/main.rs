@@ -423,6 +423,9 @@ fn main() -> anyhow::Result<ExitCode> {
                 several => projection::project_many(several, &records, group.as_deref())?,
             };
             println!("{text}");
+            if let Some(caveat) = dlrm_bench::results::emulator_caveat(&results) {
+                println!("\n{caveat}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

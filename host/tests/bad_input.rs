@@ -419,6 +419,12 @@ fn project_warns_that_emulator_timings_are_not_gpu_timings() {
         err.contains("ran on the CPU emulator") && err.contains("NOT GPU timings"),
         "{err}"
     );
+    // And on stdout, beside the projection it qualifies.
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("ran on the CPU emulator") && out.contains("say nothing about a GPU"),
+        "{out}"
+    );
     std::fs::remove_dir_all(&root).ok();
 }
 

@@ -147,6 +147,9 @@ pub(crate) fn pooled_report_text(
             if let Some(text) = &projection_md {
                 s += &format!("{text}\n");
             }
+            if let Some(caveat) = crate::results::emulator_caveat(&pooled.paths()) {
+                s += &format!("\n{}\n", wrap(&caveat, TERMINAL_TEXT_WIDTH));
+            }
         }
         ReportFormat::Csv => {
             s += &csv(records);

@@ -11,7 +11,7 @@ pub mod shards;
 
 pub(crate) use meta::{RunMeta, SecretSeed, ShardMeta};
 
-pub use pool::{pool_runs, warn_emulator_sets};
+pub use pool::{emulator_caveat, pool_runs, warn_emulator_sets, EMULATOR_CAVEAT};
 
 use std::path::Path;
 

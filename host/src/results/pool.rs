@@ -246,6 +246,23 @@ pub fn warn_emulator_sets(paths: &[PathBuf]) {
     }
 }
 
+/// The caveat printed with the tables (stdout, beside the numbers it qualifies) when any of
+/// `paths` ran on the CPU emulator; `None` when none did.
+pub fn emulator_caveat(paths: &[PathBuf]) -> Option<String> {
+    let sets = emulator_sets(paths);
+    (!sets.is_empty()).then(|| {
+        let names: Vec<String> = sets.iter().map(|p| p.display().to_string()).collect();
+        format!(
+            "{} ran on the CPU emulator: {EMULATOR_CAVEAT}",
+            names.join(", ")
+        )
+    })
+}
+
+/// What an emulator's numbers are not (said on stdout next to them).
+pub const EMULATOR_CAVEAT: &str = "its statuses are results, its timings are NOT GPU timings: the \
+    wins, speedups and any projection from them say nothing about a GPU.";
+
 fn warn_emulator(path: &Path) {
     eprintln!(
         "warning: {} ran on the CPU emulator: its timings are NOT GPU timings, and a \

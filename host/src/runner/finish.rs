@@ -75,9 +75,7 @@ pub(super) fn finish(
         .as_ref()
         .filter(|_| on_gpu)
         .map(|w| projection::project(w, &records, None));
-    if workload.is_some() && !on_gpu {
-        eprintln!("no end-to-end projection: the emulator's timings are not GPU timings");
-    }
+
     meta.projection = projection.as_ref().map(|p| p.to_json());
     let heading = heading(&run_id, &info, on_gpu, ceilings);
     let projection_md = workload
@@ -87,6 +85,23 @@ pub(super) fn finish(
     // The tables first: a result directory gone or full loses the files, not what was measured.
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics, opts.wide));
+    if !on_gpu {
+        let projection = if workload.is_some() {
+            " (so no end-to-end projection is made)"
+        } else {
+            ""
+        };
+        println!(
+            "\n{}",
+            report::wrap(
+                &format!(
+                    "This run is on the CPU emulator: {}{projection}",
+                    crate::results::EMULATOR_CAVEAT
+                ),
+                report::TERMINAL_TEXT_WIDTH
+            )
+        );
+    }
     if let Some(kb) = kernelbench::verdicts_markdown(&records) {
         println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
     }
