@@ -51,7 +51,6 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-#[test]
 fn a_good_candidate_passes() {
     let r = root("good");
     let dir = candidate(&r.join("a"), "a", "", "");
@@ -61,7 +60,6 @@ fn a_good_candidate_passes() {
     std::fs::remove_dir_all(&r).unwrap();
 }
 
-#[test]
 fn launches_run_refuses_fail_the_check() {
     let r = root("launch");
     let grid = "\"ceil_div(B * 32, 256)\", 1, 1";
@@ -97,7 +95,6 @@ fn launches_run_refuses_fail_the_check() {
     std::fs::remove_dir_all(&r).unwrap();
 }
 
-#[test]
 fn bad_names_and_statuses_fail_naming_the_field() {
     let r = root("names");
     let scratch = "[[scratch]]\nname = \"out\"\nbytes = 8\n[[launch]]";
@@ -134,7 +131,6 @@ fn bad_names_and_statuses_fail_naming_the_field() {
     std::fs::remove_dir_all(&r).unwrap();
 }
 
-#[test]
 fn a_directory_given_thrice_is_checked_once_and_a_second_name_is_told_apart() {
     let r = root("dups");
     let a = candidate(&r.join("a"), "same", "", "");
@@ -163,7 +159,6 @@ fn a_directory_given_thrice_is_checked_once_and_a_second_name_is_told_apart() {
     std::fs::remove_dir_all(&r).unwrap();
 }
 
-#[test]
 fn kernelbench_evaluator_logic_passes_its_cpu_tests() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = match std::process::Command::new("python3")
@@ -180,20 +175,13 @@ fn kernelbench_evaluator_logic_passes_its_cpu_tests() {
         .output()
     {
         Ok(out) => out,
-        Err(e) => {
-            eprintln!(
-                "SKIPPED: python3 is not here ({e}): tools/test_*.py (the evaluator's and the \
-                 workload profiler's CPU tests) not run"
-            );
-            return;
-        }
+        Err(e) => panic!("python3: {e}"),
     };
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("OK"), "{text}");
 }
 
-#[test]
 fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     let dir = root("kernelbench");
     let answers = dir.join("model_a");
@@ -268,7 +256,6 @@ fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-#[test]
 fn prompt_prints_the_kernelbench_prompt_from_any_directory() {
     let elsewhere = std::env::temp_dir();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
@@ -314,15 +301,7 @@ fn attribute<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
 /// `report --html` on the committed H200 set, loaded in headless Chromium: the DOM after
 /// load says the page's check ran (so its script ran) with no script error, and every plot
 /// there has as many circles as it has data points.
-#[test]
-fn the_html_report_renders_whole_in_headless_chromium() {
-    let Some(browser) = chromium() else {
-        eprintln!(
-            "SKIPPED the browser test of report.html: no chromium on PATH (apt-get install \
-             chromium, or set CHROMIUM)"
-        );
-        return;
-    };
+fn the_html_report_renders_whole_in_headless_chromium(browser: &Path) {
     let dir = root("html");
     std::fs::create_dir_all(&dir).unwrap();
     let set =
@@ -376,7 +355,6 @@ fn the_html_report_renders_whole_in_headless_chromium() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-#[test]
 fn workload_profiler_attribution_passes_its_cpu_tests() {
     // tools/test_kernel_classes.py on its own (the discovery above runs it too): the name rules
     // on the fixture kernel lists, the trace attribution, the TOML/CSV and the torch-free parts
@@ -388,10 +366,7 @@ fn workload_profiler_attribution_passes_its_cpu_tests() {
         .output()
     {
         Ok(out) => out,
-        Err(e) => {
-            eprintln!("SKIPPED: python3 is not here ({e}): tools/test_kernel_classes.py not run");
-            return;
-        }
+        Err(e) => panic!("python3: {e}"),
     };
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
@@ -406,4 +381,83 @@ fn workload_profiler_attribution_passes_its_cpu_tests() {
         );
     }
     assert!(text.contains("OK"), "{text}");
+}
+
+/// Each trial; those whose tool is missing (python3, Chromium) are reported as ignored, saying
+/// why on stderr.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let no_python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .err()
+        .map(|e| format!("python3 is not here ({e})"));
+    let browser = chromium();
+    let no_browser = browser
+        .is_none()
+        .then(|| "no chromium on PATH (apt-get install chromium, or set CHROMIUM)".to_string());
+    let mut trials = vec![
+        trial("a_good_candidate_passes", a_good_candidate_passes, None),
+        trial(
+            "launches_run_refuses_fail_the_check",
+            launches_run_refuses_fail_the_check,
+            None,
+        ),
+        trial(
+            "bad_names_and_statuses_fail_naming_the_field",
+            bad_names_and_statuses_fail_naming_the_field,
+            None,
+        ),
+        trial(
+            "a_directory_given_thrice_is_checked_once_and_a_second_name_is_told_apart",
+            a_directory_given_thrice_is_checked_once_and_a_second_name_is_told_apart,
+            None,
+        ),
+        trial(
+            "kernelbench_evaluator_logic_passes_its_cpu_tests",
+            kernelbench_evaluator_logic_passes_its_cpu_tests,
+            no_python.clone(),
+        ),
+        trial(
+            "kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded",
+            kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded,
+            None,
+        ),
+        trial(
+            "prompt_prints_the_kernelbench_prompt_from_any_directory",
+            prompt_prints_the_kernelbench_prompt_from_any_directory,
+            None,
+        ),
+        trial(
+            "workload_profiler_attribution_passes_its_cpu_tests",
+            workload_profiler_attribution_passes_its_cpu_tests,
+            no_python.clone(),
+        ),
+    ];
+    trials.push(trial(
+        "the_html_report_renders_whole_in_headless_chromium",
+        move || {
+            the_html_report_renders_whole_in_headless_chromium(
+                browser.as_deref().expect("not ignored"),
+            )
+        },
+        no_browser,
+    ));
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// A trial running `f`, ignored when `missing` says what it lacks.
+fn trial(
+    name: &'static str,
+    f: impl FnOnce() + Send + 'static,
+    missing: Option<String>,
+) -> libtest_mimic::Trial {
+    if let Some(why) = &missing {
+        eprintln!("SKIPPED {name}: {why}");
+    }
+    libtest_mimic::Trial::test(name, move || {
+        f();
+        Ok(())
+    })
+    .with_ignored_flag(missing.is_some())
 }

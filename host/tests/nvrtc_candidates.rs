@@ -1,7 +1,7 @@
 //! CUDA C++ candidates that need more than NVRTC alone, compiled with NVRTC (no GPU): the CUDA
 //! headers (`<cuda_bf16.h>`, CUB), an arch-specific target (`sm_90a`), and the manifest's
-//! `include` directories and `-D` defines. Each test skips with a printed message when
-//! libnvrtc, or the CUDA headers it needs, are not here (`.ci/run` installs both).
+//! `include` directories and `-D` defines. A trial is reported as ignored, saying why, where
+//! libnvrtc or the CUDA headers it needs are not here (`.ci/run` installs both).
 use dlrm_bench::backend::cuda::{compile_cuda, nvrtc_version};
 use dlrm_bench::candidate::{load_candidate, ModuleSource};
 use dlrm_bench::cmd::check::check_candidate;
@@ -12,27 +12,76 @@ fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../candidates/examples")
 }
 
-fn nvrtc_here() -> bool {
-    let here = nvrtc_version().is_some();
-    if !here {
-        eprintln!("SKIPPED: libnvrtc is not on the loader path (.ci/run installs it)");
-    }
-    here
+/// Why the NVRTC trials cannot run here, if so.
+fn no_nvrtc() -> Option<String> {
+    nvrtc_version()
+        .is_none()
+        .then(|| "libnvrtc is not on the loader path (.ci/run installs it)".to_string())
 }
 
-fn headers_here() -> bool {
-    if !nvrtc_here() {
-        return false;
-    }
-    let search = cuda_include::current();
-    if search.found_in.is_none() {
-        eprintln!(
-            "SKIPPED: no CUDA headers here (.ci/run installs NVIDIA's header wheels)\n{}",
-            search.describe()
-        );
-        return false;
-    }
-    true
+/// Why the trials that need the CUDA headers cannot run here, if so.
+fn no_headers() -> Option<String> {
+    no_nvrtc().or_else(|| {
+        let search = cuda_include::current();
+        search.found_in.is_none().then(|| {
+            format!(
+                "no CUDA headers here (.ci/run installs NVIDIA's header wheels): {}",
+                search.describe()
+            )
+        })
+    })
+}
+
+/// Each trial, reported as ignored (saying why on stderr) where its tools are missing.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let (nvrtc, headers) = (no_nvrtc(), no_headers());
+    let trials: Vec<(&str, fn(), &Option<String>)> = vec![
+        (
+            "a_candidate_including_cuda_bf16_h_compiles",
+            a_candidate_including_cuda_bf16_h_compiles,
+            &headers,
+        ),
+        (
+            "a_cub_candidate_compiles",
+            a_cub_candidate_compiles,
+            &headers,
+        ),
+        (
+            "the_sm_90a_candidate_compiles_to_compute_90a_ptx",
+            the_sm_90a_candidate_compiles_to_compute_90a_ptx,
+            &nvrtc,
+        ),
+        (
+            "check_compiles_for_the_arch_the_manifest_names",
+            check_compiles_for_the_arch_the_manifest_names,
+            &nvrtc,
+        ),
+        (
+            "the_manifests_include_directories_and_defines_reach_nvrtc",
+            the_manifests_include_directories_and_defines_reach_nvrtc,
+            &nvrtc,
+        ),
+        (
+            "a_missing_cuda_header_lists_the_directories_searched",
+            a_missing_cuda_header_lists_the_directories_searched,
+            &nvrtc,
+        ),
+    ];
+    let trials = trials
+        .into_iter()
+        .map(|(name, f, missing)| {
+            if let Some(why) = missing {
+                eprintln!("SKIPPED {name}: {why}");
+            }
+            libtest_mimic::Trial::test(name, move || {
+                f();
+                Ok(())
+            })
+            .with_ignored_flag(missing.is_some())
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit();
 }
 
 /// The PTX of the candidate in `dir`, compiled for its manifest's arch (else compute_90).
@@ -49,11 +98,7 @@ fn check(dir: &Path) {
     assert!(lines[0].starts_with("NVRTC: arch "), "{lines:?}");
 }
 
-#[test]
 fn a_candidate_including_cuda_bf16_h_compiles() {
-    if !headers_here() {
-        return;
-    }
     let dir = examples().join("embedding_bag_weighted_sum_bf16/cuda_bf16_intrinsics");
     assert!(std::fs::read_to_string(dir.join("kernel.cu"))
         .unwrap()
@@ -62,11 +107,7 @@ fn a_candidate_including_cuda_bf16_h_compiles() {
     assert!(ptx_of(&dir).contains(".entry ebw_bf16_warp_per_bag("));
 }
 
-#[test]
 fn a_cub_candidate_compiles() {
-    if !headers_here() {
-        return;
-    }
     let dir = examples().join("unique_indices/cub_block_sort");
     let code = std::fs::read_to_string(dir.join("kernel.cu")).unwrap();
     for primitive in ["cub::BlockRadixSort", "cub::BlockScan", "cub::BlockReduce"] {
@@ -79,11 +120,7 @@ fn a_cub_candidate_compiles() {
     }
 }
 
-#[test]
 fn the_sm_90a_candidate_compiles_to_compute_90a_ptx() {
-    if !nvrtc_here() {
-        return;
-    }
     let dir = examples().join("sequence_gather_padded_bf16/bulk_copy_sm90a");
     check(&dir);
     let ptx = ptx_of(&dir);
@@ -103,11 +140,7 @@ fn the_sm_90a_candidate_compiles_to_compute_90a_ptx() {
     assert!(plain.contains(".target sm_90\n") || plain.contains(".target sm_90\r"));
 }
 
-#[test]
 fn check_compiles_for_the_arch_the_manifest_names() {
-    if !nvrtc_here() {
-        return;
-    }
     let dir = examples().join("sequence_gather_padded_bf16/bulk_copy_sm90a");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .arg("check")
@@ -162,11 +195,7 @@ const KERNEL: &str = r#"
 extern "C" __global__ void k(float* out) { out[threadIdx.x] = TILE * SCALE; }
 "#;
 
-#[test]
 fn the_manifests_include_directories_and_defines_reach_nvrtc() {
-    if !nvrtc_here() {
-        return;
-    }
     let files = [("kernel.cu", KERNEL), ("inc/tile.cuh", "#define TILE 7\n")];
     let good = MANIFEST.replace(
         "EXTRA",
@@ -196,11 +225,7 @@ fn the_manifests_include_directories_and_defines_reach_nvrtc() {
     );
 }
 
-#[test]
 fn a_missing_cuda_header_lists_the_directories_searched() {
-    if !nvrtc_here() {
-        return;
-    }
     let e = compile_cuda(
         Path::new("missing.cu"),
         "#include <dlrm_bench_no_such_header.h>\nextern \"C\" __global__ void k() {}",

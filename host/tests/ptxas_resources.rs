@@ -8,30 +8,44 @@
 //! ptxas_resources -- --nocapture`). The log parser's own tests are in `host/src/ptxas.rs`.
 //!
 //! ptxas is found as `dlrm-bench check` finds it ([`dlrm_bench::toolchain::ptxas`]), or where `.ci/run`
-//! unpacks the `nvidia-cuda-nvcc` wheel (`target/nvrtc`). Without one the test skips and says
-//! so.
+//! unpacks the `nvidia-cuda-nvcc` wheel (`target/nvrtc`). Without one the trial is reported as
+//! ignored, saying why.
 use dlrm_bench::candidate::ModuleSource;
 use dlrm_bench::runner::load_all;
 use dlrm_bench::toolchain::ptx::GPU_KERNELS_PTX;
 use dlrm_bench::toolchain::ptxas;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-#[test]
-fn every_kernel_assembles_for_sm_90_and_tuned_kernels_use_no_local_memory() {
+/// The trial, reported as ignored (saying why) where no ptxas is found.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
     // Besides the library's search (`dlrm_bench::toolchain::ptxas`), where `.ci/run` unpacks the wheel.
     let unpacked = repo().join("target/nvrtc/nvidia/cu13/bin/ptxas");
-    let Some(tool) = ptxas::find(&[unpacked]) else {
+    let tool = ptxas::find(&[unpacked]);
+    let name = "every_kernel_assembles_for_sm_90_and_tuned_kernels_use_no_local_memory";
+    if tool.is_none() {
         eprintln!(
-            "skipped: no ptxas (set DLRM_BENCH_PTXAS, or let .ci/run unpack the \
+            "SKIPPED {name}: no ptxas (set DLRM_BENCH_PTXAS, or let .ci/run unpack the \
              nvidia-cuda-nvcc wheel into target/nvrtc)"
         );
-        return;
-    };
-    let resources = ptxas::assemble(&tool, GPU_KERNELS_PTX).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let ignored = tool.is_none();
+    let trial = libtest_mimic::Trial::test(name, move || {
+        every_kernel_assembles_for_sm_90_and_tuned_kernels_use_no_local_memory(
+            &tool.expect("not ignored"),
+        );
+        Ok(())
+    })
+    .with_ignored_flag(ignored);
+    libtest_mimic::run(&args, vec![trial]).exit();
+}
+
+fn every_kernel_assembles_for_sm_90_and_tuned_kernels_use_no_local_memory(tool: &Path) {
+    let resources = ptxas::assemble(tool, GPU_KERNELS_PTX).unwrap_or_else(|e| panic!("{e}"));
     let entries = GPU_KERNELS_PTX.matches(".entry ").count();
     assert_eq!(resources.len(), entries, "one report per PTX entry");
 
