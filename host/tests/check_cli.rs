@@ -315,7 +315,7 @@ fn the_html_report_renders_whole_in_headless_chromium(browser: &Path) {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = std::process::Command::new(&browser)
+    let o = std::process::Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",

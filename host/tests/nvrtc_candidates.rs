@@ -32,11 +32,14 @@ fn no_headers() -> Option<String> {
     })
 }
 
+/// A trial: its name, its function, and what it lacks here (if anything).
+type Listed<'a> = (&'static str, fn(), &'a Option<String>);
+
 /// Each trial, reported as ignored (saying why on stderr) where its tools are missing.
 fn main() {
     let args = libtest_mimic::Arguments::from_args();
     let (nvrtc, headers) = (no_nvrtc(), no_headers());
-    let trials: Vec<(&str, fn(), &Option<String>)> = vec![
+    let trials: Vec<Listed> = vec![
         (
             "a_candidate_including_cuda_bf16_h_compiles",
             a_candidate_including_cuda_bf16_h_compiles,
