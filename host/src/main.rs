@@ -122,7 +122,9 @@ enum Command {
         /// directory of profiles, for one table over them all.
         #[arg(long, required = true)]
         workload: Vec<PathBuf>,
-        /// Use only this candidate group's wins (default: the fastest win of any group).
+        /// Use only this candidate group's wins (a group: the directory given to
+        /// `--candidates`, or a KernelBench answers' directory, as the report's group column
+        /// names it; default: the fastest win of any group).
         #[arg(long)]
         group: Option<String>,
         /// Pool sets of different backends, devices or presets (refused otherwise); each row
@@ -151,7 +153,8 @@ enum Command {
         /// Which prompt.
         #[arg(long, value_enum)]
         format: Format,
-        /// The sizes the prompt gives (native) or names for the inputs (kernelbench).
+        /// The sizes the prompt gives (native) or names for the inputs (kernelbench): ci,
+        /// small or full.
         #[arg(long, default_value = "full", value_parser = parse_preset)]
         preset: Preset,
     },
@@ -171,8 +174,11 @@ enum Command {
     /// print instead, as markdown, what our check and KernelBench's allclose (atol = rtol =
     /// 1e-2 and 1e-4) say of each degenerate output.
     Selftest {
+        /// The sizes the degenerate outputs are made at: ci, small or full.
         #[arg(long, default_value = "ci", value_parser = parse_preset)]
         preset: Preset,
+        /// Print our check's and KernelBench's allclose verdicts on each degenerate output
+        /// (markdown) instead of running the self-test.
         #[arg(long)]
         allclose: bool,
     },
@@ -233,7 +239,7 @@ struct RunArgs {
     /// Run the references alone (no candidates; e.g. to profile them).
     #[arg(long, conflicts_with = "candidates")]
     no_candidates: bool,
-    /// Size preset (default: full on a GPU; the emulator always runs ci).
+    /// Size preset: ci, small or full (default: full on a GPU; the emulator always runs ci).
     #[arg(long, value_parser = parse_preset)]
     preset: Option<Preset>,
     /// Use the CPU emulator even if a GPU is present.
@@ -242,6 +248,8 @@ struct RunArgs {
     /// Fail instead of falling back to the emulator.
     #[arg(long, conflicts_with = "cpu")]
     require_gpu: bool,
+    /// The public seed: the public input sets are drawn from it (the same seed, the same
+    /// inputs; `gen --seed` writes them). The secret sets come from the secret seed.
     #[arg(long, default_value_t = 2026)]
     seed: u64,
     /// Public input sets (at least 1), checked before the timing.
@@ -263,7 +271,7 @@ struct RunArgs {
     /// Timed pairs at most (default 400).
     #[arg(long, value_parser = at_least_one)]
     max_pairs: Option<usize>,
-    /// Seconds of timing per candidate at most.
+    /// Seconds of timing per candidate at most (default 20).
     #[arg(long, value_parser = positive_seconds)]
     budget_s: Option<f64>,
     /// A win needs the speedup's lower 95% bound above this (at least 1.0).
@@ -272,6 +280,8 @@ struct RunArgs {
     /// PyTorch peer timings (JSONL from tools/torch_peer.py) to show beside the references.
     #[arg(long)]
     peer: Vec<PathBuf>,
+    /// Where the run's directory (`<out>/<run-id>/`: run.json, results.jsonl, summary.md,
+    /// report.html) is made.
     #[arg(long, default_value = "results")]
     out: PathBuf,
     /// Seconds one execution of a candidate's launch plan may run on the device before its

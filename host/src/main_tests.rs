@@ -232,3 +232,26 @@ fn problems_are_named_or_numbered_and_comma_lists_split() {
     let e = problems(&["run", "--problem", "1,nope"]).unwrap_err();
     assert!(e.contains("unknown problem `nope`"), "{e}");
 }
+
+/// Every option and argument of every command says what it is in `--help` (a bare
+/// `[default: 2026]` is no description).
+#[test]
+fn every_argument_has_a_description() {
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if id == "help" || id == "version" || a.is_hide_set() {
+                continue;
+            }
+            if a.get_help().is_none() && a.get_long_help().is_none() {
+                missing.push(format!("{path} --{id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&Cli::command(), "dlrm-bench", &mut missing);
+    assert!(missing.is_empty(), "no --help text: {missing:?}");
+}

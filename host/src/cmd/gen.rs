@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 pub struct GenArgs {
     /// Problem name (see `list`).
     pub problem: String,
+    /// The sizes: ci, small or full.
     #[arg(long, default_value = "full", value_parser = crate::parse_preset)]
     pub preset: Preset,
     /// Public seed (the run's `--seed`).

@@ -29,6 +29,7 @@ pub struct StatsArgs {
     /// Log-normal bag lengths with this σ around each table's hotness (default: fixed hotness).
     #[arg(long)]
     pub pooling_sigma: Option<f64>,
+    /// The seed the generated batch is drawn from (the same seed, the same batch).
     #[arg(long, default_value_t = 2026)]
     pub seed: u64,
     /// Also print one line per table.
