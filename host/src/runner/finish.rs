@@ -86,21 +86,7 @@ pub(super) fn finish(
     println!("{heading}\n");
     println!("{}", report::terminal_tables(&records, &metrics, opts.wide));
     if !on_gpu {
-        let projection = if workload.is_some() {
-            " (so no end-to-end projection is made)"
-        } else {
-            ""
-        };
-        println!(
-            "\n{}",
-            report::wrap(
-                &format!(
-                    "This run is on the CPU emulator: {}{projection}",
-                    crate::results::EMULATOR_CAVEAT
-                ),
-                report::TERMINAL_TEXT_WIDTH
-            )
-        );
+        println!("\n{}", emulator_note(workload.is_some()));
     }
     if let Some(kb) = kernelbench::verdicts_markdown(&records) {
         println!("\nKernelBench answers: our verdict beside KernelBench's\n{kb}");
@@ -175,4 +161,21 @@ pub fn exit_code(records: &[Record]) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// What a run on the CPU emulator prints under its tables (and that a projection asked for is
+/// not made).
+fn emulator_note(with_workload: bool) -> String {
+    let projection = if with_workload {
+        " (so no end-to-end projection is made)"
+    } else {
+        ""
+    };
+    report::wrap(
+        &format!(
+            "This run is on the CPU emulator: {}{projection}",
+            crate::results::EMULATOR_CAVEAT
+        ),
+        report::TERMINAL_TEXT_WIDTH,
+    )
 }
