@@ -377,3 +377,79 @@ fn host_files_and_functions_are_short() {
     over.sort();
     assert!(over.is_empty(), "over the limits:\n{}", over.join("\n"));
 }
+
+/// The markdown files of the README and the guide (`docs/`, an mdBook), each with its text.
+fn docs() -> Vec<(PathBuf, String)> {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vec![repo.join("README.md")];
+    let mut dirs = vec![repo.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                files.push(p);
+            }
+        }
+    }
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p, text)
+        })
+        .collect()
+}
+
+/// The relative link targets of markdown `text` (`[x](target)`, anchors cut, web links left out).
+fn relative_links(text: &str) -> Vec<String> {
+    text.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(|t| t.split('#').next().unwrap_or("").trim().to_string())
+        .filter(|t| !t.is_empty() && !t.contains("://") && !t.starts_with("mailto:"))
+        .collect()
+}
+
+/// Every relative link of the README and the guide names a file that exists, the guide's
+/// table of contents (docs/SUMMARY.md) lists every chapter in docs/guide/, and the README stays
+/// a front page (at most 200 lines; the rest is in the guide).
+#[test]
+fn the_readme_and_the_guide_link_only_to_what_exists() {
+    let mut broken = Vec::new();
+    let docs = docs();
+    for (path, text) in &docs {
+        for target in relative_links(text) {
+            if !path.parent().unwrap().join(&target).exists() {
+                broken.push(format!("{}: {target}", path.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links: {broken:#?}");
+    let summary = &docs
+        .iter()
+        .find(|(p, _)| p.ends_with("docs/SUMMARY.md"))
+        .unwrap()
+        .1;
+    for (path, _) in docs
+        .iter()
+        .filter(|(p, _)| p.parent().unwrap().ends_with("docs/guide"))
+    {
+        let name = format!("guide/{}", path.file_name().unwrap().to_string_lossy());
+        assert!(
+            summary.contains(&format!("({name})")),
+            "docs/SUMMARY.md lacks {name}"
+        );
+    }
+    let readme = &docs[0].1;
+    assert!(
+        readme.lines().count() <= 200,
+        "README.md: {} lines",
+        readme.lines().count()
+    );
+    assert_eq!(
+        relative_links("[a](b.md#x) [w](https://x.org) [c](../c.md)"),
+        ["b.md", "../c.md"]
+    );
+}

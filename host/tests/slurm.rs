@@ -65,9 +65,9 @@ fn main() {
     ];
     let mut trials = trials;
     trials.push(Trial::test(
-        "the_readme_gives_the_scripts_this_test_runs",
+        "the_guide_gives_the_scripts_this_test_runs",
         || {
-            the_readme_gives_the_scripts_this_test_runs();
+            the_guide_gives_the_scripts_this_test_runs();
             Ok(())
         },
     ));
@@ -326,18 +326,21 @@ fn sweep_scoring_goes_through_the_same_recipe(dir: &Path, conf: &Path) {
     assert_eq!(untimed(&records(&merged)), untimed(&single));
 }
 
-/// The README's recipe is these scripts, not a copy of them that could drift.
-fn the_readme_gives_the_scripts_this_test_runs() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+/// The guide's recipe (docs/guide/clusters.md) is these scripts, not a copy of them that could drift.
+fn the_guide_gives_the_scripts_this_test_runs() {
+    let readme = std::fs::read_to_string(repo().join("docs/guide/clusters.md")).unwrap();
     for line in [
         "tools/slurm/submit.sh 8 results/sweep-1 results/sweep-1-merged run --preset full",
         "sbatch --array=3 tools/slurm/shards.sbatch 8 results/sweep-1 run --preset full",
         "tools/slurm/submit.sh --merge-only 8 results/sweep-1 results/sweep-1-merged",
     ] {
-        assert!(readme.contains(line), "README.md lacks `{line}`");
+        assert!(
+            readme.contains(line),
+            "docs/guide/clusters.md lacks `{line}`"
+        );
     }
     assert!(
         !readme.contains("#SBATCH"),
-        "README.md holds a batch script of its own: point to tools/slurm/ instead"
+        "docs/guide/clusters.md holds a batch script of its own: point to tools/slurm/ instead"
     );
 }

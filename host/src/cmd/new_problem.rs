@@ -467,7 +467,7 @@ pub(crate) fn candidate_template(problem: &dyn Problem) -> String {
     let decls: Vec<String> = params.iter().map(TemplateParam::cuda_decl).collect();
     let kernel = template_kernel(problem);
     format!(
-        "# Candidate for problem {number}, `{name}` (README.md, \"Adding a candidate\").\n\
+        "# Candidate for problem {number}, `{name}` (docs/guide/candidates.md).\n\
          # kernel.cu defines the kernel this launch names, with one parameter per `args` entry:\n\
          #   extern \"C\" __global__ void {kernel}(\n\
          {decls})\n\

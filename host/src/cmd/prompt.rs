@@ -11,9 +11,9 @@
 //!   comment), its output bounds, the kernel parameters the runner passes, a `candidate.toml`
 //!   template ([`crate::cmd::new_problem::candidate_template`]) and the rules a candidate must survive.
 //!
-//! The rules are [`RULES`], the one copy of them in code: a digest of README.md's "What a
-//! candidate must survive" and docs/design.md §6, which stay the source of truth (a test checks that
-//! README still says what each rule claims). Both prompts take their rules from it.
+//! The rules are [`RULES`], the one copy of them in code: a digest of the guide's "What a
+//! candidate must survive" (docs/guide/must-survive.md) and docs/design.md §6, which stay the
+//! source of truth (a test checks that the chapter still says what each rule claims). Both prompts take their rules from it.
 //!
 //! The KernelBench files and problem modules are embedded at build time (`build.rs` writes an
 //! `include_str!` for every file of `bench-problems/kernelbench/` and
@@ -60,14 +60,14 @@ pub(crate) struct Rule {
     pub title: &'static str,
     pub text: &'static str,
     pub applies: Applies,
-    /// Words README.md says it with (the test `every_rule_is_in_the_readme` keeps the two
-    /// together).
+    /// Words docs/guide/must-survive.md says it with (the test `every_rule_is_in_the_guide`
+    /// keeps the two together).
     #[cfg_attr(not(test), allow(dead_code))]
     pub readme: &'static [&'static str],
 }
 
-/// What a candidate must survive, in the order a run applies it (README.md, "What a candidate
-/// must survive"; docs/design.md §6).
+/// What a candidate must survive, in the order a run applies it (docs/guide/must-survive.md;
+/// docs/design.md §6).
 pub(crate) const RULES: &[Rule] = &[
     Rule {
         title: "Poisoned outputs",
@@ -719,19 +719,16 @@ mod tests {
     }
 
     #[test]
-    fn every_rule_is_in_the_readme() {
-        let readme = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    fn every_rule_is_in_the_guide() {
+        let chapter = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/must-survive.md"),
         )
         .unwrap();
-        let start = readme.find("## What a candidate must survive").unwrap();
-        let section = &readme[start..];
-        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
         for r in RULES {
             for words in r.readme {
                 assert!(
-                    section.contains(words),
-                    "README's section no longer says `{words}` ({})",
+                    chapter.contains(words),
+                    "docs/guide/must-survive.md no longer says `{words}` ({})",
                     r.title
                 );
             }
