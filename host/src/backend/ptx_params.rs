@@ -2,6 +2,36 @@
 //! argument list can be checked against it before anything runs.
 
 /// Byte sizes of the parameters of `.entry kernel(...)`, or `None` if the PTX has no such entry.
+/// The names of the `.entry` kernels of `ptx`, in order.
+pub fn entry_names(ptx: &str) -> Vec<&str> {
+    ptx.split(".entry")
+        .skip(1)
+        .filter_map(|rest| {
+            let rest = rest.trim_start();
+            let n = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+                .unwrap_or(rest.len());
+            (n > 0).then(|| &rest[..n])
+        })
+        .collect()
+}
+
+/// Why `kernel` is not in a module whose kernels are `names`: the names it has, so a typo shows.
+pub fn no_such_kernel(kernel: &str, names: &[&str]) -> String {
+    if names.is_empty() {
+        format!("no kernel `{kernel}` in the module (it has no kernel entry at all)")
+    } else {
+        format!(
+            "no kernel `{kernel}` in the module; its kernels: {}",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
 pub fn entry_params(ptx: &str, kernel: &str) -> Option<Vec<usize>> {
     let mut search = ptx;
     loop {
@@ -52,6 +82,17 @@ fn param_size(decl: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_kernel_is_told_with_the_module_s_kernels() {
+        let ptx = ".visible .entry alpha(\n.param .u64 a\n)\n{}\n.entry beta_2()\n{}";
+        assert_eq!(entry_names(ptx), ["alpha", "beta_2"]);
+        assert_eq!(
+            no_such_kernel("alpah", &entry_names(ptx)),
+            "no kernel `alpah` in the module; its kernels: `alpha`, `beta_2`"
+        );
+        assert!(no_such_kernel("x", &[]).contains("no kernel entry at all"));
+    }
 
     const PTX: &str = r#"
 .visible .entry other(

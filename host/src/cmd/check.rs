@@ -6,7 +6,11 @@
 //! parameter list in the PTX. When a ptxas is found ([`crate::toolchain::ptxas`]) the module is assembled
 //! for sm_90 too and each launch's line gives its kernel's registers, stack and spills. Each
 //! directory is checked once ([`crate::candidate::set`]).
-use crate::backend::{cuda::compile_cuda, ptx_params::entry_params, Backend, CudaFlags, Launch};
+use crate::backend::{
+    cuda::compile_cuda,
+    ptx_params::{entry_names, entry_params, no_such_kernel},
+    Backend, CudaFlags, Launch,
+};
 use crate::candidate::launch_limits::LaunchLimits;
 use crate::candidate::plan;
 use crate::candidate::set::load_unique;
@@ -79,7 +83,7 @@ pub(crate) fn check_loaded(
     let widths = |k: &str| -> Result<Vec<usize>, String> {
         match (&ptx, &triton_widths) {
             (Some(ptx), _) => {
-                entry_params(ptx, k).ok_or_else(|| format!("no kernel `{k}` in the module"))
+                entry_params(ptx, k).ok_or_else(|| no_such_kernel(k, &entry_names(ptx)))
             }
             (None, Some(w)) => Ok(w.clone()),
             (None, None) => Ok(cand

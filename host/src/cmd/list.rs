@@ -1,7 +1,8 @@
-//! `dlrm-bench list`: the problem catalog, as a table of each problem's number, name, summary
-//! and sizes per preset, or as names alone (one per line, for scripts).
+//! `dlrm-bench list`: the problem catalog, one block per problem (its number, name and summary,
+//! then its sizes per preset), every line within the terminal's 100 columns; or names alone
+//! (one per line, for scripts).
+use crate::report::{wrap, TERMINAL_TEXT_WIDTH};
 use bench_problems::{all_problems, Preset};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
 /// What `dlrm-bench list` prints (without the final newline).
 pub fn render(names_only: bool) -> String {
@@ -9,27 +10,40 @@ pub fn render(names_only: bool) -> String {
         let names: Vec<&str> = all_problems().iter().map(|p| p.name()).collect();
         return names.join("\n");
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_header(vec!["#", "problem", "what", "ci", "small", "full"]);
-    for p in all_problems() {
-        let fmt = |preset| {
-            p.sizes(preset)
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        t.add_row(vec![
-            p.number().to_string(),
-            p.name().to_string(),
-            p.summary().to_string(),
-            fmt(Preset::Ci),
-            fmt(Preset::Small),
-            fmt(Preset::Full),
-        ]);
-    }
-    t.to_string()
+    let blocks: Vec<String> = all_problems()
+        .iter()
+        .map(|p| {
+            let mut block = wrap(
+                &format!("{}. {}: {}", p.number(), p.name(), p.summary()),
+                TERMINAL_TEXT_WIDTH,
+            );
+            for (label, preset) in [
+                ("ci", Preset::Ci),
+                ("small", Preset::Small),
+                ("full", Preset::Full),
+            ] {
+                let sizes: Vec<String> = p
+                    .sizes(preset)
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let line = wrap(
+                    &format!("{label}: {}", sizes.join(" ")),
+                    TERMINAL_TEXT_WIDTH - 4,
+                );
+                for l in line.lines() {
+                    block += &format!("\n    {l}");
+                }
+            }
+            block
+        })
+        .collect();
+    let note = wrap(
+        "Sizes per preset (`--preset ci|small|full`); `dlrm-bench prompt N --format native` \
+         names every tensor and size of problem N.",
+        TERMINAL_TEXT_WIDTH,
+    );
+    format!("{}\n\n{note}", blocks.join("\n\n"))
 }
 
 #[cfg(test)]
@@ -42,7 +56,9 @@ mod tests {
         assert_eq!(names.lines().count(), all_problems().len());
         let table = render(false);
         for name in names.lines() {
-            assert_eq!(table.matches(&format!(" {name} ")).count(), 1, "{name}");
+            assert_eq!(table.matches(&format!(" {name}: ")).count(), 1, "{name}");
         }
+        let widest = table.lines().map(|l| l.chars().count()).max().unwrap();
+        assert!(widest <= TERMINAL_TEXT_WIDTH, "a line of {widest} columns");
     }
 }

@@ -575,11 +575,15 @@ impl Backend for CudaBackend {
         self.note_local_frame(module, kernel)?;
         let m = &self.modules[module.0];
         let symbol = m.symbol(kernel);
-        let no_kernel = || BackendError::BadLaunch(format!("the module has no kernel `{kernel}`"));
         let params = match m.ptx.as_deref() {
             Some(p) if m.driver_first => driver_params(m.handle, symbol)
                 .or_else(|e| ptx_params::entry_params(p, symbol).ok_or(e))?,
-            Some(p) => ptx_params::entry_params(p, symbol).ok_or_else(no_kernel)?,
+            Some(p) => ptx_params::entry_params(p, symbol).ok_or_else(|| {
+                BackendError::BadLaunch(ptx_params::no_such_kernel(
+                    kernel,
+                    &ptx_params::entry_names(p),
+                ))
+            })?,
             None => driver_params(m.handle, symbol)?,
         };
         let Some((_, c)) = m.triton.as_ref().filter(|(f, _)| f == kernel) else {
