@@ -63,6 +63,20 @@ pub(crate) fn check_sizes(problem: &dyn Problem) -> Vec<SizeSet> {
     out
 }
 
+/// The sizes [`check_sizes`]' full set takes from ci (data-dependent ones, like the lookups'
+/// count N, that the preset does not fix).
+fn ci_sizes_at_full(problem: &str) -> Vec<String> {
+    let Some(problem) = find_problem(problem) else {
+        return Vec::new();
+    };
+    let full = problem.sizes(Preset::Full);
+    check_sizes(problem)
+        .into_iter()
+        .find(|(label, _, _)| label == "ci")
+        .map(|(_, ci, _)| ci.into_keys().filter(|k| !full.contains_key(k)).collect())
+        .unwrap_or_default()
+}
+
 /// Checks one candidate directory with the default limits; `Ok` holds one line per launch,
 /// `Err` says what is wrong.
 pub fn check_candidate(dir: &Path, arch: &str) -> Result<Vec<String>, String> {
@@ -110,6 +124,14 @@ pub(crate) fn check_loaded(
             resources.as_ref(),
         )
     }));
+    let borrowed = ci_sizes_at_full(&cand.problem);
+    if !borrowed.is_empty() {
+        lines.push(format!(
+            "note: the grids \"at full size\" take {} from ci: data-dependent sizes are known \
+             only with the inputs (a run resolves them)",
+            borrowed.join(", ")
+        ));
+    }
     if resources.is_none() && ptx.is_some() {
         lines.push(
             "note: no ptxas found (DLRM_BENCH_PTXAS, beside libnvrtc, a CUDA toolkit or PATH): \
@@ -131,9 +153,19 @@ fn module_ptx(cand: &Candidate, arch: &str) -> Result<(Option<String>, Option<St
     let ptx = match &cand.source {
         ModuleSource::Builtin => Some(crate::toolchain::ptx::GPU_KERNELS_PTX.to_string()),
         ModuleSource::Ptx { code, .. } => Some(code.clone()),
-        ModuleSource::Cuda { file, code, flags } => {
-            Some(compile_cuda(file, code, flags, arch).map_err(|e| e.to_string())?)
-        }
+        ModuleSource::Cuda { file, code, flags } => match compile_cuda(file, code, flags, arch) {
+            Ok(ptx) => Some(ptx),
+            // Without NVRTC the launch plan is still checked, its arguments 8 bytes wide.
+            Err(e) if e.to_string().contains(crate::backend::cuda::NVRTC_MISSING) => {
+                note = Some(format!(
+                    "note: {} not compiled: {e}; the launch plan is checked without the \
+                     kernel's parameter widths",
+                    file.display()
+                ));
+                None
+            }
+            Err(e) => return Err(e.to_string()),
+        },
         ModuleSource::Binary { file, image } => {
             let kind = crate::backend::binary::check_image(image)
                 .map_err(|e| format!("{}: {e}", file.display()))?;

@@ -57,7 +57,7 @@ pub fn compile_cuda(
     // libnvrtc is loaded before the include search, which looks next to it.
     nvrtc_version().ok_or_else(|| {
         BackendError::Compile(format!(
-            "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
+            "{NVRTC_MISSING} (put the CUDA toolkit's lib64 on LD_LIBRARY_PATH, or `pip download nvidia-cuda-nvrtc` and its wheel's nvidia/cu13/lib, as .ci/run does)"
         ))
     })?;
     let search = crate::toolchain::cuda_include::current();
@@ -75,7 +75,7 @@ pub fn compile_cuda(
     let compiled =
         quietly(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts)).ok_or_else(|| {
             BackendError::Compile(format!(
-                "{NVRTC_MISSING} (is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?)"
+                "{NVRTC_MISSING} (put the CUDA toolkit's lib64 on LD_LIBRARY_PATH, or `pip download nvidia-cuda-nvrtc` and its wheel's nvidia/cu13/lib, as .ci/run does)"
             ))
         })?;
     match compiled {
