@@ -48,6 +48,36 @@ pub(crate) fn reason_lines(records: &[Record]) -> Vec<String> {
     lines
 }
 
+/// The note under the metrics saying which groups' skipped candidates they leave out (a skip
+/// is no verdict), so a group whose every candidate was skipped does not vanish unsaid; `None`
+/// when nothing was skipped.
+pub(crate) fn skipped_note(records: &[Record]) -> Option<String> {
+    let mut groups: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in records.iter().filter(|r| !r.is_reference()) {
+        let g = groups.entry(&r.group).or_default();
+        g.0 += 1;
+        g.1 += usize::from(r.status == Status::Skipped);
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .filter(|(_, (_, skipped))| *skipped > 0)
+        .map(|(g, (all, skipped))| {
+            let gone = if skipped == all {
+                ", so it is not in the tables"
+            } else {
+                ""
+            };
+            format!("{g} {skipped} of {all}{gone}")
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "Skipped candidates are left out of the metrics (a skip is no verdict): {}.",
+            parts.join("; ")
+        )
+    })
+}
+
 /// One reason's line: the count, the status, the reason (the member's own when alone), the
 /// first few members' names.
 fn line(status: &str, masked_reason: &str, members: &[(String, String)]) -> String {
@@ -121,6 +151,23 @@ mod tests {
             ]
         );
         assert!(reason_lines(&records[..1]).is_empty());
+    }
+
+    #[test]
+    fn groups_with_skipped_candidates_are_named_with_counts() {
+        let mut records = vec![
+            record("a", Status::Skipped, "needs a GPU"),
+            record("b", Status::Correct, ""),
+        ];
+        let mut all_skipped = record("c", Status::Skipped, "needs a GPU");
+        all_skipped.group = "h".into();
+        records.push(all_skipped);
+        assert_eq!(
+            skipped_note(&records).unwrap(),
+            "Skipped candidates are left out of the metrics (a skip is no verdict): g 1 of 2; \
+             h 1 of 1, so it is not in the tables."
+        );
+        assert_eq!(skipped_note(&records[1..2]), None);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What the terminal shows beside the records: why records are not correct, the metrics tables per basis, their titles and notes, the one-line summary.
 use super::cells::f;
-use super::reasons::reason_lines;
+use super::reasons::{reason_lines, skipped_note};
 use super::rows::narrow_table;
 use super::rows::wide_table;
 use super::rows::LOSES_TO_COMPILE_MARK;
@@ -253,7 +253,10 @@ pub(crate) fn terminal_tables(records: &[Record], summary: &Summary, wide: bool)
         let (title, detail) = basis_title(summary, basis);
         s += &format!("\n{}\n{m}\n", wrapped(&format!("{title}. {detail}")));
     }
-    for note in absent_notes(summary) {
+    for note in absent_notes(summary)
+        .into_iter()
+        .chain(skipped_note(records))
+    {
         s += &format!("{}\n", wrapped(&note));
     }
     if let Some(lines) = compile_loss_lines(summary) {
