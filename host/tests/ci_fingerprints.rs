@@ -224,7 +224,10 @@ fn inputs_oracles_and_reference_outputs_are_unchanged() {
         .collect();
     assert!(
         differ.is_empty() && want.lines().count() == got.lines().count(),
-        "{} of {} fingerprints changed ({} lines recorded, {} now):\n{}",
+        "{} of {} fingerprints changed ({} lines recorded, {} now):\n{}\n\nA new problem, or a \
+         change of inputs or oracle meant to change them: record them again with `DLRM_BLESS=1 \
+         cargo test -p dlrm-bench --test ci_fingerprints` and commit the file. Otherwise the \
+         change altered what every run draws.",
         differ.len(),
         want.lines().count(),
         want.lines().count(),

@@ -2,7 +2,9 @@
 //! registry's, never written here) there is one KernelBench file named after its number and
 //! name, an entry in the PyTorch peer's table, and every kernel its reference plan (and every
 //! Rust candidate's plan) names is in the emulator's list and in the PTX with the same
-//! parameters; the emulator's list and the PTX's entries are the same set.
+//! parameters; the emulator's list and the PTX's entries are the same set; no file still holds
+//! the stub mark `dlrm-bench new-problem` writes (a sibling's code not yet made the new
+//! problem's).
 use bench_problems::{all_problems, Problem};
 use dlrm_bench::backend::ptx_params::entry_params;
 use dlrm_bench::candidate::{Candidate, ModuleSource};
@@ -191,4 +193,33 @@ fn tuned_kernels_live_in_their_problems_tuned_file() {
     }
     assert!(seen >= 12, "only {seen} tuned Rust candidates found");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `new-problem` marks every file it writes or registers in; a mark left is a sibling's code
+/// (its Model, oracle, peer entry) still standing in for the new problem's.
+#[test]
+fn no_new_problem_stub_is_left() {
+    let mut left = Vec::new();
+    for (dir, ext) in [
+        ("bench-problems/src/problems", "rs"),
+        ("gpu-kernels/src/kernels", "rs"),
+        ("bench-problems/kernelbench", "py"),
+        ("tools", "py"),
+    ] {
+        for e in std::fs::read_dir(repo().join(dir)).unwrap().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == ext)
+                && std::fs::read_to_string(&p)
+                    .unwrap_or_default()
+                    .contains(dlrm_bench::cmd::new_problem::STUB_MARK)
+            {
+                left.push(p.display().to_string());
+            }
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "stubs of `dlrm-bench new-problem` left (make them the new problem's, then delete the \
+         mark line): {left:?}"
+    );
 }

@@ -186,11 +186,15 @@ fn register_peer(peer: &str, like: &str, name: &str) -> anyhow::Result<String> {
         + "\n    },\n".len();
     let body = &peer[start + key.len()..end];
     let stub = format!(
-        "    \"{name}\": {{\n        # Stub from `dlrm-bench new-problem {name} --like {like}`: these are \
+        "    \"{name}\": {{\n        # {STUB_MARK} {name} --like {like}`: these are \
          {like}'s;\n        # write {name}'s logical bytes and float64 oracle (or \"error\").\n{body}"
     );
     Ok(format!("{}{stub}{}", &peer[..end], &peer[end..]))
 }
+
+/// The start of the line `new-problem` puts in every file it writes or registers in, until the
+/// contributor has made it the new problem's (host/tests/consistency.rs fails while one is left).
+pub const STUB_MARK: &str = "Stub from `dlrm-bench new-problem";
 
 /// Writes problem `name` (catalog number `number`) from sibling `like` (number `like_number`)
 /// under the repository root `repo`.
@@ -225,7 +229,7 @@ pub fn new_problem(
         for (from, to) in &renames {
             t = replace_ident(&t, from, to);
         }
-        t
+        renumber(&t, name, like_number, number)
     };
 
     let module = set_number(
@@ -233,12 +237,25 @@ pub fn new_problem(
         number,
     )?;
     let kb_like = kernelbench.join(format!("{like_number:02}_{like}.py"));
+    // Each file starts with the stub mark host/tests/consistency.rs fails on until it is gone.
+    let mark = |comment: &str, what: &str| {
+        format!(
+            "{comment} {STUB_MARK} {name} --like {like}`: {like}'s {what}; make them {name}'s, \
+             then delete this line.\n"
+        )
+    };
     let files = [
-        (problems.join(format!("{name}.rs")), module),
-        (kernels.join(format!("{name}.rs")), rename(&kernel_src)),
+        (
+            problems.join(format!("{name}.rs")),
+            mark("//", "signature, sizes, inputs and oracle") + &module,
+        ),
+        (
+            kernels.join(format!("{name}.rs")),
+            mark("//", "reference kernels") + &rename(&kernel_src),
+        ),
         (
             kernelbench.join(format!("{number:02}_{name}.py")),
-            rename(&read(&kb_like)?),
+            mark("#", "Model and inputs") + &rename(&read(&kb_like)?),
         ),
     ];
     for (path, _) in &files {
@@ -499,9 +516,43 @@ pub(crate) fn candidate_template(problem: &dyn Problem) -> String {
     )
 }
 
+/// `text` with the sibling's number (`from`) made the new problem's (`to`) where it names the
+/// problem: "Problem 6" and "problem 6" (not "problem 60"), and the KernelBench file
+/// `06_<name>.py`.
+fn renumber(text: &str, name: &str, from: u32, to: u32) -> String {
+    let mut t = text.replace(&format!("{from:02}_{name}"), &format!("{to:02}_{name}"));
+    for word in ["Problem", "problem"] {
+        let pattern = format!("{word} {from}");
+        let mut out = String::with_capacity(t.len());
+        let mut rest = t.as_str();
+        while let Some(at) = rest.find(&pattern) {
+            let after = &rest[at + pattern.len()..];
+            out.push_str(&rest[..at]);
+            if after.starts_with(|c: char| c.is_ascii_digit()) {
+                out.push_str(&pattern);
+            } else {
+                out.push_str(&format!("{word} {to}"));
+            }
+            rest = after;
+        }
+        out.push_str(rest);
+        t = out;
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sibling_s_number_becomes_the_new_problem_s() {
+        let text = "//! Problem 6, `x`: see problem 6 and problem 60 (`kernelbench/06_x.py`).";
+        assert_eq!(
+            renumber(text, "x", 6, 13),
+            "//! Problem 13, `x`: see problem 13 and problem 60 (`kernelbench/13_x.py`)."
+        );
+    }
 
     /// A scratch copy of the files `new-problem` reads and changes.
     fn scratch_repo(tag: &str, siblings: &[(&str, u32)]) -> PathBuf {
@@ -539,7 +590,20 @@ mod tests {
             "{module}"
         );
         assert!(module.contains("\"embedding_bag_max_reference\""));
-        assert!(!module.contains("EmbeddingBagSum") && !module.contains("embedding_bag_sum"));
+        // The first line is the stub mark (naming the sibling); nothing after it does, and no
+        // file holds the sibling's number where it names the problem.
+        let (mark, body) = module.split_once('\n').unwrap();
+        assert!(
+            mark.starts_with(&format!("// {STUB_MARK} embedding_bag_max")),
+            "{mark}"
+        );
+        assert!(!body.contains("EmbeddingBagSum") && !body.contains("embedding_bag_sum"));
+        assert!(!body.contains("Problem 1,") && !body.contains("01_embedding_bag_max"));
+        let kb = read(&repo.join("bench-problems/kernelbench/13_embedding_bag_max.py")).unwrap();
+        assert!(
+            kb.starts_with(&format!("# {STUB_MARK} embedding_bag_max")),
+            "{kb}"
+        );
         let kernels = read(&repo.join("gpu-kernels/src/kernels/embedding_bag_max.rs")).unwrap();
         assert!(kernels.contains("pub unsafe fn embedding_bag_max_reference("));
         assert!(repo

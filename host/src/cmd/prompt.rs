@@ -740,7 +740,8 @@ mod tests {
         assert_eq!(find("1").unwrap().name(), "embedding_bag_sum");
         assert_eq!(find("12").unwrap().name(), "fm_interaction");
         assert_eq!(find("kjt_permute").unwrap().number(), 7);
-        for bad in ["0", "13", "embedding_bag", "", "-1"] {
+        let past_the_last = (all_problems().len() + 1).to_string();
+        for bad in ["0", past_the_last.as_str(), "embedding_bag", "", "-1"] {
             let e = render(bad, Format::Native, Preset::Ci)
                 .unwrap_err()
                 .to_string();
