@@ -85,8 +85,12 @@ fn main() {
 /// A command run from the repository's root, talking to the test's cluster.
 fn cmd(conf: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new(program);
+    // The jobs' output beside the cluster's state, not in the repository (sbatch's default).
+    let out = conf.with_file_name("slurm-%j.out");
     c.current_dir(repo())
         .env("SLURM_CONF", conf)
+        .env("SBATCH_OUTPUT", &out)
+        .env("SBATCH_ERROR", &out)
         .env("DLRM_BENCH", env!("CARGO_BIN_EXE_dlrm-bench"))
         .env_remove(dlrm_bench::runner::shard::SECRET_ENV);
     c
