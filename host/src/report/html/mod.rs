@@ -153,7 +153,9 @@ main{max-width:1240px;margin:0 auto;padding:18px 28px 40px}
 h1{font-size:1.6em;margin:.4em 0 .2em}h2{margin-top:1.8em;border-bottom:2px solid #dde;
  padding-bottom:.2em}h3{margin:1.2em 0 .4em}
 nav a{margin-right:1em}
-table{border-collapse:collapse;margin:.5em 0 1em;background:#fff;font-size:.9em}
+table{border-collapse:collapse;margin:.5em 0 1em;background:#fff;font-size:.9em;display:block;
+ max-width:100%;overflow-x:auto}
+code{background:#eef0f5;padding:0 3px;border-radius:3px;font-size:.92em}
 th,td{border:1px solid #d8dbe2;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#eef0f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.problem th{background:#e3e8f3;font-size:1.02em}
@@ -652,9 +654,9 @@ fn metrics_section(h: &mut String, summary: &Summary) {
         );
     }
     for note in report::absent_notes(summary) {
-        let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(&note));
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", prose(&note));
     }
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(report::METRICS_NOTE));
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", prose(report::METRICS_NOTE));
 }
 
 fn messages_section(h: &mut String, records: &[Record]) {
@@ -693,6 +695,26 @@ fn messages_section(h: &mut String, records: &[Record]) {
             })
         );
     }
+}
+
+/// Prose for the page: escaped, with Markdown's `inline code` as `<code>` (an unpaired
+/// backtick stays as it is).
+fn prose(text: &str) -> String {
+    let parts: Vec<&str> = text.split('`').collect();
+    if parts.len().is_multiple_of(2) {
+        return escape(text);
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            if i % 2 == 1 {
+                format!("<code>{}</code>", escape(p))
+            } else {
+                escape(p)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

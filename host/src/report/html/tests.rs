@@ -189,3 +189,12 @@ fn pooled_report_writes_the_page_and_the_plot_files() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn prose_shows_inline_code_as_code_and_escapes_the_rest() {
+    assert_eq!(
+        super::prose("run `--torch <x>` & see"),
+        "run <code>--torch &lt;x&gt;</code> &amp; see"
+    );
+    assert_eq!(super::prose("a ` lone tick"), "a ` lone tick");
+}

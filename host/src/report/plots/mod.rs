@@ -39,6 +39,7 @@ pub struct Plot {
 /// Colours of the bases and of the reference.
 pub(crate) const REFERENCE_BASIS: RGBColor = RGBColor(31, 119, 180);
 pub(crate) const EAGER_BASIS: RGBColor = RGBColor(230, 110, 0);
+pub(crate) const COMPILE_BASIS: RGBColor = RGBColor(44, 160, 44);
 const REFERENCE_RECORD: RGBColor = RGBColor(110, 110, 110);
 const AFTER: RGBColor = RGBColor(44, 160, 44);
 const RULE: RGBColor = RGBColor(150, 150, 150);

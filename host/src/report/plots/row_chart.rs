@@ -65,8 +65,9 @@ impl RowChart {
     pub(crate) fn render(&self) -> anyhow::Result<String> {
         let n = self.rows.len().max(1);
         let label_chars = self.rows.iter().map(|r| r.label.chars().count()).max();
-        let label_w = (label_chars.unwrap_or(4) as f64 * 6.8) as u32 + 16;
-        let (w, h) = (label_w + 640, 20 * n as u32 + 130);
+        let label_w = (label_chars.unwrap_or(4) as f64 * 7.4) as u32 + 16;
+        // Room at the bottom for the legend, under the axis's description.
+        let (w, h) = (label_w + 640, 20 * n as u32 + 160);
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
@@ -76,8 +77,9 @@ impl RowChart {
             let mut b = ChartBuilder::on(&root);
             b.margin(12)
                 .margin_top(10)
-                .caption(&self.title, font(17))
-                .x_label_area_size(44)
+                .margin_bottom(34)
+                .caption(&self.title, font(18))
+                .x_label_area_size(48)
                 .y_label_area_size(label_w);
             let yr = -0.6f64..(n as f64 - 0.4);
             if self.log {
@@ -87,6 +89,10 @@ impl RowChart {
                 chart
                     .configure_mesh()
                     .disable_y_mesh()
+                    // A log axis has many minor lines: drawn, they merge into a grey band.
+                    .light_line_style(TRANSPARENT)
+                    .label_style(font(14))
+                    .axis_desc_style(font(14))
                     .y_label_formatter(&|_| String::new())
                     .x_desc(&self.x_desc)
                     .x_label_formatter(&|v| tick(*v))
@@ -98,6 +104,9 @@ impl RowChart {
                 chart
                     .configure_mesh()
                     .disable_y_mesh()
+                    .light_line_style(TRANSPARENT)
+                    .label_style(font(14))
+                    .axis_desc_style(font(14))
                     .y_label_formatter(&|_| String::new())
                     .x_desc(&self.x_desc)
                     .draw()
@@ -136,9 +145,9 @@ impl RowChart {
             }
             let (px, py) = chart.backend_coord(&(lo, y(i, 0.0)));
             let style = if row.heading {
-                TextStyle::from(("sans-serif", 13, FontStyle::Bold).into_font())
+                TextStyle::from(("sans-serif", 14, FontStyle::Bold).into_font())
             } else {
-                font(12)
+                font(13)
             };
             let at = (px.min(chart.backend_coord(&(x0, 0.0)).0) - 8, py);
             root.draw(&Text::new(
@@ -200,13 +209,13 @@ pub(crate) fn draw_legend(
         let label = format!("● {text}");
         root.draw(&Text::new(
             label.clone(),
-            (x, h as i32 - 12),
-            font(12)
+            (x, h as i32 - 14),
+            font(13)
                 .color(&color.mix(1.0))
                 .pos(Pos::new(HPos::Left, VPos::Center)),
         ))
         .map_err(err)?;
-        x += (label.chars().count() as f64 * 6.8) as i32 + 18;
+        x += (label.chars().count() as f64 * 7.2) as i32 + 18;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@ use super::row_chart::problem_rows;
 use super::row_chart::Mark;
 use super::row_chart::RowChart;
 use super::{
-    hex, positive, problem_color, Plot, EAGER_BASIS, PALETTE, REFERENCE_BASIS, REFERENCE_RECORD,
-    RULE,
+    hex, positive, problem_color, Plot, COMPILE_BASIS, EAGER_BASIS, PALETTE, REFERENCE_BASIS,
+    REFERENCE_RECORD, RULE,
 };
 use crate::report::metrics::with_reference_peers;
 use crate::report::metrics::Basis;
@@ -48,10 +48,19 @@ pub(crate) fn speedup_points(r: &Record, filled: &Record) -> Vec<SpeedupPoint> {
             win: Basis::Eager.win(filled),
         });
     }
+    if let Some(m) = Basis::Compile.speedup(filled).and_then(positive) {
+        v.push(SpeedupPoint {
+            basis: Basis::Compile,
+            median: m,
+            interval: None,
+            win: Basis::Compile.win(filled),
+        });
+    }
     v
 }
 
-/// Every candidate's speedup on both bases with its 95% interval; filled: a win.
+/// Every candidate's speedup on every basis measured, with its 95% interval where paired;
+/// filled: a win.
 pub fn speedups(records: &[Record]) -> anyhow::Result<Plot> {
     let filled = with_reference_peers(records);
     let (rows, kept) = problem_rows(records, |r| !r.is_reference());
@@ -59,8 +68,9 @@ pub fn speedups(records: &[Record]) -> anyhow::Result<Plot> {
     for (i, r, row) in kept {
         for p in speedup_points(r, &filled[i]) {
             let (offset, color) = match p.basis {
-                Basis::Reference => (-0.18, REFERENCE_BASIS),
-                _ => (0.18, EAGER_BASIS),
+                Basis::Reference => (-0.22, REFERENCE_BASIS),
+                Basis::Eager => (0.0, EAGER_BASIS),
+                Basis::Compile => (0.22, COMPILE_BASIS),
             };
             marks.push(Mark {
                 row,
@@ -83,6 +93,7 @@ pub fn speedups(records: &[Record]) -> anyhow::Result<Plot> {
         legend: vec![
             (REFERENCE_BASIS, "over the Rust reference".into()),
             (EAGER_BASIS, "over PyTorch eager".into()),
+            (COMPILE_BASIS, "over torch.compile".into()),
             (RULE, "filled: a win; bar: 95% interval".into()),
         ],
     };
@@ -94,9 +105,12 @@ pub fn speedups(records: &[Record]) -> anyhow::Result<Plot> {
              (median of paired ratios, bar: its bootstrap 95% interval), <b style=\"color:{}\">\
              ●</b> over PyTorch eager (paired with its interval where eager was timed \
              interleaved with the candidate, else eager's median over the candidate's, no \
-             interval). A filled mark is a win on that basis; hollow is not.",
+             interval), <b style=\"color:{}\">●</b> over the torch.compile'd Model where it was \
+             timed (its median over the candidate's). A filled mark is a win on that basis; \
+             hollow is not.",
             hex(REFERENCE_BASIS),
-            hex(EAGER_BASIS)
+            hex(EAGER_BASIS),
+            hex(COMPILE_BASIS)
         ),
         svg: chart.render()?,
         points,

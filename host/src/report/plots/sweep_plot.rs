@@ -1,11 +1,7 @@
 //! The chart of a sweep (`sweep report`): each model's win rate on every basis, beside the
 //! published LLM result's.
 use super::row_chart::{Mark, Row, RowChart};
-use super::{hex, Plot, EAGER_BASIS, REFERENCE_BASIS};
-use plotters::style::RGBColor;
-
-/// The colour of the `torch.compile` basis.
-const COMPILE_BASIS: RGBColor = RGBColor(44, 160, 44);
+use super::{hex, Plot, COMPILE_BASIS, EAGER_BASIS, REFERENCE_BASIS};
 
 /// The published result's win rate over PyTorch eager (%), drawn as a rule.
 const PUBLISHED_WIN_RATE: f64 = 41.7;
