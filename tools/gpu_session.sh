@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbset|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -58,6 +58,12 @@ for what in "$@"; do
   kb)
     step kb target/release/dlrm-bench kernelbench "${answers[@]}" --torch=eager --timeout-s 60 \
       --out "$O/kb" > "$O/kb.log" 2>&1 ;;
+  kbset)
+    # The 60 load_inline answers of tools/inline_set.py (issue 35's throughput set); SHARD=i/n
+    # splits them (with DLRM_BENCH_SECRET_SEED) where one call's time is too short.
+    step kbset target/release/dlrm-bench kernelbench candidates/kernelbench-throughput/*/ \
+      --torch=eager --timeout-s 60 ${SHARD:+--shard "$SHARD"} --out "$O/kbset" \
+      > "$O/kbset.log" 2>&1 ;;
   small|full)
     tools/build_cubin.sh candidates/examples/embedding_bag_sum/cubin_warp_per_bag > "$O/cubin.txt" 2>&1
     step "corpus-$what" tools/gpu_run.sh "$O/corpus-$what" "$what" "${corpus[@]}" --timeout-s 60 \
