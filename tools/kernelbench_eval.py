@@ -536,10 +536,26 @@ def evaluate_kernelbench(req):
         # fresh copies, as a fresh get_inputs() would be (an answer that writes its inputs
         # changes no later trial), without reading gigabytes from disk six times.
         if not loaded:
-            loaded.append(tp.load_set(kb, path, {}))
+            # Kept on the host (with each tensor's device, and the set's shared tables shared),
+            # so a trial holds no more device memory than a fresh load did.
+            host = {}
+            for t in tp.load_set(kb, path, {}):
+                if hasattr(t, "to"):
+                    if id(t) not in host:
+                        host[id(t)] = (t.cpu(), t.device)
+                    loaded.append(host[id(t)])
+                else:
+                    loaded.append((t, None))
         copies = {}
-        return [copies.setdefault(id(t), t.clone()) if hasattr(t, "clone") else t
-                for t in loaded[0]]
+        out = []
+        for t, device in loaded:
+            if device is None:
+                out.append(t)
+            else:
+                if id(t) not in copies:
+                    copies[id(t)] = t.to(device, copy=True)
+                out.append(copies[id(t)])
+        return out
 
     def set_seed(seed):
         torch.manual_seed(seed)

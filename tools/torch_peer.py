@@ -401,13 +401,14 @@ def _unique_logical_bytes(inputs):
 
 
 # numpy's answers, per input tensor (held, so its id is not reused): every timed call is
-# checked, and np.unique of 10 M indices takes about 2 s on the host.
+# checked, and np.unique of 10 M indices takes about 2 s on the host. Cleared after each request
+# of the peer server; an evaluator job's process ends with its answer.
 _UNIQUE_REFS = {}
 
 
 def _unique_error(out, inputs):
-    """numpy's unique on the host (once per input tensor; the callers check against pristine
-    copies of the inputs, which nothing writes)."""
+    """numpy's unique on the host, once per input tensor (the evaluator checks against pristine
+    copies of the inputs, which nothing writes; the peer server checks each set once)."""
     import numpy as np
     import torch
 
@@ -904,6 +905,7 @@ def serve():
         if not line.strip():
             continue
         reply = answer(line)
+        _UNIQUE_REFS.clear()  # a request's sets die with it; so do their references
         release_gpu_memory()
         answers.write(json.dumps(json_safe(reply)) + "\n")
         answers.flush()

@@ -238,6 +238,15 @@ fn the_recipe_shards_fails_retries_and_merges(dir: &Path, conf: &Path) {
     wait_for(conf, &[&ids[0], &ids[1]]);
     assert_eq!(job_field(conf, &ids[1], "JobState"), ["COMPLETED"]);
     assert_eq!(untimed(&records(&merged)), single);
+    // A second submission into the same OUT is refused: its tasks would resume these shards.
+    let mut again = cmd(conf, "bash");
+    again
+        .arg(slurm_tool("submit.sh"))
+        .args(["2", o, m])
+        .args(RUN);
+    let refused = again.env(env[0].0, env[0].1).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("holds shards already"));
 
     // Task 1 fails before it starts (a node lost, say): the merge is ended, not left pending.
     let (out, merged) = (root.join("shards-2"), root.join("merged-2"));

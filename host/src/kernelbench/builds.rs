@@ -70,9 +70,12 @@ pub struct AheadBuilds {
     /// The answer files being built; an answer not among them has no build to wait for.
     expected: BTreeSet<PathBuf>,
     done: Mutex<Builds>,
-    finished: Condvar,
+    /// Notified on each build done, on cancelling and on finishing.
+    ready: Condvar,
     /// Set when the run stops early: no build starts after it.
     cancelled: AtomicBool,
+    /// Set when the builder is done (or died): an answer without a build then waits no more.
+    finished: AtomicBool,
 }
 
 impl AheadBuilds {
@@ -96,10 +99,10 @@ impl AheadBuilds {
             if let Some(b) = done.get(file) {
                 return (Some(b.clone()), clock.elapsed().as_secs_f64());
             }
-            if self.cancelled.load(Ordering::Relaxed) {
+            if self.cancelled.load(Ordering::Relaxed) || self.finished.load(Ordering::Relaxed) {
                 return (None, clock.elapsed().as_secs_f64());
             }
-            done = self.finished.wait(done).unwrap_or_else(|e| e.into_inner());
+            done = self.ready.wait(done).unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -107,7 +110,20 @@ impl AheadBuilds {
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::Relaxed);
         let _guard = self.done.lock();
-        self.finished.notify_all();
+        self.ready.notify_all();
+    }
+
+    /// A guard that, dropped however its scope ends (a panic included), says the builder is
+    /// done: waiters stop waiting for builds never made.
+    pub fn finisher(&self) -> Finisher<'_> {
+        Finisher(self)
+    }
+
+    /// The builder is done, or died: whatever was not built never will be.
+    fn finish(&self) {
+        self.finished.store(true, Ordering::Relaxed);
+        let _guard = self.done.lock();
+        self.ready.notify_all();
     }
 
     fn insert(&self, file: PathBuf, build: Build) {
@@ -115,12 +131,21 @@ impl AheadBuilds {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(file, build);
-        self.finished.notify_all();
+        self.ready.notify_all();
     }
 
     /// The builds made so far.
     pub fn snapshot(&self) -> Builds {
         self.done.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// See [`AheadBuilds::finisher`].
+pub struct Finisher<'a>(&'a AheadBuilds);
+
+impl Drop for Finisher<'_> {
+    fn drop(&mut self) {
+        self.0.finish();
     }
 }
 
@@ -133,6 +158,7 @@ pub fn build_all(
     into: &AheadBuilds,
     done: &(dyn Fn() + Sync),
 ) {
+    let _finish = into.finisher();
     let _ = std::fs::create_dir_all(settings.cache);
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
@@ -178,9 +204,13 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
     if let Some(b) = read_result(&dir) {
         return b;
     }
+    // A directory of this build's own: two answers with the same bytes (k samples of one
+    // model often are) build at once without touching each other's files.
+    static BUILDS: AtomicUsize = AtomicUsize::new(0);
     let fresh = s.cache.join(format!(
-        "tmp-{}-{}",
+        "tmp-{}-{}-{}",
         std::process::id(),
+        BUILDS.fetch_add(1, Ordering::Relaxed),
         dir.file_name().unwrap_or_default().to_string_lossy()
     ));
     let _ = std::fs::remove_dir_all(&fresh);
@@ -191,7 +221,12 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
             return Build::Undecided(why);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    // A finished entry is never removed (an evaluation may be loading from it): the first
+    // build to finish names the entry, a later one of the same key is dropped. Only an entry
+    // left incomplete (no readable result) is replaced.
+    if dir.exists() && read_result(&dir).is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     if std::fs::rename(&fresh, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&fresh);
     }
@@ -207,7 +242,12 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
 /// `kernelbench_eval.py --compile ANSWER` in the sandbox, the GPU hidden, into `dir`.
 fn run_compile(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), String> {
     let script = std::path::absolute(s.script).unwrap_or_else(|_| s.script.to_path_buf());
+    // At the lowest CPU priority: the builds run beside the measurements, which they must not
+    // slow (eager PyTorch's launches are CPU-bound).
     let args = [
+        "-n".into(),
+        "19".into(),
+        "python3".into(),
         script.into_os_string(),
         "--compile".into(),
         answer.as_os_str().to_owned(),
@@ -218,7 +258,7 @@ fn run_compile(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), Strin
     ];
     let mut c = s
         .sandbox
-        .command(dir, "python3", args)
+        .command(dir, "nice", args)
         .map_err(|e| format!("cannot prepare the sandbox: {e}"))?;
     c.env("CUDA_VISIBLE_DEVICES", "")
         .env("TORCH_CUDA_ARCH_LIST", &s.arch)
@@ -308,6 +348,22 @@ mod tests {
             let waiter = s.spawn(|| builds.wait(&a.file).0);
             std::thread::sleep(std::time::Duration::from_millis(100));
             builds.cancel();
+            assert_eq!(waiter.join().unwrap(), None);
+        });
+    }
+
+    #[test]
+    fn a_builder_that_dies_releases_the_waiters() {
+        let a = answer("/a/01_embedding_bag_sum.py");
+        let builds = AheadBuilds::new(&[&a]);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| builds.wait(&a.file).0);
+            let builder = s.spawn(|| {
+                let _finish = builds.finisher();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                panic!("a build thread's bug");
+            });
+            assert!(builder.join().is_err());
             assert_eq!(waiter.join().unwrap(), None);
         });
     }

@@ -369,13 +369,33 @@ pub(crate) fn answer_record(
 /// paired speedup's 95% bound must be: two timings of the same work, a few percent apart by noise,
 /// are no win.
 fn unpaired_speedup(reference: &Timing, answer: &Timing) -> Speedup {
+    let usable = |t: &Timing| {
+        t.samples >= MIN_UNPAIRED_SAMPLES
+            && [t.median_ms, t.p10_ms, t.p90_ms]
+                .iter()
+                .all(|v| v.is_finite() && *v > 0.0)
+    };
+    let median = reference.median_ms / answer.median_ms;
+    if !(usable(reference) && usable(answer)) {
+        // Too few times, or a zero or non-finite one: no interval, so no win (and nothing that
+        // a results file could not hold: JSON has no infinity).
+        return Speedup {
+            median: if median.is_finite() { median } else { 0.0 },
+            ci_low: 0.0,
+            ci_high: 0.0,
+            pairs: 0,
+        };
+    }
     Speedup {
-        median: reference.median_ms / answer.median_ms,
+        median,
         ci_low: reference.p10_ms / answer.p90_ms,
         ci_high: reference.p90_ms / answer.p10_ms,
         pairs: 0,
     }
 }
+
+/// The fewest times a spread (p10, p90) is taken from for an unpaired win.
+pub(crate) const MIN_UNPAIRED_SAMPLES: usize = 5;
 
 /// The record of an answer that was not evaluated (`why`: no torch, no GPU, missing inputs).
 pub(crate) fn skipped_record(answer: &Answer, why: &str) -> Record {

@@ -26,6 +26,7 @@ fn reference(median_ms: f64, floor_ms: f64) -> Record {
         median_ms,
         p10_ms: 0.98 * median_ms,
         p90_ms: 1.02 * median_ms,
+        samples: 40,
         ..Timing::default()
     });
     r
@@ -103,7 +104,7 @@ fn discovery_groups_by_directory_and_reports_bad_files_without_stopping() {
 fn a_correct_answer_gets_both_bases_and_kernelbenchs_verdict() {
     let r = answer_record(
         &answer(),
-        &ours("correct", &[0.5, 0.4, 0.6]),
+        &ours("correct", &[0.5, 0.4, 0.6, 0.45, 0.55]),
         &kb(true),
         Some(&reference(1.0, 0.1)),
         None,
@@ -150,6 +151,23 @@ fn a_few_percent_faster_within_the_noise_is_no_win_over_the_reference() {
     assert!(s.median > 1.0 && s.ci_low < 1.0, "{s:?}");
     assert_eq!(r.status, Status::Correct);
     assert!(!r.win);
+}
+
+#[test]
+fn too_few_or_zero_times_give_no_interval_and_no_win() {
+    for samples in [&[0.5, 0.4][..], &[0.0, 0.0, 0.0, 0.0, 0.0, 0.5][..]] {
+        let r = answer_record(
+            &answer(),
+            &ours("correct", samples),
+            &kb(true),
+            Some(&reference(1.0, 0.0001)),
+            None,
+            1.0,
+        );
+        let s = r.speedup.as_ref().unwrap();
+        assert!(!r.win, "{samples:?}: {s:?}");
+        assert!(s.ci_low.is_finite() && s.ci_high.is_finite() && s.median.is_finite());
+    }
 }
 
 #[test]

@@ -21,11 +21,21 @@ const MAX_REASON_CHARS: usize = 300;
 pub(crate) fn reason_lines(records: &[Record]) -> Vec<String> {
     let mut groups: BTreeMap<(&'static str, String), Vec<(String, String)>> = BTreeMap::new();
     for r in records.iter().filter(|r| r.status != Status::Correct) {
-        let first = r.message.lines().next().unwrap_or("").trim();
+        // A message may come from an answer's own output: no control character (an escape
+        // sequence, a carriage return) reaches the terminal.
+        let first: String = r
+            .message
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
         let first = if first.is_empty() {
             "(no message)"
         } else {
-            first
+            first.as_str()
         };
         groups
             .entry((r.status.name(), masked(first)))
@@ -168,6 +178,15 @@ mod tests {
              h 1 of 1, so it is not in the tables."
         );
         assert_eq!(skipped_note(&records[1..2]), None);
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        let records = [record("a", Status::RuntimeError, "boom\x1b[2J\rgone")];
+        assert_eq!(
+            reason_lines(&records),
+            ["1 runtime_error: boom?[2J?gone (kjt_permute/a)"]
+        );
     }
 
     #[test]

@@ -186,7 +186,7 @@ fn answers_to_build<'a>(
         .collect()
 }
 
-/// Builds `answers` into `into`, as many at a time as there are cores
+/// Builds `answers` into `into`, as many at a time as half the cores
 /// ([`kernelbench::builds`]), on a thread of its own while the run measures (so the builds'
 /// wall time is not a phase: an answer's wait for its build is, `answer_build`). Returns
 /// what `run.json`'s setup says of them.
@@ -196,12 +196,15 @@ fn build_answers(
     into: &AheadBuilds,
     bars: &MultiProgress,
 ) -> serde_json::Value {
+    // However this ends (a panic included), no evaluation waits for a build never made.
+    let _finish = into.finisher();
     let clock = std::time::Instant::now();
     let (major, minor) = p.info.compute_capability.unwrap_or((9, 0));
     // Where the sandbox's uids can reach it (not under a private home).
     let cache = crate::toolchain::sandbox::shared_dir(kernelbench::builds::CACHE_DIR)
         .unwrap_or_else(|_| p.dir.join(kernelbench::builds::CACHE_DIR));
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Half the cores, at the lowest priority (builds.rs): the measurements keep the rest.
+    let jobs = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
     let settings = kernelbench::builds::BuildSettings {
         script: Path::new(kernelbench::KERNELBENCH_EVAL),
         cache: &cache,

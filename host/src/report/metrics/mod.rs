@@ -140,9 +140,15 @@ pub(crate) fn unpaired_win(peer: &PeerTime, r: &Record) -> bool {
     let Some(t) = r.timing.as_ref() else {
         return false;
     };
+    let usable = |v: f64| v.is_finite() && v > 0.0;
     match peer.p10_ms {
-        Some(fast) => t.p90_ms > 0.0 && fast / t.p90_ms > 1.0,
-        None => unpaired(peer, r).is_some_and(|s| s > 1.0),
+        Some(fast) => {
+            usable(fast)
+                && usable(t.p90_ms)
+                && t.samples >= crate::kernelbench::MIN_UNPAIRED_SAMPLES
+                && fast / t.p90_ms > 1.0
+        }
+        None => unpaired(peer, r).is_some_and(|s| s.is_finite() && s > 1.0),
     }
 }
 

@@ -322,6 +322,7 @@ fn an_unpaired_win_needs_the_spreads_apart_when_the_peer_gave_its_spread() {
         median_ms: 0.98,
         p10_ms: 0.95,
         p90_ms: 1.01,
+        samples: 20,
         ..Default::default()
     });
     // PyTorch 1.0 ms (0.97 to 1.03): medians 2% apart, spreads overlapping.
@@ -337,6 +338,12 @@ fn an_unpaired_win_needs_the_spreads_apart_when_the_peer_gave_its_spread() {
     for b in [Basis::Eager, Basis::Compile] {
         assert!(b.win(&r), "{b}");
     }
+    // Too few times for a spread: no win, however far apart.
+    r.timing.as_mut().unwrap().samples = 2;
+    for b in [Basis::Eager, Basis::Compile] {
+        assert!(!b.win(&r), "{b}: two times give no spread");
+    }
+    r.timing.as_mut().unwrap().samples = 20;
     // Without the spread (records written before it): the ratio of medians decides.
     r.pytorch = eager(1.0);
     r.pytorch_compile = compiled(1.0);
