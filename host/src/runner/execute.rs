@@ -97,7 +97,7 @@ pub(crate) fn execute(
     let to_build = answers_to_build(p, &units, torch);
     let builds = AheadBuilds::new(&to_build);
     let bars = MultiProgress::new();
-    let bar = bars.add(progress_bar(total, "{bar:30} {pos}/{len} {msg}"));
+    let bar = bars.add(progress_bar(total, "{bar:30} {pos}/{len} ETA {eta} {msg}"));
     let log = Mutex::new(log);
     let ctx = UnitContext {
         opts,

@@ -98,7 +98,17 @@ fn axis_ranges(pts: &[(&Record, (f64, f64))], hbm: f64, l2: f64) -> ((f64, f64),
     }
     let (y_lo, y_hi) = (min(&ys, f64::INFINITY) / 1.6, max(&ys, 1.0) * 1.6);
     let y_lo = if y_lo.is_finite() { y_lo } else { 1.0 };
-    ((x_lo, x_hi), (y_lo, y_hi))
+    (at_least_a_decade(x_lo, x_hi), at_least_a_decade(y_lo, y_hi))
+}
+
+/// `(lo, hi)` widened about its geometric middle to span at least a factor of 10: a roofline of
+/// one problem (or of points close together) keeps readable axes instead of collapsing.
+fn at_least_a_decade(lo: f64, hi: f64) -> (f64, f64) {
+    if hi / lo >= 10.0 {
+        return (lo, hi);
+    }
+    let middle = (lo * hi).sqrt();
+    (middle / 10f64.sqrt(), middle * 10f64.sqrt())
 }
 
 /// The roof, min(`hbm`, `l2` ÷ reuse) in GB/s across the x range `(x_lo, x_hi)`, with its two
@@ -186,4 +196,17 @@ fn draw_points<'a>(
         .map_err(err)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_narrow_range_is_widened_to_a_decade_about_its_middle() {
+        let (lo, hi) = at_least_a_decade(1.0, 2.0);
+        assert!((hi / lo - 10.0).abs() < 1e-9);
+        assert!(((lo * hi).sqrt() - 2f64.sqrt()).abs() < 1e-9);
+        assert_eq!(at_least_a_decade(0.1, 100.0), (0.1, 100.0));
+    }
 }
