@@ -4,6 +4,8 @@
 //! the same records as a run on one, each saying its device; a shard without the common
 //! secret seed is refused, and an ended shard resumes only with it. Two problems and few timed
 //! pairs keep it to seconds.
+mod common;
+use common::untimed;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -91,35 +93,6 @@ fn content(records: &[Value]) -> Vec<String> {
                 r["status"],
                 checks.join(" ")
             )
-        })
-        .collect();
-    rows.sort();
-    rows
-}
-
-/// What depends on the clock: timings, speedups and wins, phases, the timed calls' count.
-const TIMED: [&str; 9] = [
-    "timing",
-    "reference_timing",
-    "speedup",
-    "speedup_eager",
-    "win",
-    "phases",
-    "timed_runs_checked",
-    "pytorch",
-    "pytorch_compile",
-];
-
-/// Every record field by field, bit for bit, without the fields the clock decides, sorted.
-fn untimed(records: &[Value]) -> Vec<String> {
-    let mut rows: Vec<String> = records
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            for k in TIMED {
-                r.as_object_mut().unwrap().remove(k);
-            }
-            r.to_string()
         })
         .collect();
     rows.sort();

@@ -6,6 +6,8 @@
 //! retry alone, then the merge alone, give the same records; `sweep score` goes through the same
 //! recipe. Where the daemons cannot start (no slurm-wlm or munge, not root) the trial is
 //! reported as ignored, saying why.
+mod common;
+use common::untimed;
 use libtest_mimic::{Arguments, Trial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -159,32 +161,6 @@ fn records(dir: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// Every record field by field, without what the clock decides, sorted.
-fn untimed(records: &[Value]) -> Vec<String> {
-    let mut rows: Vec<String> = records
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            for k in [
-                "timing",
-                "reference_timing",
-                "speedup",
-                "speedup_eager",
-                "win",
-                "phases",
-                "timed_runs_checked",
-                "pytorch",
-                "pytorch_compile",
-            ] {
-                r.as_object_mut().unwrap().remove(k);
-            }
-            r.to_string()
-        })
-        .collect();
-    rows.sort();
-    rows
 }
 
 /// The one run directory under `out`.

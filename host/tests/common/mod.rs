@@ -1,6 +1,7 @@
 //! What the integration tests share: a candidate that never ends, writing a candidate directory
 //! into a test's corpus, reading the records of the one run a test made, and an
-//! `embedding_bag_sum` candidate running one of the project's Rust kernels.
+//! `embedding_bag_sum` candidate running one of the project's Rust kernels, and records compared
+//! field by field without what the clock decides.
 #![allow(dead_code)] // each test crate uses some of these
 use std::path::Path;
 
@@ -67,4 +68,33 @@ pub fn rust_candidate(name: &str, kernel: &str) -> Candidate {
         .map(String::from)
         .to_vec();
     c
+}
+
+/// What depends on the clock: timings, speedups and wins, phases, the timed calls' count.
+pub const TIMED: [&str; 9] = [
+    "timing",
+    "reference_timing",
+    "speedup",
+    "speedup_eager",
+    "win",
+    "phases",
+    "timed_runs_checked",
+    "pytorch",
+    "pytorch_compile",
+];
+
+/// Every record field by field, bit for bit, without the fields the clock decides, sorted.
+pub fn untimed(records: &[serde_json::Value]) -> Vec<String> {
+    let mut rows: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            for k in TIMED {
+                r.as_object_mut().unwrap().remove(k);
+            }
+            r.to_string()
+        })
+        .collect();
+    rows.sort();
+    rows
 }
