@@ -48,7 +48,8 @@ enum Command {
     /// the suite's input sets, under the suite's protocol and KernelBench's, beside each
     /// problem's reference and PyTorch eager (tools/kernelbench_eval.py; needs python3 with
     /// torch and a GPU). Without --problem, the problems the answers are for; without
-    /// --candidates, no native candidate.
+    /// --candidates, no native candidate. An interrupted one is finished by `run --resume DIR`.
+    #[command(mut_arg("resume", |a| a.hide(true)))]
     Kernelbench {
         /// Directories of answers.
         #[arg(required = true)]

@@ -255,3 +255,15 @@ fn every_argument_has_a_description() {
     walk(&Cli::command(), "dlrm-bench", &mut missing);
     assert!(missing.is_empty(), "no --help text: {missing:?}");
 }
+
+/// `kernelbench` takes answer directories, so its run is finished by `run --resume DIR`: the
+/// flattened `--resume` is not offered in its help.
+#[test]
+fn kernelbench_help_does_not_offer_resume() {
+    let mut cmd = Cli::command();
+    let kb = cmd.find_subcommand_mut("kernelbench").unwrap();
+    let help = kb.render_long_help().to_string();
+    assert!(!help.contains("--resume <RESUME>"), "{help}");
+    assert!(help.contains("run --resume DIR"));
+    assert!(help.contains("--shard"), "sharding a kernelbench run works");
+}
