@@ -167,7 +167,7 @@ enum Command {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
         /// NVRTC target architecture for candidates whose manifest names no `arch` (a manifest's
-        /// `arch` wins): `compute_XX` or `sm_XX` (compiled to PTX either way).
+        /// `arch` wins): `compute_XX` or `sm_XX` (compiled to PTX either way; Triton kernels for sm_XX).
         #[arg(long, default_value = dlrm_bench::toolchain::nvrtc_flags::DEFAULT_ARCH, value_parser = parse_arch)]
         arch: String,
     },

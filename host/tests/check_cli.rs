@@ -383,6 +383,32 @@ fn workload_profiler_attribution_passes_its_cpu_tests() {
     assert!(text.contains("OK"), "{text}");
 }
 
+/// `check` compiles a Triton candidate where Triton is installed (no GPU needed): the example
+/// passes, saying what Triton made of it; a kernel Triton refuses (a block that is not a power
+/// of two) fails with Triton's message, naming the file.
+fn check_compiles_triton_candidates() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../candidates/examples/fm_interaction/triton_fused");
+    let o = check(&[&example]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("compiled by Triton") && out.contains("kernel fm_triton"), "{out}");
+    let r = root("triton-bad");
+    std::fs::create_dir_all(&r).unwrap();
+    for name in ["candidate.toml", "kernel.py"] {
+        std::fs::copy(example.join(name), r.join(name)).unwrap();
+    }
+    let kernel = std::fs::read_to_string(r.join("kernel.py")).unwrap();
+    let bad = kernel.replace("tl.arange(0, BLOCK_B)", "tl.arange(0, 3)");
+    assert_ne!(bad, kernel, "the example's kernel changed: update this test");
+    std::fs::write(r.join("kernel.py"), bad).unwrap();
+    let o = check(&[&r]);
+    let all = format!("{}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "{all}");
+    assert!(all.contains("Triton did not compile it") && all.contains("kernel.py"), "{all}");
+    std::fs::remove_dir_all(&r).unwrap();
+}
+
 /// Each trial; those whose tool is missing (python3, Chromium) are reported as ignored, saying
 /// why on stderr.
 fn main() {
@@ -396,8 +422,20 @@ fn main() {
     let no_browser = browser
         .is_none()
         .then(|| "no chromium on PATH (apt-get install chromium, or set CHROMIUM)".to_string());
+    let no_triton = no_python.clone().or_else(|| {
+        let ok = std::process::Command::new("python3")
+            .args(["-c", "import triton"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        (!ok).then(|| "Triton is not installed (python3 -m pip install triton)".to_string())
+    });
     let mut trials = vec![
         trial("a_good_candidate_passes", a_good_candidate_passes, None),
+        trial(
+            "check_compiles_triton_candidates",
+            check_compiles_triton_candidates,
+            no_triton,
+        ),
         trial(
             "launches_run_refuses_fail_the_check",
             launches_run_refuses_fail_the_check,

@@ -96,10 +96,11 @@ pub(crate) fn check_loaded(
     let triton_widths = triton_widths(cand);
     let widths = |k: &str| -> Result<Vec<usize>, String> {
         match (&ptx, &triton_widths) {
-            (Some(ptx), _) => {
+            // A Triton kernel's PTX also takes the scratch pointers the runner appends.
+            (_, Some(w)) => Ok(w.clone()),
+            (Some(ptx), None) => {
                 entry_params(ptx, k).ok_or_else(|| no_such_kernel(k, &entry_names(ptx)))
             }
-            (None, Some(w)) => Ok(w.clone()),
             (None, None) => Ok(cand
                 .launches
                 .iter()
@@ -177,13 +178,9 @@ fn module_ptx(cand: &Candidate, arch: &str) -> Result<(Option<String>, Option<St
             None
         }
         ModuleSource::Triton { file, spec } => {
-            note = Some(format!(
-                "note: {} is compiled by Triton only on a GPU host (tools/triton_compile.py); parameter widths here are those of [triton.signature], block {} threads (num_warps {}), shared memory from Triton's metadata",
-                file.display(),
-                spec.block_threads(),
-                spec.num_warps
-            ));
-            None
+            let (ptx, line) = triton_module(file, spec, arch)?;
+            note = Some(line);
+            ptx
         }
         ModuleSource::Unavailable { reason, .. } => {
             note = Some(format!("skipped: {reason}"));
@@ -191,6 +188,55 @@ fn module_ptx(cand: &Candidate, arch: &str) -> Result<(Option<String>, Option<St
         }
     };
     Ok((ptx, note))
+}
+
+/// Compiles a Triton kernel for `arch` with `tools/triton_compile.py` (no GPU needed) and
+/// checks it against the manifest: its PTX (for ptxas's resources) and a line saying what
+/// Triton made of it. Where Triton is not installed: no PTX, and a note saying the kernel is
+/// compiled when `run` meets it. A kernel Triton refuses is an error with Triton's message.
+fn triton_module(
+    file: &Path,
+    spec: &crate::backend::triton::TritonSpec,
+    arch: &str,
+) -> Result<(Option<String>, String), String> {
+    use crate::backend::triton::{check_against, compile, CompileFailure};
+    let digits: String = arch
+        .trim_start_matches("compute_")
+        .trim_start_matches("sm_")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let number = digits
+        .parse::<u32>()
+        .map_err(|_| format!("--arch {arch}: not compute_NN or sm_NN"))?;
+    // The tool runs in a directory of its own: give it the file's absolute path.
+    let path = std::path::absolute(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    match compile(&path, spec, number) {
+        Ok(c) => {
+            check_against(spec, &c).map_err(|e| format!("{}: {e}", file.display()))?;
+            let line = format!(
+                "note: {} compiled by Triton {} for sm_{number}: kernel {}, {} warps, {} bytes of shared memory; parameter widths are those of [triton.signature]",
+                file.display(),
+                c.triton_version,
+                c.kernel,
+                c.num_warps,
+                c.shared
+            );
+            Ok((c.ptx.clone(), line))
+        }
+        Err(CompileFailure::NoTriton(why)) => Ok((
+            None,
+            format!(
+                "note: {} not compiled ({why}); `run` compiles it with tools/triton_compile.py; parameter widths here are those of [triton.signature], block {} threads (num_warps {})",
+                file.display(),
+                spec.block_threads(),
+                spec.num_warps
+            ),
+        )),
+        Err(CompileFailure::Failed(log)) => {
+            Err(format!("{}: Triton did not compile it:\n{log}", file.display()))
+        }
+    }
 }
 
 /// A Triton kernel's parameter widths, from its `[triton.signature]` (8 bytes for a type it
