@@ -646,7 +646,7 @@ def json_safe(value):
 # ---------------------------------------------------------------------------------------
 
 REQUEST_DEFAULTS = {"out": None, "check": False, "iters": 50, "warmup": 5, "warm_l2": False,
-                    "compile": False}
+                    "compile": False, "shape": None}
 
 
 def make_request(fields):
@@ -659,7 +659,8 @@ def make_request(fields):
         raise PeerError(f"torch_peer: unknown request field(s) {unknown}", status=2)
     req = {**REQUEST_DEFAULTS, **fields}
     kinds = {"problem": str, "inputs": list, "out": (str, type(None)), "check": bool,
-             "iters": int, "warmup": int, "warm_l2": bool, "compile": bool}
+             "iters": int, "warmup": int, "warm_l2": bool, "compile": bool,
+             "shape": (str, type(None))}
     for name, kind in kinds.items():
         if name not in req:
             raise PeerError(f"torch_peer: request field `{name}` is missing", status=2)
@@ -777,7 +778,8 @@ def evaluate(req):
             except Exception as e:  # noqa: BLE001 - recorded: the Model does not compile
                 stages["compile"] = time.perf_counter() - started
                 log(traceback.format_exc().rstrip())
-                record = {"tool": "torch_peer", "problem": req["problem"], "impl": impl,
+                record = {"tool": "torch_peer", "problem": req["problem"], "shape": req["shape"],
+                          "impl": impl,
                           "torch": torch.__version__, "device": device_name,
                           "error": f"torch.compile failed: {type(e).__name__}: "
                                    f"{str(e).splitlines()[0] if str(e) else ''}",
@@ -798,6 +800,7 @@ def evaluate(req):
     record = {
         "tool": "torch_peer",
         "problem": req["problem"],
+        "shape": req["shape"],
         "impl": impl,
         "torch": torch.__version__,
         "device": device_name,

@@ -8,7 +8,8 @@
 //! Layers, each importing only those above it: [`error`], [`sizes`], [`poison`] (leaves);
 //! [`expr`]; [`signature`], [`input_set`], [`oracle`], [`launch`]; [`check`], [`special`],
 //! [`allclose`]; [`problem`] (the trait); [`families`] (what problems of one kind share: CSR
-//! bags, sparse sub-plans, interactions); [`problems`] (one module each); [`registry`]. [`spec`]
+//! bags, sparse sub-plans, interactions); [`problems`] (one module each); [`registry`]; [`shapes`]
+//! (a problem at one of its timed shapes). [`spec`]
 //! re-exports the vocabulary; `testing` (tests only) holds what the problems' tests share.
 //! Adding a problem: `docs/adding-a-problem.md`.
 
@@ -25,6 +26,7 @@ pub mod problem;
 pub mod problems;
 pub mod registry;
 pub mod selftest;
+pub mod shapes;
 pub mod signature;
 pub mod sizes;
 pub mod spec;
@@ -35,6 +37,7 @@ pub(crate) mod testing;
 pub use check::{check_output, check_output_with, CheckContext, CheckReport, Tolerance};
 pub use launch::{Dim, LaunchSpec, ScratchSpec};
 pub use registry::{all_problems, find_problem};
+pub use shapes::{at_shape, AtShape, Shape, DEFAULT_SHAPE};
 pub use spec::{
     InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, RowUpdate, Seeds, Sizes,
     TensorSpec, Work,

@@ -20,6 +20,15 @@ pub trait Problem: Send + Sync {
     fn tensors(&self) -> Vec<TensorSpec>;
     /// Size symbols of a preset (before data-dependent ones).
     fn sizes(&self, preset: Preset) -> Sizes;
+    /// The shapes a candidate is checked and timed at under `preset`, the first the preset's
+    /// own sizes named [`crate::shapes::DEFAULT_SHAPE`] (by default that one only).
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        vec![crate::shapes::Shape::default_of(self.sizes(preset))]
+    }
+    /// The shape this is, for a problem at one of its shapes ([`crate::shapes::AtShape`]).
+    fn shape_name(&self) -> Option<&str> {
+        None
+    }
     /// The input recipe (distribution parameters) of a preset, for run records.
     fn recipe(&self, preset: Preset) -> serde_json::Value;
     /// Generates an input set for `sizes` with the recipe of `preset`, from `seeds`

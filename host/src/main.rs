@@ -34,8 +34,12 @@ enum Command {
     /// List the problems with their sizes.
     List {
         /// Print only the names, one per line (for scripts).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "shapes")]
         names: bool,
+        /// Print each problem's timed shapes (what `run --shapes` picks from) at a preset:
+        /// ci, small or full.
+        #[arg(long, value_name = "PRESET", num_args = 0..=1, default_missing_value = "full", value_parser = parse_preset)]
+        shapes: Option<Preset>,
     },
     /// Write a problem's input sets to safetensors (the same sets `run` uses for its seed).
     Gen(GenArgs),
@@ -243,6 +247,10 @@ struct RunArgs {
     /// Size preset: ci, small or full (default: full on a GPU; the emulator always runs ci).
     #[arg(long, value_parser = parse_preset)]
     preset: Option<Preset>,
+    /// Shapes each problem is checked and timed at: `all`, or names (`--shapes default,d32`);
+    /// a problem runs at those of its shapes named. `dlrm-bench list --shapes` lists them.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    shapes: Vec<String>,
     /// Use the CPU emulator even if a GPU is present.
     #[arg(long)]
     cpu: bool,
@@ -353,7 +361,11 @@ struct RunArgs {
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse_from(bare_torch_before_positionals(std::env::args_os()));
     match cli.command {
-        Command::List { names } => println!("{}", list::render(names)),
+        Command::List {
+            shapes: Some(preset),
+            ..
+        } => println!("{}", list::render_shapes(preset)),
+        Command::List { names, .. } => println!("{}", list::render(names)),
         Command::Gen(args) => gen::gen(&args)?,
         Command::Stats(args) => print!("{}", stats::render(&args)?),
         Command::Run(args) => return run(args, Vec::new(), 600.0),
@@ -575,6 +587,7 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
     };
     let opts = RunOptions {
         problems: problem_names(&a.problems)?,
+        shapes: a.shapes,
         candidate_roots: candidates,
         preset: a.preset,
         force_cpu: a.cpu,

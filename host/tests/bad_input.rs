@@ -175,6 +175,7 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
     eval.preset = bench_problems::Preset::Ci;
     let opts = RunOptions {
         problems: vec!["embedding_bag_sum".into()],
+        shapes: vec!["all".into()],
         candidate_roots: vec![corpus],
         preset: Some(bench_problems::Preset::Ci),
         force_cpu: true,

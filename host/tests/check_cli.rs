@@ -391,8 +391,15 @@ fn check_compiles_triton_candidates() {
         .join("../candidates/examples/fm_interaction/triton_fused");
     let o = check(&[&example]);
     let out = stdout(&o);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.contains("compiled by Triton") && out.contains("kernel fm_triton"), "{out}");
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("compiled by Triton") && out.contains("kernel fm_triton"),
+        "{out}"
+    );
     let r = root("triton-bad");
     std::fs::create_dir_all(&r).unwrap();
     for name in ["candidate.toml", "kernel.py"] {
@@ -400,12 +407,18 @@ fn check_compiles_triton_candidates() {
     }
     let kernel = std::fs::read_to_string(r.join("kernel.py")).unwrap();
     let bad = kernel.replace("tl.arange(0, BLOCK_B)", "tl.arange(0, 3)");
-    assert_ne!(bad, kernel, "the example's kernel changed: update this test");
+    assert_ne!(
+        bad, kernel,
+        "the example's kernel changed: update this test"
+    );
     std::fs::write(r.join("kernel.py"), bad).unwrap();
     let o = check(&[&r]);
     let all = format!("{}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
     assert!(!o.status.success(), "{all}");
-    assert!(all.contains("Triton did not compile it") && all.contains("kernel.py"), "{all}");
+    assert!(
+        all.contains("Triton did not compile it") && all.contains("kernel.py"),
+        "{all}"
+    );
     std::fs::remove_dir_all(&r).unwrap();
 }
 

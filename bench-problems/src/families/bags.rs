@@ -88,6 +88,38 @@ impl BagSizes {
     }
 }
 
+/// The recipe knob of a bag shape: `POOL = 1` makes every bag one lookup (one-hot features;
+/// bag 0 still empty), any other value keeps the recipe's heavy-tailed lengths.
+pub const POOL: &str = "POOL";
+
+/// The timed shapes of a one-table bag problem of `base` sizes (E, D, B) under `preset`: the
+/// default, the table narrower and wider with its bytes kept (E × D constant: a memory budget
+/// per table), and one-hot bags. At `ci` the default and one-hot only.
+pub fn table_shapes(base: Sizes, preset: Preset) -> Vec<crate::shapes::Shape> {
+    let (e, d) = (base["E"], base["D"]);
+    let one_hot: (&str, &[(&str, i64)], &str) =
+        ("one-hot", &[(POOL, 1)], "one lookup per bag (bag 0 empty)");
+    match preset {
+        Preset::Ci => crate::shapes::shapes_of(base, &[one_hot]),
+        _ => crate::shapes::shapes_of(
+            base,
+            &[
+                (
+                    "d32",
+                    &[("D", 32), ("E", e * d / 32)],
+                    "D = 32 (Criteo Kaggle's 16 to 64), the table's bytes kept",
+                ),
+                (
+                    "d256",
+                    &[("D", 256), ("E", e * d / 256)],
+                    "D = 256, the table's bytes kept",
+                ),
+                one_hot,
+            ],
+        ),
+    }
+}
+
 /// E and D of `sizes` as counts: the table's rows and width.
 pub fn table_dims(problem: &str, sizes: &Sizes) -> Result<(usize, usize), ProblemError> {
     Ok((
@@ -303,7 +335,11 @@ impl BagRecipe {
     /// [`bag_lengths`], rows from the stream `indices`.
     pub fn draw(&self, problem: &str, sizes: &Sizes, seed: u64) -> Result<Bags, ProblemError> {
         let (e, b) = (size(sizes, problem, "E")?, size(sizes, problem, "B")?);
-        let lengths = bag_lengths(&self.pooling, b as usize, seed, self.empty_fraction)?;
+        let pooling = match sizes.get(POOL) {
+            Some(&1) => Pooling::Fixed { length: 1 },
+            _ => self.pooling.clone(),
+        };
+        let lengths = bag_lengths(&pooling, b as usize, seed, self.empty_fraction)?;
         let recipe = IndexRecipe {
             rows: e as u64,
             alpha: self.alpha,

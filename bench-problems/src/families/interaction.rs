@@ -94,6 +94,22 @@ pub fn dot_sizes(preset: Preset) -> Sizes {
     sizes_of(&[("B", b), ("F", f), ("D", d)])
 }
 
+/// The timed shapes of the dot interactions (problems 10 and 11): the default, D = 64, F = 8
+/// (a small model) and a quarter of the batch; at `ci` the default and D = 12.
+pub fn dot_shapes(preset: Preset) -> Vec<crate::shapes::Shape> {
+    let base = dot_sizes(preset);
+    let b = base["B"];
+    let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+        Preset::Ci => &[("d12", &[("D", 12)], "D = 12")],
+        _ => &[
+            ("d64", &[("D", 64)], "D = 64 (Criteo Terabyte's)"),
+            ("f8", &[("F", 8)], "8 sparse features"),
+            ("b-quarter", &[("B", b / 4)], "a quarter of the batch"),
+        ],
+    };
+    crate::shapes::shapes_of(base, shapes)
+}
+
 /// Uneven shapes checked once: F + 1 = 34 > 32 (two GEMM tiles per side, the second partial;
 /// 561 pairs over 18 gather blocks), and F = 1 (a single pair, k < one stage).
 pub fn dot_edge_sizes() -> Vec<Sizes> {

@@ -186,6 +186,18 @@ impl Problem for BlockBucketizeSparseFeatures {
         sizes_of(&[("T", t), ("B", b), ("W", w), ("SAME_ID", 0)])
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+            Preset::Ci => &[("w2", &[("W", 2)], "two ranks")],
+            _ => &[
+                ("w2", &[("W", 2)], "two ranks"),
+                ("w64", &[("W", 64)], "64 ranks"),
+                ("criteo-b65536", &[("T", 26), ("B", 65536)], "Criteo's 26 features, B = 65536"),
+            ],
+        };
+        crate::shapes::shapes_of(self.sizes(preset), shapes)
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         json!({
             "kjt": "as kjt_permute (sparse::kjt)",

@@ -100,6 +100,10 @@ impl Problem for DotInteraction {
         dot_sizes(preset)
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        crate::families::interaction::dot_shapes(preset)
+    }
+
     fn recipe(&self, _preset: Preset) -> serde_json::Value {
         let mut recipe = dot_recipe("non-negative like a ReLU bottom-MLP output");
         recipe["pair_order"] = json!(

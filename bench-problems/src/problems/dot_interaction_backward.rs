@@ -114,6 +114,10 @@ impl Problem for DotInteractionBackward {
         dot_sizes(preset)
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        crate::families::interaction::dot_shapes(preset)
+    }
+
     fn recipe(&self, _preset: Preset) -> serde_json::Value {
         let mut recipe = dot_recipe("problem 10's draw for the same seed");
         recipe["grad_out"] = json!({"distribution": "uniform", "low": -1.0, "high": 1.0});

@@ -202,6 +202,10 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         SIZES.of(preset)
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        bags::table_shapes(self.sizes(preset), preset)
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         recipe(preset).record(json!({
             "grad_output": {"distribution": "uniform", "low": -1.0, "high": 1.0},

@@ -91,6 +91,10 @@ impl Problem for EmbeddingBagInt8Rowwise {
         SIZES.of(preset)
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        bags::table_shapes(self.sizes(preset), preset)
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         recipe(preset).record(json!({
             "weight": {

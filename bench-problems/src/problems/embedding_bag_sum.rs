@@ -39,6 +39,10 @@ impl Problem for EmbeddingBagSum {
         BagSizes::DEFAULT.of(preset)
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        bags::table_shapes(self.sizes(preset), preset)
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         recipe(preset).record(json!({
             "weight": {"distribution": "uniform", "low": -1.0, "high": 1.0},

@@ -57,6 +57,10 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         BagSizes::DEFAULT.of(preset)
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        bags::table_shapes(self.sizes(preset), preset)
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         recipe(preset).record(json!({
             "weight": {"distribution": "uniform", "low": -1.0, "high": 1.0, "rounded_to": "bf16"},

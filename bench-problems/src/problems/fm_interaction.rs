@@ -94,6 +94,18 @@ impl Problem for FmInteraction {
         }
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+            Preset::Ci => &[("k5", &[("K", 5)], "K = 5")],
+            _ => &[
+                ("k32", &[("K", 32)], "K = 32"),
+                ("k64", &[("K", 64)], "K = 64"),
+                ("f26", &[("F", 26)], "Criteo's 26 categorical fields"),
+            ],
+        };
+        crate::shapes::shapes_of(self.sizes(preset), shapes)
+    }
+
     fn recipe(&self, _preset: Preset) -> serde_json::Value {
         json!({
             "x": {"distribution": "uniform", "low": -1.0, "high": 1.0},

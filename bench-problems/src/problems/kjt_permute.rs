@@ -155,6 +155,28 @@ impl Problem for KjtPermute {
         sizes_of(&[("T", t), ("B", b), ("P", p), ("NP", p * b * 16)])
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        let base = self.sizes(preset);
+        let with = |t: i64, b: i64| [("T", t), ("B", b), ("P", t), ("NP", t * b * 16)];
+        match preset {
+            Preset::Ci => {
+                let np = base["P"] * 4 * 16;
+                crate::shapes::shapes_of(base, &[("b4", &[("B", 4), ("NP", np)], "four samples")])
+            }
+            _ => {
+                let b = base["B"];
+                crate::shapes::shapes_of(
+                    base.clone(),
+                    &[
+                        ("b-quarter", &with(base["T"], b / 4), "a quarter of the batch"),
+                        ("t26", &with(26, b), "Criteo's 26 features"),
+                        ("criteo-b65536", &with(26, 65536), "Criteo's 26 features, B = 65536"),
+                    ],
+                )
+            }
+        }
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         json!({
             "features": "sparse::kjt_feature_config: table rows log-uniform in [1e3, 4e7), mean lengths log-uniform in [1, 64) rescaled to mean 16",

@@ -86,6 +86,19 @@ impl Problem for SequenceGatherPaddedBf16 {
         sizes_of(&[("E", e), ("D", d), ("B", b), ("L", l)])
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        let [e, d, b] = [self.sizes(preset)["E"], self.sizes(preset)["D"], self.sizes(preset)["B"]];
+        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+            Preset::Ci => &[("l4", &[("L", 4)], "sequences of at most 4")],
+            _ => &[
+                ("d64", &[("D", 64), ("E", e * d / 64)], "D = 64, the table's bytes kept"),
+                ("d128", &[("D", 128), ("E", e * d / 128)], "D = 128, the table's bytes kept"),
+                ("short-l32", &[("L", 32), ("B", b * 8)], "sequences of at most 32, eight times the batch"),
+            ],
+        };
+        crate::shapes::shapes_of(self.sizes(preset), shapes)
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         let l = self.sizes(preset)["L"];
         json!({

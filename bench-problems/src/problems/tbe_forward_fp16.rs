@@ -120,6 +120,19 @@ impl Problem for TbeForwardFp16 {
         sizes_of(&[("T", NUM_TABLES as i64), ("E", e), ("D", d), ("B", b)])
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        let b = self.sizes(preset)["B"];
+        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+            Preset::Ci => &[("b4", &[("B", 4)], "four samples")],
+            _ => &[
+                ("d64", &[("D", 64)], "D = 64 (Criteo Terabyte's tables)"),
+                ("b-quarter", &[("B", b / 4)], "a quarter of the batch"),
+                ("b-quadruple", &[("B", b * 4)], "four times the batch"),
+            ],
+        };
+        crate::shapes::shapes_of(self.sizes(preset), shapes)
+    }
+
     fn recipe(&self, preset: Preset) -> serde_json::Value {
         json!({
             "tables": "MLPerf DLRMv2 (Criteo 1TB multi-hot) cardinalities",

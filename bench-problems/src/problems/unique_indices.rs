@@ -82,6 +82,19 @@ impl Problem for UniqueIndices {
         sizes_of(&[("N", n), ("E", e), ("DISTINCT", 0)])
     }
 
+    fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
+        let n = self.sizes(preset)["N"];
+        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+            Preset::Ci => &[("e64", &[("E", 64)], "64 rows: most ids repeat")],
+            _ => &[
+                ("n-tenth", &[("N", n / 10)], "a tenth of the ids"),
+                ("e65536", &[("E", 65536)], "65536 rows: most ids repeat"),
+                ("n-triple", &[("N", n * 3)], "three times the ids"),
+            ],
+        };
+        crate::shapes::shapes_of(self.sizes(preset), shapes)
+    }
+
     fn recipe(&self, _preset: Preset) -> serde_json::Value {
         json!({
             "indices": {"distribution": "bounded_zipf", "alpha": ALPHA, "rows": "E", "scatter_hot_rows": true},

@@ -25,9 +25,9 @@ use std::sync::OnceLock;
 /// and the float scalars.
 pub(crate) type SizeSet = (String, Sizes, BTreeMap<String, f64>);
 
-/// The sizes `run` may evaluate `problem`'s plans at: the `ci` preset and its edge sets as
-/// generated (data-dependent sizes such as `N` included), then the `small` and `full` presets
-/// and their edge sets, whose data-dependent sizes (which only generating their inputs would
+/// The sizes `run` may evaluate `problem`'s plans at: the `ci` preset, its edge sets and its
+/// other shapes as generated (data-dependent sizes such as `N` included), then the `small` and
+/// `full` presets, their other shapes and their edge sets, whose data-dependent sizes (which only generating their inputs would
 /// give) take the `ci` values.
 pub(crate) fn check_sizes(problem: &dyn Problem) -> Vec<SizeSet> {
     let generate = |sizes: &Sizes| {
@@ -47,6 +47,11 @@ pub(crate) fn check_sizes(problem: &dyn Problem) -> Vec<SizeSet> {
             out.push((format!("ci edge-{k}"), sizes, scalars));
         }
     }
+    for shape in problem.shapes(Preset::Ci).into_iter().skip(1) {
+        if let Ok((sizes, scalars)) = generate(&shape.sizes) {
+            out.push((format!("ci shape {}", shape.name), sizes, scalars));
+        }
+    }
     let fill = |mut s: Sizes| {
         for (k, v) in &ci {
             s.entry(k.clone()).or_insert(*v);
@@ -56,6 +61,10 @@ pub(crate) fn check_sizes(problem: &dyn Problem) -> Vec<SizeSet> {
     for preset in [Preset::Small, Preset::Full] {
         let name = preset.name();
         out.push((name.into(), fill(problem.sizes(preset)), scalars.clone()));
+        for shape in problem.shapes(preset).into_iter().skip(1) {
+            let label = format!("{name} shape {}", shape.name);
+            out.push((label, fill(shape.sizes), scalars.clone()));
+        }
         for (k, sizes) in problem.edge_sizes(preset).into_iter().enumerate() {
             out.push((format!("{name} edge-{k}"), fill(sizes), scalars.clone()));
         }

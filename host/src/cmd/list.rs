@@ -1,8 +1,50 @@
 //! `dlrm-bench list`: the problem catalog, one block per problem (its number, name and summary,
 //! then its sizes per preset), every line within the terminal's 100 columns; or names alone
-//! (one per line, for scripts).
+//! (one per line, for scripts); or each problem's timed shapes (`--shapes`).
 use crate::report::{wrap, TERMINAL_TEXT_WIDTH};
 use bench_problems::{all_problems, Preset};
+
+/// What `dlrm-bench list --shapes` prints: each problem's timed shapes at `preset`, a line
+/// each (its name, the sizes it changes from the default, what it stands for).
+pub fn render_shapes(preset: Preset) -> String {
+    let blocks: Vec<String> = all_problems()
+        .iter()
+        .map(|p| {
+            let base = p.sizes(preset);
+            let mut block = format!("{}. {} at {}:", p.number(), p.name(), preset.name());
+            for s in p.shapes(preset) {
+                let changed: Vec<String> = s
+                    .sizes
+                    .iter()
+                    .filter(|(k, v)| base.get(*k) != Some(v))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let sizes = match changed.is_empty() {
+                    true => base
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>(),
+                    false => changed,
+                };
+                let line = wrap(
+                    &format!("{}: {} ({})", s.name, sizes.join(" "), s.about),
+                    TERMINAL_TEXT_WIDTH - 4,
+                );
+                for l in line.lines() {
+                    block += &format!("\n    {l}");
+                }
+            }
+            block
+        })
+        .collect();
+    let note = wrap(
+        "The first shape of each problem is the preset's sizes; the others list what they \
+         change. `run --shapes all` (the default) checks and times every shape; `--shapes \
+         default,d32` picks by name.",
+        TERMINAL_TEXT_WIDTH,
+    );
+    format!("{}\n\n{note}", blocks.join("\n\n"))
+}
 
 /// What `dlrm-bench list` prints (without the final newline).
 pub fn render(names_only: bool) -> String {
@@ -59,6 +101,25 @@ mod tests {
             assert_eq!(table.matches(&format!(" {name}: ")).count(), 1, "{name}");
         }
         let widest = table.lines().map(|l| l.chars().count()).max().unwrap();
+        assert!(widest <= TERMINAL_TEXT_WIDTH, "a line of {widest} columns");
+    }
+
+    #[test]
+    fn shapes_list_every_shape_of_every_problem_with_what_it_changes() {
+        let text = render_shapes(Preset::Full);
+        for p in all_problems() {
+            for s in p.shapes(Preset::Full) {
+                assert!(
+                    text.contains(&format!("    {}: ", s.name)),
+                    "{} {}",
+                    p.name(),
+                    s.name
+                );
+            }
+        }
+        assert!(text.contains("d32: D=32 E=33554432"), "{text}");
+        assert!(text.contains("one-hot: POOL=1"), "{text}");
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap();
         assert!(widest <= TERMINAL_TEXT_WIDTH, "a line of {widest} columns");
     }
 }

@@ -213,7 +213,11 @@ fn merged_meta(
     let mut run = sets[0].run.clone();
     let options = run.options.clone().unwrap_or_default();
     let basis: Basis = serde_json::from_value(options["basis"].clone()).unwrap_or_default();
-    let metrics = Summary::new(records, run.problems.len(), basis);
+    let threshold = run.config["win_threshold"].as_f64().unwrap_or(1.0);
+    let combined = crate::report::shapes::by_problem(records, threshold);
+    let problems: std::collections::BTreeSet<String> =
+        run.problems.iter().map(|p| p["name"].to_string()).collect();
+    let metrics = Summary::new(&combined, problems.len(), basis);
     run.run_id = run_id;
     run.command = std::env::args().collect::<Vec<_>>().join(" ");
     run.started = sets

@@ -73,6 +73,11 @@ pub fn markdown(heading: &str, records: &[Record], summary: &Summary) -> String 
             s += &format!("- {l}\n");
         }
     }
+    let shapes = crate::report::shapes::shape_rows(records);
+    if !shapes.is_empty() {
+        s += &format!("\n## Shapes\n\n{}\n\n", crate::report::shapes::SHAPES_NOTE);
+        s += &markdown_table(&crate::report::shapes::SHAPE_COLUMNS, &shapes);
+    }
     if let Some(kb) = crate::kernelbench::verdicts_markdown(records) {
         s += "\n## KernelBench answers: our verdict beside KernelBench's\n\n";
         s += &kb;

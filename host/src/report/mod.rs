@@ -8,6 +8,7 @@ pub mod html;
 pub mod metrics;
 pub mod plots;
 pub mod projection;
+pub(crate) mod shapes;
 use crate::report::metrics::{Basis, Summary};
 use crate::report::projection::{Projection, Workload};
 use crate::results::pool::Pooled;

@@ -236,6 +236,15 @@ pub(crate) fn terminal_tables(records: &[Record], summary: &Summary, wide: bool)
                    reference. --wide: every column.";
         s += &format!("{}\n", wrapped(&legend));
     }
+    if records.iter().any(|r| !r.shapes.is_empty()) {
+        s += &format!(
+            "{}\n",
+            wrapped(
+                "Each row is over the problem's shapes: geometric means, correct only at every \
+                 shape. Each shape's figures: summary.md, section Shapes."
+            )
+        );
+    }
     let reasons = reason_lines(records);
     if !reasons.is_empty() {
         s += "\nWhy not correct (every message whole: summary.md, section Messages):\n";

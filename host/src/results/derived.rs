@@ -10,7 +10,7 @@ pub(crate) fn input_stats(records: &[Record]) -> serde_json::Value {
     records
         .iter()
         .filter(|r| r.is_reference())
-        .map(|r| (r.problem.clone(), r.input_stats.clone().unwrap_or_default()))
+        .map(|r| (r.unit_key(), r.input_stats.clone().unwrap_or_default()))
         .collect::<serde_json::Map<_, _>>()
         .into()
 }

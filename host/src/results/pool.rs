@@ -68,6 +68,8 @@ pub fn mixing(sets: &[(PathBuf, Option<RunMeta>)]) -> Option<String> {
 /// pooled ([`pool_runs`]).
 pub struct Pooled {
     pub sets: Vec<(PathBuf, Option<RunMeta>)>,
+    /// One record per (problem, candidate) over its shapes
+    /// ([`crate::report::shapes::by_problem`]).
     pub records: Vec<Record>,
 }
 
@@ -83,7 +85,13 @@ impl Pooled {
         if let (Some(why), false) = (&mixed, allow_mixed) {
             anyhow::bail!("{why}");
         }
-        let records = pool_sets(&sets, mixed.is_some())?;
+        let shaped = pool_sets(&sets, mixed.is_some())?;
+        // The strictest of the sets' win thresholds decides the wins over all shapes.
+        let threshold = sets
+            .iter()
+            .filter_map(|(_, run)| run.as_ref()?.config["win_threshold"].as_f64())
+            .fold(1.0, f64::max);
+        let records = crate::report::shapes::by_problem(&shaped, threshold);
         Ok(Pooled { sets, records })
     }
 
@@ -114,7 +122,7 @@ impl Pooled {
 pub(crate) fn first_duplicate(records: &[Record]) -> Option<(usize, usize, &Record)> {
     let mut seen = std::collections::BTreeMap::new();
     for (i, r) in records.iter().enumerate() {
-        if let Some(first) = seen.insert((&r.problem, &r.origin), i) {
+        if let Some(first) = seen.insert((r.unit_key(), &r.origin), i) {
             return Some((first + 1, i + 1, r));
         }
     }

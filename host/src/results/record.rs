@@ -10,6 +10,16 @@ use std::path::Path;
 /// The commit the binary was built from (written into `run.json` and the summary heading).
 pub(crate) const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
 
+/// The key of a problem at a shape: `problem` for the default shape (or none), else
+/// `problem@shape`. Resumes, merges and the scheduler tell measurements apart by it.
+pub(crate) fn unit_key(problem: &str, shape: Option<&str>) -> String {
+    match shape {
+        None => problem.to_string(),
+        Some(s) if s == bench_problems::DEFAULT_SHAPE => problem.to_string(),
+        Some(s) => format!("{problem}@{s}"),
+    }
+}
+
 /// How a candidate ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -105,6 +115,20 @@ pub struct Speedup {
     pub pairs: usize,
 }
 
+/// One shape's figures on a record of all the shapes of its problem.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShapeFigure {
+    pub shape: String,
+    pub status: Status,
+    pub median_ms: Option<f64>,
+    /// Over the reference, paired, with its interval.
+    pub speedup: Option<Speedup>,
+    /// Over PyTorch eager and the `torch.compile`d Model (unpaired ratios), when measured.
+    pub over_eager: Option<f64>,
+    pub over_compile: Option<f64>,
+    pub floor_fraction: Option<f64>,
+}
+
 /// PyTorch's time on the same inputs (from `tools/torch_peer.py`): eager's, or the
 /// `torch.compile`d Model's.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -126,6 +150,10 @@ pub struct PeerTime {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Record {
     pub problem: String,
+    /// The problem's shape the record measured ([`bench_problems::Shape`]); records written
+    /// before shapes existed have none, which means the default shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
     pub candidate: String,
     pub group: String,
     pub origin: String,
@@ -179,6 +207,11 @@ pub struct Record {
     /// as loaded); absent from reference records and records written before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed_runs_checked: Option<usize>,
+    /// Each shape's figures, on a record that stands for all the shapes of its problem
+    /// ([`crate::report::shapes::by_problem`]; never in `results.jsonl`, which holds a record
+    /// per shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shapes: Vec<ShapeFigure>,
     /// The ordinal of the GPU (or emulated device) that measured the record (`run --devices`);
     /// absent from records written before the field existed and from invalid manifests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -211,6 +244,7 @@ impl Record {
     pub fn new(problem: &str, candidate: &str, group: &str, origin: &str) -> Self {
         Record {
             problem: problem.into(),
+            shape: None,
             candidate: candidate.into(),
             group: group.into(),
             origin: origin.into(),
@@ -233,8 +267,22 @@ impl Record {
             kernelbench: None,
             sandbox: None,
             timed_runs_checked: None,
+            shapes: Vec::new(),
             device: None,
         }
+    }
+
+    /// The shape the record measured: its `shape`, or the default one.
+    pub fn shape_name(&self) -> &str {
+        self.shape
+            .as_deref()
+            .unwrap_or(bench_problems::DEFAULT_SHAPE)
+    }
+
+    /// The key of the (problem, shape) the record measured: `problem` for the default shape,
+    /// `problem@shape` for another ([`unit_key`]).
+    pub(crate) fn unit_key(&self) -> String {
+        unit_key(&self.problem, self.shape.as_deref())
     }
 
     pub(crate) fn is_reference(&self) -> bool {

@@ -72,12 +72,12 @@ pub(crate) fn merge_records<'a>(
     for (dir, records) in sets {
         for r in records {
             if r.is_reference() {
-                if referenced.insert(r.problem.clone()) {
+                if referenced.insert(r.unit_key()) {
                     out.push(r.clone());
                 }
                 continue;
             }
-            let key = (r.problem.clone(), r.group.clone(), r.candidate.clone());
+            let key = (r.unit_key(), r.group.clone(), r.candidate.clone());
             if !seen.insert(key) {
                 overlaps.entry(r.problem.clone()).or_default().push(format!(
                     "`{}` ({}) again in {}/results.jsonl",

@@ -46,6 +46,10 @@ pub(super) fn finish(
         sessions,
         in_sessions,
     } = executed;
+    // One record per (problem, candidate) over its shapes: what every table and metric reads
+    // (results.jsonl keeps one per shape; `this_attempt` below reads those).
+    let shaped = records;
+    let records = crate::report::shapes::by_problem(&shaped, opts.eval.win_threshold);
     let metrics = Summary::new(&records, touched, opts.basis);
     meta.finished = Some(chrono::Utc::now().to_rfc3339());
     // A shard's seed is the other shards' too: only their merge publishes it.
@@ -54,7 +58,7 @@ pub(super) fn finish(
         None => SecretSeed::Published(secret_seed),
     };
     meta.metrics = Some(serde_json::to_value(&metrics)?);
-    meta.input_stats = Some(input_stats(&records));
+    meta.input_stats = Some(input_stats(&shaped));
     let wall_s = (chrono::Utc::now() - started).as_seconds_f64();
     meta.wall_s = Some(wall_s);
     meta.attempts.push(json!({
@@ -63,7 +67,7 @@ pub(super) fn finish(
     // Where this attempt's wall time went (a resume's earlier records took the earlier
     // attempts' time): the setup, and each problem's session beyond its phases (worker
     // start-up, device contexts, cache removal).
-    let this_attempt = &records[records.len().saturating_sub(fresh)..];
+    let this_attempt = &shaped[shaped.len().saturating_sub(fresh)..];
     let in_setup: f64 = setup.values().filter_map(|v| v.as_f64()).sum();
     let mut phases = phase_table(this_attempt);
     phases["setup_s"] = setup.into();

@@ -31,6 +31,7 @@ use execute::execute;
 mod finish;
 pub use finish::*;
 mod session;
+mod shapes;
 mod spawn;
 
 const EMULATOR_BANNER: &str = "\

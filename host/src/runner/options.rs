@@ -13,6 +13,10 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunOptions {
     pub problems: Vec<String>,
+    /// The shapes to run each problem at ([`ALL_SHAPES`], or names); a run recorded before
+    /// shapes existed ran the default shape only.
+    #[serde(default = "default_shape_only")]
+    pub shapes: Vec<String>,
     pub candidate_roots: Vec<PathBuf>,
     pub preset: Option<Preset>,
     pub force_cpu: bool,
@@ -71,6 +75,13 @@ pub struct RunOptions {
     /// never written into `run.json` with the options.
     #[serde(skip)]
     pub given_secret: Option<u64>,
+}
+
+/// `--shapes all`: every shape of each problem.
+pub const ALL_SHAPES: &str = "all";
+
+fn default_shape_only() -> Vec<String> {
+    vec![bench_problems::DEFAULT_SHAPE.to_string()]
 }
 
 fn default_answer_timeout_s() -> f64 {

@@ -96,7 +96,8 @@ pub(crate) fn prepare(
     }
     let (answers, bad_answers) = kernelbench::discover(&opts.kernelbench);
     problems_of_answers(&mut opts, &answers, &bad_answers)?;
-    let problems = select_problems(&opts.problems)?;
+    let problems =
+        super::shapes::at_shapes(&select_problems(&opts.problems)?, preset, &opts.shapes)?;
     // A bad profile or a missing candidate directory is an error before anything is measured
     // or written; the roots are recorded absolute, so a resume from elsewhere finds them.
     let workload = opts.workload.as_deref().map(Workload::load).transpose()?;
@@ -138,7 +139,7 @@ pub(crate) fn prepare(
     let previous = log.records().to_vec();
     let done: BTreeSet<(String, String)> = previous
         .iter()
-        .map(|r| (r.problem.clone(), r.origin.clone()))
+        .map(|r| (r.unit_key(), r.origin.clone()))
         .collect();
 
     Ok((
@@ -399,7 +400,7 @@ pub(crate) fn initial_meta(p: &Prepared, ceilings: Option<Ceilings>) -> anyhow::
         options: Some(serde_json::to_value(opts)?),
         problems: problems
             .iter()
-            .map(|p| json!({"name": p.name(), "number": p.number(), "sizes": p.sizes(preset), "recipe": p.recipe(preset)}))
+            .map(|p| json!({"name": p.name(), "number": p.number(), "shape": p.shape_name(), "sizes": p.sizes(preset), "recipe": p.recipe(preset)}))
             .collect(),
         shard: None,
         secret_seed_sha256: None,

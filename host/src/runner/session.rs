@@ -83,6 +83,7 @@ impl ProblemSession<'_> {
                 .add(&std::mem::take(&mut self.carried));
         }
         r.device = Some(self.device);
+        r.shape = self.problem.shape_name().map(str::to_string);
         if r.is_reference() {
             attach_peer(&mut r, self.peers);
             self.reference_done = true;
@@ -164,6 +165,7 @@ impl ProblemSession<'_> {
         ));
         let spec = WorkerSpec {
             problem: self.problem.name().to_string(),
+            shape: self.problem.shape_name().map(str::to_string),
             candidates: pending.clone(),
             report_reference: !self.reference_done,
             ceilings: self.ceilings,

@@ -104,6 +104,7 @@ pub(crate) fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
     WorkerSpec {
         ceilings_only: false,
         problem: String::new(),
+        shape: None,
         eval: opts.eval.clone(),
         secret_seed,
         candidates: Vec::new(),

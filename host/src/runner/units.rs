@@ -11,6 +11,7 @@ use crate::evaluate::InputCache;
 use crate::kernelbench;
 use crate::kernelbench::builds::AheadBuilds;
 use crate::kernelbench::evaluator::Evaluator;
+use crate::results::record::unit_key;
 use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::RecordLog;
@@ -47,7 +48,14 @@ pub(super) fn plan<'c>(
             .collect();
         let my_answers: Vec<&kernelbench::Answer> = answers
             .iter()
+            // KernelBench answers run at the default shape only (their own get_inputs'
+            // sizes are one shape).
             .filter(|a| a.problem == problem.name() && owns(a.problem, &a.origin()))
+            .filter(|_| {
+                problem
+                    .shape_name()
+                    .is_none_or(|s| s == bench_problems::DEFAULT_SHAPE)
+            })
             .collect();
         if mine.is_empty() && my_answers.is_empty() && !owns(problem.name(), "reference") {
             continue;
@@ -195,7 +203,8 @@ impl UnitContext<'_> {
         evaluator: &mut Option<Evaluator>,
     ) -> anyhow::Result<Vec<Record>> {
         let (opts, problem) = (self.opts, unit.problem);
-        let is_done = |origin: &str| self.done.contains(&(problem.name().into(), origin.into()));
+        let key = unit_key(problem.name(), problem.shape_name());
+        let is_done = |origin: &str| self.done.contains(&(key.clone(), origin.into()));
         let mut pending: Vec<Candidate> = unit
             .candidates
             .iter()
@@ -242,7 +251,7 @@ impl UnitContext<'_> {
             reference_ms: self
                 .previous
                 .iter()
-                .find(|r| r.problem == problem.name() && r.is_reference())
+                .find(|r| r.unit_key() == key && r.is_reference())
                 .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
             input_cache: cache_root.clone(),
             carried: PhaseTimes::default(),
@@ -293,6 +302,7 @@ impl UnitContext<'_> {
                 },
             );
             r.device = Some(unit.device);
+            r.shape = problem.shape_name().map(str::to_string);
             append(self.log, &r)?;
             self.bar.inc(1);
             fresh.push(r);

@@ -29,6 +29,9 @@ pub(crate) struct WorkerSpec {
     #[serde(default)]
     pub ceilings_only: bool,
     pub problem: String,
+    /// The problem's shape to evaluate at (`None`: its sizes at the preset, the default shape).
+    #[serde(default)]
+    pub shape: Option<String>,
     pub eval: EvalConfig,
     /// `EvalConfig::secret_seed` is never serialised with the config; it travels here.
     pub secret_seed: u64,
@@ -198,8 +201,16 @@ pub fn main() -> anyhow::Result<()> {
         emit(&Event::Ceilings { ceilings });
         return Ok(());
     }
-    let problem = bench_problems::find_problem(&spec.problem)
+    let mut problem = bench_problems::find_problem(&spec.problem)
         .ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
+    if let Some(shape) = &spec.shape {
+        // One per worker process.
+        problem = Box::leak(Box::new(bench_problems::at_shape(
+            problem,
+            spec.eval.preset,
+            shape,
+        )?));
+    }
     let mut eval = spec.eval.clone();
     eval.secret_seed = spec.secret_seed;
     let cache = spec

@@ -240,6 +240,7 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
     if let Some((_, p)) = d.projection {
         plots.push(plots::projection(p)?);
     }
+    let shape_plot = plots::shape_speedups(records)?;
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -252,7 +253,7 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
     );
     h.push_str(
         "<nav><a href=\"#run\">Run</a><a href=\"#speedups\">Speedups</a>\
-         <a href=\"#bandwidth\">Bandwidth</a><a href=\"#projection\">Projection</a>\
+         <a href=\"#shapes\">Shapes</a><a href=\"#bandwidth\">Bandwidth</a><a href=\"#projection\">Projection</a>\
          <a href=\"#inputs\">Inputs</a><a href=\"#metrics\">Metrics</a>\
          <a href=\"#messages\">Messages</a><a href=\"#records\">All records</a></nav>\n",
     );
@@ -263,6 +264,7 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
     );
     run_section(&mut h, &d.sources);
     speedup_section(&mut h, records, &plots[0]);
+    shapes_section(&mut h, records, shape_plot.as_ref());
     h.push_str("<h2 id=\"bandwidth\">Bandwidth and the physical floor</h2>\n<div class=\"grid\">");
     figure(&mut h, &plots[1]);
     figure(&mut h, &plots[2]);
@@ -296,6 +298,7 @@ pub fn build(d: &PageData) -> anyhow::Result<Page> {
         escape(crate::results::record::GIT_COMMIT)
     );
     plots.extend(input_plots);
+    plots.extend(shape_plot);
     Ok(Page { html: h, plots })
 }
 
@@ -458,6 +461,31 @@ fn speedup_section(h: &mut String, records: &[Record], plot: &Plot) {
         );
     }
     h.push_str("</table>\n");
+}
+
+/// Each shape's figures (when a problem was measured at several): the plot and the table.
+fn shapes_section(h: &mut String, records: &[Record], plot: Option<&Plot>) {
+    let rows = crate::report::shapes::shape_rows(records);
+    h.push_str("<h2 id=\"shapes\">Shapes</h2>\n");
+    if rows.is_empty() {
+        h.push_str("<p class=\"note\">Every problem was measured at one shape.</p>\n");
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">{}</p>",
+        prose(crate::report::shapes::SHAPES_NOTE)
+    );
+    if let Some(p) = plot {
+        figure(h, p);
+    }
+    h.push_str("<details><summary>Each shape's figures</summary>\n");
+    table(
+        h,
+        &crate::report::shapes::SHAPE_COLUMNS.map(String::from),
+        &rows,
+    );
+    h.push_str("</details>\n");
 }
 
 fn legend_of_problems(h: &mut String, records: &[Record]) {

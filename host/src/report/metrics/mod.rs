@@ -158,7 +158,7 @@ impl std::fmt::Display for Basis {
     }
 }
 
-/// `records` with each candidate's missing PyTorch times — [`Record::pytorch`] (eager) and
+/// `records` with each candidate's missing PyTorch times (per problem and shape) — [`Record::pytorch`] (eager) and
 /// [`Record::pytorch_compile`] (with [`Record::pytorch_compile_error`]) — taken from its
 /// problem's reference record: a native run (`run --torch`, `--peer`) puts PyTorch's times
 /// beside the reference only, measured on the same inputs, so this is what [`Basis::Eager`]
@@ -167,26 +167,24 @@ impl std::fmt::Display for Basis {
 pub(crate) fn with_reference_peers(records: &[Record]) -> Vec<Record> {
     // Per problem, the last reference that has each (a pooled set has one reference a problem).
     let references = records.iter().filter(|r| r.is_reference());
-    let eager: BTreeMap<&str, &Record> = references
+    let eager: BTreeMap<String, &Record> = references
         .clone()
         .filter(|r| r.pytorch.is_some())
-        .map(|r| (r.problem.as_str(), r))
+        .map(|r| (r.unit_key(), r))
         .collect();
-    let compile: BTreeMap<&str, &Record> = references
+    let compile: BTreeMap<String, &Record> = references
         .filter(|r| r.pytorch_compile.is_some() || r.pytorch_compile_error.is_some())
-        .map(|r| (r.problem.as_str(), r))
+        .map(|r| (r.unit_key(), r))
         .collect();
     records
         .iter()
         .map(|r| {
             let mut r = r.clone();
             if r.pytorch.is_none() {
-                r.pytorch = eager
-                    .get(r.problem.as_str())
-                    .and_then(|e| e.pytorch.clone());
+                r.pytorch = eager.get(&r.unit_key()).and_then(|e| e.pytorch.clone());
             }
             if r.pytorch_compile.is_none() && r.pytorch_compile_error.is_none() {
-                if let Some(c) = compile.get(r.problem.as_str()) {
+                if let Some(c) = compile.get(&r.unit_key()) {
                     r.pytorch_compile = c.pytorch_compile.clone();
                     r.pytorch_compile_error = c.pytorch_compile_error.clone();
                 }

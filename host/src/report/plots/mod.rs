@@ -14,6 +14,8 @@ use plotters::prelude::*;
 mod row_chart;
 mod speedups;
 pub use speedups::*;
+mod shape_plot;
+pub use shape_plot::*;
 mod roofline;
 pub use roofline::*;
 mod projection_plot;

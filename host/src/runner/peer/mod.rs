@@ -6,7 +6,7 @@
 //! The timings come back through JSONL files ([`load_peers`]) and sit beside each reference
 //! record ([`attach_peer`]).
 use crate::evaluate::{rotation_files, EvalConfig, InputCache};
-use crate::results::record::{PeerTime, Record};
+use crate::results::record::{unit_key, PeerTime, Record};
 use crate::runner::activity::{Phase, PhaseTimes};
 use crate::toolchain::served::Served;
 use bench_problems::Problem;
@@ -31,6 +31,8 @@ pub(crate) const COMPILE: &str = "pytorch_compile";
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct PeerMedian {
     pub problem: String,
+    /// The problem's shape the time is for (a line without one: the default shape).
+    pub shape: Option<String>,
     /// [`EAGER`] or [`COMPILE`].
     pub implementation: String,
     /// NaN when `error` is set.
@@ -83,6 +85,7 @@ pub(crate) fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
                     match (v["problem"].as_str(), v["median_ms"].as_f64(), error) {
                         (Some(p), Some(ms), None) => out.push(PeerMedian {
                             problem: p.to_string(),
+                            shape: v["shape"].as_str().map(str::to_string),
                             implementation,
                             median_ms: ms,
                             p10_ms: v["p10_ms"].as_f64(),
@@ -92,6 +95,7 @@ pub(crate) fn load_peers(files: &[PathBuf]) -> Vec<PeerMedian> {
                         }),
                         (Some(p), _, Some(e)) => out.push(PeerMedian {
                             problem: p.to_string(),
+                            shape: v["shape"].as_str().map(str::to_string),
                             implementation,
                             median_ms: f64::NAN,
                             p10_ms: None,
@@ -121,10 +125,11 @@ pub(crate) fn attach_peer(reference: &mut Record, peers: &[PeerMedian]) {
         return;
     };
     let last = |implementation: &str| {
-        peers
-            .iter()
-            .rev()
-            .find(|p| p.problem == reference.problem && p.implementation == implementation)
+        peers.iter().rev().find(|p| {
+            p.problem == reference.problem
+                && unit_key(&p.problem, p.shape.as_deref()) == reference.unit_key()
+                && p.implementation == implementation
+        })
     };
     let time = |peer: &PeerMedian| PeerTime {
         median_ms: peer.median_ms,
@@ -163,6 +168,7 @@ pub(crate) fn run_peer(
     for compile in [false, true].into_iter().take(1 + usize::from(compile)) {
         let request = PeerRequest {
             problem: problem.name(),
+            shape: problem.shape_name(),
             inputs: rotation_files(problem, eval, cache),
             out: peer_file,
             check: true,
@@ -182,6 +188,9 @@ pub(crate) fn run_peer(
 #[derive(Debug, Serialize)]
 pub(crate) struct PeerRequest<'a> {
     pub problem: &'a str,
+    /// The problem's shape, echoed into the peer's record (the inputs say the sizes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<&'a str>,
     pub inputs: Vec<PathBuf>,
     pub out: &'a Path,
     pub check: bool,

@@ -1,0 +1,299 @@
+//! Timed shapes: a problem is checked and timed at a set of shapes per preset ([`Shape`], from
+//! [`Problem::shapes`]), the first of which is the preset's own sizes ([`Problem::sizes`],
+//! named [`DEFAULT_SHAPE`]). [`AtShape`] is a problem at one of its shapes: the runner evaluates
+//! it like any problem (its sizes are the shape's), and only the default shape carries the
+//! edge and special-value sets (they do not depend on the shape).
+use crate::check::Tolerance;
+use crate::error::ProblemError;
+use crate::input_set::{InputSet, Seeds};
+use crate::launch::{LaunchSpec, ScratchSpec};
+use crate::oracle::{Oracle, Work};
+use crate::problem::Problem;
+use crate::signature::TensorSpec;
+use crate::sizes::{Preset, Sizes};
+use data_gen::HostTensor;
+use serde::{Deserialize, Serialize};
+
+/// Name of a problem's first shape: its preset's own sizes.
+pub const DEFAULT_SHAPE: &str = "default";
+
+/// One timed shape of a problem: a name (unique within the problem), its sizes (every symbol of
+/// [`Problem::sizes`], some changed, plus recipe knobs such as `POOL`), and what it stands for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shape {
+    pub name: String,
+    pub sizes: Sizes,
+    pub about: String,
+}
+
+impl Shape {
+    /// The default shape: `sizes`, the preset's own.
+    pub fn default_of(sizes: Sizes) -> Self {
+        Shape {
+            name: DEFAULT_SHAPE.into(),
+            sizes,
+            about: "the preset's sizes".into(),
+        }
+    }
+
+    /// `base` with `changes` applied, named `name`.
+    pub fn varied(name: &str, base: &Sizes, changes: &[(&str, i64)], about: &str) -> Self {
+        let mut sizes = base.clone();
+        for &(k, v) in changes {
+            sizes.insert(k.to_string(), v);
+        }
+        Shape {
+            name: name.into(),
+            sizes,
+            about: about.into(),
+        }
+    }
+}
+
+/// The default shape of `base` followed by the variations `(name, changes, about)` of it.
+pub fn shapes_of(base: Sizes, variations: &[(&str, &[(&str, i64)], &str)]) -> Vec<Shape> {
+    let mut shapes = vec![Shape::default_of(base.clone())];
+    shapes.extend(
+        variations
+            .iter()
+            .map(|(name, changes, about)| Shape::varied(name, &base, changes, about)),
+    );
+    shapes
+}
+
+/// Problem `problem` at its shape `name` of `preset`; an error listing its shapes when it has
+/// none of that name.
+pub fn at_shape(
+    problem: &'static dyn Problem,
+    preset: Preset,
+    name: &str,
+) -> Result<AtShape, ProblemError> {
+    let shapes = problem.shapes(preset);
+    let names: Vec<&str> = shapes.iter().map(|s| s.name.as_str()).collect();
+    let shape = shapes.iter().find(|s| s.name == name).cloned();
+    shape
+        .map(|shape| AtShape { problem, shape })
+        .ok_or_else(|| {
+            ProblemError::invalid(
+                problem.name(),
+                format!(
+                    "no shape `{name}` at {}; its shapes: {}",
+                    preset.name(),
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+/// A problem at one of its shapes: everything is the problem's, but its sizes are the shape's,
+/// and only the default shape has edge and special-value sets.
+pub struct AtShape {
+    problem: &'static dyn Problem,
+    shape: Shape,
+}
+
+impl AtShape {
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    fn is_default(&self) -> bool {
+        self.shape.name == DEFAULT_SHAPE
+    }
+}
+
+impl Problem for AtShape {
+    fn number(&self) -> u32 {
+        self.problem.number()
+    }
+    fn name(&self) -> &'static str {
+        self.problem.name()
+    }
+    fn summary(&self) -> &'static str {
+        self.problem.summary()
+    }
+    fn shape_name(&self) -> Option<&str> {
+        Some(&self.shape.name)
+    }
+    fn tensors(&self) -> Vec<TensorSpec> {
+        self.problem.tensors()
+    }
+    fn sizes(&self, _preset: Preset) -> Sizes {
+        self.shape.sizes.clone()
+    }
+    fn shapes(&self, _preset: Preset) -> Vec<Shape> {
+        vec![self.shape.clone()]
+    }
+    fn recipe(&self, preset: Preset) -> serde_json::Value {
+        let mut recipe = self.problem.recipe(preset);
+        if let serde_json::Value::Object(map) = &mut recipe {
+            map.insert(
+                "shape".into(),
+                serde_json::json!({"name": self.shape.name, "sizes": self.shape.sizes, "about": self.shape.about}),
+            );
+        }
+        recipe
+    }
+    fn generate(
+        &self,
+        preset: Preset,
+        sizes: &Sizes,
+        seeds: Seeds,
+    ) -> Result<InputSet, ProblemError> {
+        self.problem.generate(preset, sizes, seeds)
+    }
+    fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
+        match self.is_default() {
+            true => self.problem.edge_sizes(preset),
+            false => Vec::new(),
+        }
+    }
+    fn special_sets(&self) -> Vec<&'static str> {
+        match self.is_default() {
+            true => self.problem.special_sets(),
+            false => Vec::new(),
+        }
+    }
+    fn generate_special(
+        &self,
+        name: &str,
+        preset: Preset,
+        seeds: Seeds,
+    ) -> Result<InputSet, ProblemError> {
+        self.problem.generate_special(name, preset, seeds)
+    }
+    fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
+        self.problem.oracle(inputs)
+    }
+    fn tolerance(&self, output: &TensorSpec) -> Tolerance {
+        self.problem.tolerance(output)
+    }
+    fn work(&self, inputs: &InputSet) -> Work {
+        self.problem.work(inputs)
+    }
+    fn checked_prefix(&self, output: &str) -> bool {
+        self.problem.checked_prefix(output)
+    }
+    fn relabeled_inputs(&self) -> Vec<(&'static str, &'static str)> {
+        self.problem.relabeled_inputs()
+    }
+    fn custom_checked(&self, output: &str) -> bool {
+        self.problem.custom_checked(output)
+    }
+    fn custom_check(
+        &self,
+        output: &TensorSpec,
+        got: &HostTensor,
+        inputs: &InputSet,
+    ) -> Option<String> {
+        self.problem.custom_check(output, got, inputs)
+    }
+    fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
+        self.problem.input_stats(inputs)
+    }
+    fn reference(&self) -> Vec<LaunchSpec> {
+        self.problem.reference()
+    }
+    fn reference_scratch(&self) -> Vec<ScratchSpec> {
+        self.problem.reference_scratch()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::all_problems;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_problem_has_four_full_shapes_the_first_its_sizes_and_names_unique() {
+        for p in all_problems() {
+            for preset in Preset::ALL {
+                let shapes = p.shapes(preset);
+                assert_eq!(shapes[0].name, DEFAULT_SHAPE, "{}", p.name());
+                assert_eq!(
+                    shapes[0].sizes,
+                    p.sizes(preset),
+                    "{} at {}",
+                    p.name(),
+                    preset.name()
+                );
+                let names: BTreeSet<&str> = shapes.iter().map(|s| s.name.as_str()).collect();
+                assert_eq!(
+                    names.len(),
+                    shapes.len(),
+                    "{}: shape names repeat",
+                    p.name()
+                );
+                let distinct: BTreeSet<String> =
+                    shapes.iter().map(|s| format!("{:?}", s.sizes)).collect();
+                assert_eq!(
+                    distinct.len(),
+                    shapes.len(),
+                    "{}: two shapes alike",
+                    p.name()
+                );
+                for s in &shapes {
+                    let keys: BTreeSet<&String> = s.sizes.keys().collect();
+                    assert!(
+                        p.sizes(preset).keys().all(|k| keys.contains(k)),
+                        "{} {}: a size symbol is missing",
+                        p.name(),
+                        s.name
+                    );
+                }
+            }
+            assert!(p.shapes(Preset::Full).len() >= 4, "{}", p.name());
+            assert!(p.shapes(Preset::Ci).len() >= 2, "{}", p.name());
+        }
+    }
+
+    #[test]
+    fn a_problem_at_a_shape_has_its_sizes_and_only_the_default_has_edge_sets() {
+        let p = crate::find_problem("embedding_bag_sum").unwrap();
+        let names: Vec<String> = p.shapes(Preset::Ci).into_iter().map(|s| s.name).collect();
+        let other = at_shape(p, Preset::Ci, &names[1]).unwrap();
+        assert_eq!(other.shape_name(), Some(names[1].as_str()));
+        assert_ne!(other.sizes(Preset::Ci), p.sizes(Preset::Ci));
+        assert!(other.edge_sizes(Preset::Ci).is_empty() && other.special_sets().is_empty());
+        assert_eq!(other.recipe(Preset::Ci)["shape"]["name"], names[1].as_str());
+        let default = at_shape(p, Preset::Ci, DEFAULT_SHAPE).unwrap();
+        assert_eq!(default.edge_sizes(Preset::Ci), p.edge_sizes(Preset::Ci));
+        assert_eq!(default.special_sets(), p.special_sets());
+        let e = at_shape(p, Preset::Ci, "huge").err().unwrap().to_string();
+        assert!(
+            e.contains("no shape `huge`") && e.contains(DEFAULT_SHAPE),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_one_hot_shape_draws_bags_of_one_lookup_but_the_empty_bag_0() {
+        let p = crate::find_problem("embedding_bag_sum").unwrap();
+        let s = at_shape(p, Preset::Full, "one-hot").unwrap();
+        let mut sizes = s.sizes(Preset::Full);
+        sizes.insert("B".into(), 5000);
+        sizes.insert("E".into(), 1 << 16);
+        let set = s
+            .generate(Preset::Full, &sizes, Seeds { set: 1, table: 2 })
+            .unwrap();
+        let offsets = set.i64s("offsets").unwrap();
+        let lengths: Vec<i64> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(lengths[0], 0);
+        assert!(lengths[1..].iter().all(|&l| l == 1), "{:?}", &lengths[..20]);
+    }
+
+    #[test]
+    fn every_shape_generates_at_ci_with_its_own_sizes() {
+        for p in all_problems() {
+            for s in p.shapes(Preset::Ci) {
+                let set = p
+                    .generate(Preset::Ci, &s.sizes, Seeds { set: 3, table: 4 })
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", p.name(), s.name));
+                p.oracle(&set)
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", p.name(), s.name));
+            }
+        }
+    }
+}

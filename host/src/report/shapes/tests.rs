@@ -1,0 +1,148 @@
+//! Tests of [`super`]: the combination against hand-computed geometric means.
+use super::*;
+
+fn timed(problem: &str, shape: &str, origin: &str, ms: f64, speedup: (f64, f64, f64)) -> Record {
+    let group = if origin == "reference" {
+        "reference"
+    } else {
+        "tuned"
+    };
+    let mut r = Record::new(problem, origin, group, origin);
+    r.shape = Some(shape.into());
+    r.status = Status::Correct;
+    r.timing = Some(Timing {
+        median_ms: ms,
+        p10_ms: ms * 0.9,
+        p90_ms: ms * 1.1,
+        samples: 20,
+        ..Timing::default()
+    });
+    r.speedup = Some(Speedup {
+        median: speedup.0,
+        ci_low: speedup.1,
+        ci_high: speedup.2,
+        pairs: 20,
+    });
+    r
+}
+
+fn peer(ms: f64) -> PeerTime {
+    PeerTime {
+        median_ms: ms,
+        reference_over_pytorch: 1.0,
+        source: "p".into(),
+        p10_ms: Some(ms * 0.95),
+        p90_ms: Some(ms * 1.05),
+    }
+}
+
+#[test]
+fn speedups_and_times_are_geometric_means_with_the_errors_added_in_quadrature() {
+    let records = vec![
+        timed("p", "default", "c", 1.0, (2.0, 1.9, 2.1)),
+        timed("p", "d32", "c", 4.0, (8.0, 7.6, 8.4)),
+    ];
+    let out = by_problem(&records, 1.0);
+    assert_eq!(out.len(), 1);
+    let r = &out[0];
+    let s = r.speedup.as_ref().unwrap();
+    assert!((s.median - 4.0).abs() < 1e-12, "√(2·8) = 4: {}", s.median);
+    // Each shape's log half-width, as a standard error; two shapes: √2·se / 2 on the mean.
+    let se = |lo: f64, hi: f64| (hi.ln() - lo.ln()) / (2.0 * 1.96);
+    let half = 1.96 * (se(1.9, 2.1).powi(2) + se(7.6, 8.4).powi(2)).sqrt() / 2.0;
+    assert!((s.ci_low - 4.0 * (-half).exp()).abs() < 1e-12);
+    assert!((s.ci_high - 4.0 * half.exp()).abs() < 1e-12);
+    assert!(s.ci_low < 4.0 && s.ci_low > 3.7, "{}", s.ci_low);
+    assert!((r.timing.as_ref().unwrap().median_ms - 2.0).abs() < 1e-12);
+    assert!(r.win && r.status == Status::Correct && r.shape.is_none());
+    let shapes: Vec<&str> = r.shapes.iter().map(|f| f.shape.as_str()).collect();
+    assert_eq!(shapes, ["default", "d32"]);
+    assert_eq!(r.shapes[1].speedup.as_ref().unwrap().median, 8.0);
+}
+
+#[test]
+fn one_failed_shape_fails_the_problem_and_says_which() {
+    let mut bad = timed("p", "one-hot", "c", 1.0, (3.0, 2.9, 3.1));
+    bad.status = Status::Incorrect;
+    bad.message = "out: 12 elements wrong".into();
+    bad.checks.push(crate::results::record::SetCheck {
+        set: "public-0".into(),
+        output: "out".into(),
+        report: Default::default(),
+    });
+    let records = vec![timed("p", "default", "c", 1.0, (3.0, 2.9, 3.1)), bad];
+    let r = &by_problem(&records, 1.0)[0];
+    assert_eq!(r.status, Status::Incorrect);
+    assert!(!r.win);
+    assert_eq!(r.message, "shape one-hot: out: 12 elements wrong");
+    assert_eq!(r.checks[0].set, "one-hot/public-0");
+}
+
+#[test]
+fn a_win_needs_the_geomean_bound_above_the_threshold_not_the_best_shape() {
+    // One shape far ahead, one behind: the mean is under the threshold.
+    let records = vec![
+        timed("p", "default", "c", 1.0, (4.0, 3.9, 4.1)),
+        timed("p", "d32", "c", 1.0, (0.2, 0.19, 0.21)),
+    ];
+    let r = &by_problem(&records, 1.0)[0];
+    assert!((r.speedup.as_ref().unwrap().median - (0.8f64).sqrt()).abs() < 1e-12);
+    assert!(!r.win);
+    let narrow = vec![
+        timed("p", "default", "c", 1.0, (1.2, 1.19, 1.21)),
+        timed("p", "d32", "c", 1.0, (1.2, 1.19, 1.21)),
+    ];
+    assert!(by_problem(&narrow, 1.0)[0].win);
+    assert!(
+        !by_problem(&narrow, 1.25)[0].win,
+        "the run's threshold decides"
+    );
+}
+
+#[test]
+fn pytorch_times_come_from_each_shapes_reference_and_a_missing_one_drops_the_basis() {
+    let mut ref_a = timed("p", "default", "reference", 2.0, (1.0, 1.0, 1.0));
+    ref_a.pytorch = Some(peer(4.0));
+    let mut ref_b = timed("p", "d32", "reference", 2.0, (1.0, 1.0, 1.0));
+    ref_b.pytorch = Some(peer(16.0));
+    let records = vec![
+        ref_a.clone(),
+        ref_b,
+        timed("p", "default", "c", 1.0, (2.0, 1.9, 2.1)),
+        timed("p", "d32", "c", 2.0, (1.0, 0.9, 1.1)),
+    ];
+    let out = by_problem(&records, 1.0);
+    let c = out.iter().find(|r| r.origin == "c").unwrap();
+    // Eager over the candidate: 4/1 and 16/2, geometric mean √32.
+    let eager = Basis::Eager.speedup(c).unwrap();
+    assert!((eager - 32f64.sqrt()).abs() < 1e-9, "{eager}");
+    assert!((c.shapes[1].over_eager.unwrap() - 8.0).abs() < 1e-12);
+    // Without the second shape's eager time, no eager figure for the problem at all.
+    let mut ref_b = timed("p", "d32", "reference", 2.0, (1.0, 1.0, 1.0));
+    ref_b.pytorch = None;
+    let partial = vec![
+        ref_a,
+        ref_b,
+        timed("p", "default", "c", 1.0, (2.0, 1.9, 2.1)),
+        timed("p", "d32", "c", 2.0, (1.0, 0.9, 1.1)),
+    ];
+    let c = by_problem(&partial, 1.0)
+        .into_iter()
+        .find(|r| r.origin == "c")
+        .unwrap();
+    assert!(Basis::Eager.speedup(&c).is_none());
+}
+
+#[test]
+fn a_single_shape_and_other_problems_are_kept_as_they_are() {
+    let one = timed("q", "default", "c", 1.0, (2.0, 1.5, 2.5));
+    let out = by_problem(std::slice::from_ref(&one), 1.0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].shape.as_deref(), Some("default"));
+    assert!(out[0].shapes.is_empty());
+    let two = vec![
+        one.clone(),
+        timed("r", "default", "c", 1.0, (2.0, 1.5, 2.5)),
+    ];
+    assert_eq!(by_problem(&two, 1.0).len(), 2);
+}
