@@ -13,6 +13,7 @@ use dlrm_bench::parse_preset;
 use dlrm_bench::report::metrics::Basis;
 use dlrm_bench::report::{self, projection};
 use dlrm_bench::runner::worker;
+use dlrm_bench::runner::ALL_SHAPES;
 use dlrm_bench::runner::{self, RunOptions};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -249,6 +250,7 @@ struct RunArgs {
     preset: Option<Preset>,
     /// Shapes each problem is checked and timed at: `all`, or names (`--shapes default,d32`);
     /// a problem runs at those of its shapes named. `dlrm-bench list --shapes` lists them.
+    /// KernelBench answers run at the default shape (`kernelbench` alone: only that one).
     #[arg(long, value_delimiter = ',', default_value = "all")]
     shapes: Vec<String>,
     /// Use the CPU emulator even if a GPU is present.
@@ -377,6 +379,11 @@ fn main() -> anyhow::Result<ExitCode> {
             run.torch = Some(run.torch.unwrap_or_default());
             if run.candidates.is_empty() {
                 run.no_candidates = true;
+                // Answers are evaluated at the default shape (their get_inputs' sizes are one
+                // shape): the reference alone at the others would be time for nothing.
+                if run.shapes == [ALL_SHAPES] {
+                    run.shapes = vec![bench_problems::DEFAULT_SHAPE.to_string()];
+                }
             }
             return self::run(run, dirs, answer_timeout_s);
         }

@@ -90,6 +90,8 @@ fn an_event_printed_on_the_workers_stdout_is_not_a_record() {
             "--problem",
             "embedding_bag_sum",
             "--no-candidates",
+            "--shapes",
+            "default",
             "--out",
             out.to_str().unwrap(),
         ],

@@ -173,13 +173,16 @@ fn two_shards_merged_equal_one_run_of_the_same_seeds() {
         assert_eq!(g, s);
     }
     let references = got.iter().filter(|r| r["group"] == "reference").count();
-    assert_eq!(references, 2, "one reference record per problem");
+    assert_eq!(
+        references, 4,
+        "one reference record per problem and ci shape"
+    );
     // Every candidate is in exactly one shard.
     let mut per_shard: Vec<String> = dirs
         .iter()
         .flat_map(|d| records(d))
         .filter(|r| r["group"] != "reference")
-        .map(|r| format!("{} {}", r["problem"], r["candidate"]))
+        .map(|r| format!("{} {} {}", r["problem"], r["shape"], r["candidate"]))
         .collect();
     let n = per_shard.len();
     per_shard.sort();

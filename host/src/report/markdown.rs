@@ -133,8 +133,9 @@ pub fn csv(records: &[Record]) -> String {
     s
 }
 
-/// What `report --json` prints: the pooled records and the [`Summary`] (and, with a workload,
-/// the projection).
+/// What `report --json` prints: the pooled records as measured (one per problem, shape and
+/// candidate, as in `results.jsonl`) and the [`Summary`] over the shapes (and, with a
+/// workload, the projection).
 pub fn json(
     records: &[Record],
     summary: &Summary,

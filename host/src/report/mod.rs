@@ -165,7 +165,7 @@ pub(crate) fn pooled_report_text(
             let projection = workload.map(|(_, p)| p.to_json());
             s += &format!(
                 "{}\n",
-                serde_json::to_string_pretty(&json(records, summary, projection))?
+                serde_json::to_string_pretty(&json(&pooled.shaped, summary, projection))?
             );
             if let Some(w) = wrote {
                 eprintln!("{w}");

@@ -15,9 +15,25 @@ use crate::results::record::{PeerTime, Record, ShapeFigure, Speedup, Status, Tim
 /// first appears ([`crate::report::shapes`]): PyTorch's times are first put beside each
 /// candidate from its shape's reference ([`with_reference_peers`]). A win over the reference
 /// needs every shape correct and the geometric mean's lower bound above `win_threshold`. A
-/// pair with one record is kept as it is.
+/// problem measured at one shape keeps its records as they are.
 pub(crate) fn by_problem(records: &[Record], win_threshold: f64) -> Vec<Record> {
     let filled = with_reference_peers(records);
+    // The shapes each problem was measured at (a candidate that failed at one shape is not
+    // run at the next: its record stands for the problem).
+    let mut measured: Vec<(&str, Vec<&str>)> = Vec::new();
+    for r in &filled {
+        match measured.iter_mut().find(|(p, _)| *p == r.problem) {
+            Some((_, shapes)) if !shapes.contains(&r.shape_name()) => shapes.push(r.shape_name()),
+            Some(_) => {}
+            None => measured.push((&r.problem, vec![r.shape_name()])),
+        }
+    }
+    let shapes_of = |problem: &str| {
+        measured
+            .iter()
+            .find(|(p, _)| *p == problem)
+            .map_or(1, |(_, s)| s.len())
+    };
     let mut groups: Vec<Vec<&Record>> = Vec::new();
     for r in &filled {
         match groups
@@ -31,23 +47,24 @@ pub(crate) fn by_problem(records: &[Record], win_threshold: f64) -> Vec<Record> 
     groups
         .into_iter()
         .map(|g| match g.as_slice() {
-            [one] => (*one).clone(),
-            many => combine(many, win_threshold),
+            [one] if shapes_of(&one.problem) == 1 => (*one).clone(),
+            shapes => combine(shapes, shapes_of(&shapes[0].problem), win_threshold),
         })
         .collect()
 }
 
 /// The shapes' records of one (problem, origin) as one.
-fn combine(shapes: &[&Record], win_threshold: f64) -> Record {
+fn combine(shapes: &[&Record], measured: usize, win_threshold: f64) -> Record {
     let first = shapes[0];
     let failed = shapes.iter().find(|r| r.status != Status::Correct);
     let mut r = Record {
         shape: None,
         status: failed.map_or(Status::Correct, |f| f.status),
         message: failed.map_or(String::new(), |f| {
-            let everywhere = shapes
-                .iter()
-                .all(|s| s.status == f.status && s.message == f.message);
+            let everywhere = shapes.len() == measured
+                && shapes
+                    .iter()
+                    .all(|s| s.status == f.status && s.message == f.message);
             match everywhere {
                 true => f.message.clone(),
                 false => format!("shape {}: {}", f.shape_name(), f.message),

@@ -71,6 +71,8 @@ pub struct Pooled {
     /// One record per (problem, candidate) over its shapes
     /// ([`crate::report::shapes::by_problem`]).
     pub records: Vec<Record>,
+    /// The records as measured: one per (problem, shape, candidate).
+    pub shaped: Vec<Record>,
 }
 
 impl Pooled {
@@ -92,7 +94,11 @@ impl Pooled {
             .filter_map(|(_, run)| run.as_ref()?.config["win_threshold"].as_f64())
             .fold(1.0, f64::max);
         let records = crate::report::shapes::by_problem(&shaped, threshold);
-        Ok(Pooled { sets, records })
+        Ok(Pooled {
+            sets,
+            records,
+            shaped,
+        })
     }
 
     /// The paths given.

@@ -54,7 +54,13 @@ pub(crate) fn execute(
     // (once: a resumed run has them already).
     let refused = refused_items(&invalid, bad_answers);
     // This shard's items (all of them without --shard).
-    let names: Vec<&str> = problems.iter().map(|p| p.name()).collect();
+    // A problem once, however many shapes it is run at: a shard owns an item at every shape.
+    let mut names: Vec<&str> = Vec::new();
+    for p in problems {
+        if !names.contains(&p.name()) {
+            names.push(p.name());
+        }
+    }
     let all_items = shard::items(
         &names,
         &candidates

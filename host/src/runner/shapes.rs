@@ -92,7 +92,8 @@ mod tests {
             ]
         );
         let e = at_shapes(&[a], Preset::Full, &["d999".into()])
-            .unwrap_err()
+            .err()
+            .unwrap()
             .to_string();
         assert!(
             e.contains("`d999`") && e.contains("k32") && e.contains("all"),

@@ -29,6 +29,23 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Instant;
 
+/// The candidates of `problem` that ended other than `correct` at another of its shapes (in
+/// this run or the attempt it resumes): the problem's verdict on them is made, so they are not
+/// run at this shape (a hang would cost its time limit at every shape).
+fn failed_at_other_shapes(
+    log: &Mutex<RecordLog>,
+    problem: &dyn Problem,
+    key: &str,
+) -> BTreeSet<String> {
+    let log = log.lock().unwrap_or_else(|e| e.into_inner());
+    log.records()
+        .iter()
+        .filter(|r| r.problem == problem.name() && r.unit_key() != key && !r.is_reference())
+        .filter(|r| r.status != Status::Correct)
+        .map(|r| r.origin.clone())
+        .collect()
+}
+
 /// The units of a run: for each problem the shard touches (`owns` says which items are the
 /// shard's), its owned candidates in one chunk per device (each chunk's worker measures the
 /// reference on its device; the first chunk's record of it is the one logged, with the problem's
@@ -41,7 +58,15 @@ pub(super) fn plan<'c>(
     devices: &[usize],
 ) -> Vec<Unit<'c>> {
     let mut units: Vec<Unit> = Vec::new();
-    for (k, &problem) in problems.iter().enumerate() {
+    // The shapes of a problem share its index: each chunk of its candidates goes to one device
+    // at every shape, where the shapes run in order (a candidate failed at one is not run at
+    // the next, whatever the device count).
+    let mut names: Vec<&str> = Vec::new();
+    for &problem in problems {
+        if !names.contains(&problem.name()) {
+            names.push(problem.name());
+        }
+        let k = names.len() - 1;
         let mine: Vec<&Candidate> = candidates
             .iter()
             .filter(|c| c.problem == problem.name() && owns(&c.problem, &c.origin))
@@ -205,10 +230,11 @@ impl UnitContext<'_> {
         let (opts, problem) = (self.opts, unit.problem);
         let key = unit_key(problem.name(), problem.shape_name());
         let is_done = |origin: &str| self.done.contains(&(key.clone(), origin.into()));
+        let failed_elsewhere = failed_at_other_shapes(self.log, problem, &key);
         let mut pending: Vec<Candidate> = unit
             .candidates
             .iter()
-            .filter(|c| !is_done(&c.origin))
+            .filter(|c| !is_done(&c.origin) && !failed_elsewhere.contains(&c.origin))
             .map(|&c| c.clone())
             .collect();
         // A unit that does not log the reference needs it only to pair its candidates with.

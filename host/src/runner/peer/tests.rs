@@ -93,6 +93,7 @@ fn fake_server(tag: &str, extra: &[&str]) -> Option<(Scratch, PeerServer)> {
 fn request<'a>(problem: &'a str, out: &'a Path) -> PeerRequest<'a> {
     PeerRequest {
         problem,
+        shape: None,
         inputs: vec![PathBuf::from("set0.safetensors")],
         out,
         check: true,
