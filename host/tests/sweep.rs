@@ -379,7 +379,11 @@ fn score_runs_the_extracted_answers_each_sample_its_own_group() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     // The reference at both ci shapes; the answer skipped at the first (so not run again).
-    assert_eq!(recs.len(), 3, "the references and the one answer: {records}");
+    assert_eq!(
+        recs.len(),
+        3,
+        "the references and the one answer: {records}"
+    );
     assert!(recs.iter().all(|r| r["problem"] == "embedding_bag_sum"));
     let answer = recs
         .iter()

@@ -423,6 +423,30 @@ fn native_sizes(
         }
     }
     let _ = write!(s, "\nSizes at `{p}`: {}.\n", fixed.join(", "));
+    let others: Vec<String> = problem
+        .shapes(Preset::parse(p).unwrap_or(Preset::Full))
+        .into_iter()
+        .skip(1)
+        .map(|shape| {
+            let changed: Vec<String> = shape
+                .sizes
+                .iter()
+                .filter(|(k, v)| sizes.get(*k) != Some(v))
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect();
+            format!("`{}` ({}: {})", shape.name, changed.join(", "), shape.about)
+        })
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(
+            s,
+            "The candidate is also checked and timed at these shapes (sizes as above but for \
+             the ones named): {}. It must be correct at every shape; its score is the geometric \
+             mean of its speedups over them, so a kernel tuned to one shape alone does not \
+             score well.",
+            others.join("; ")
+        );
+    }
     if !dependent.is_empty() {
         let _ = writeln!(
             s,

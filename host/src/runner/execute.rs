@@ -6,6 +6,7 @@ use super::prepare::Prepared;
 use super::units::device_cache;
 use super::units::UnitContext;
 use super::{load_all, shard, units, Executed};
+use crate::candidate::Candidate;
 use crate::kernelbench;
 use crate::kernelbench::builds::{AheadBuilds, Build};
 use crate::results::record::Ceilings;
@@ -16,6 +17,7 @@ use crate::results::RunMeta;
 use crate::runner::peer::load_peers;
 use crate::runner::peer::peer_files;
 use crate::runner::shard::Shard;
+use bench_problems::Problem;
 use indicatif::ProgressStyle;
 use indicatif::{MultiProgress, ProgressBar};
 use std::collections::BTreeSet;
@@ -54,25 +56,7 @@ pub(crate) fn execute(
     // (once: a resumed run has them already).
     let refused = refused_items(&invalid, bad_answers);
     // This shard's items (all of them without --shard).
-    // A problem once, however many shapes it is run at: a shard owns an item at every shape.
-    let mut names: Vec<&str> = Vec::new();
-    for p in problems {
-        if !names.contains(&p.name()) {
-            names.push(p.name());
-        }
-    }
-    let all_items = shard::items(
-        &names,
-        &candidates
-            .iter()
-            .map(|c| (c.problem.clone(), c.origin.clone()))
-            .collect::<Vec<_>>(),
-        &answers
-            .iter()
-            .map(|a| (a.problem.to_string(), a.origin()))
-            .collect::<Vec<_>>(),
-        &refused.iter().map(|r| r.0.clone()).collect::<Vec<_>>(),
-    );
+    let all_items = run_items(problems, &candidates, answers, &refused);
     let this_shard = opts.shard.unwrap_or(Shard::WHOLE);
     let owned = shard::owned(&all_items, this_shard);
     let owns = |problem: &str, origin: &str| owned.contains(&(problem.into(), origin.into()));
@@ -240,4 +224,32 @@ fn build_answers(
     ));
     serde_json::json!({"wall_s": secs, "answers": answers.len(), "built": made.len(),
                        "compile_errors": failed, "jobs": jobs})
+}
+
+/// Every item of the run, in shard order: each problem once, however many shapes it is run at
+/// (a shard owns an item at every shape), with its candidates and answers, then the refused.
+fn run_items(
+    problems: &[&'static dyn Problem],
+    candidates: &[Candidate],
+    answers: &[kernelbench::Answer],
+    refused: &[(String, String, &'static str, String)],
+) -> Vec<shard::Item> {
+    let mut names: Vec<&str> = Vec::new();
+    for p in problems {
+        if !names.contains(&p.name()) {
+            names.push(p.name());
+        }
+    }
+    shard::items(
+        &names,
+        &candidates
+            .iter()
+            .map(|c| (c.problem.clone(), c.origin.clone()))
+            .collect::<Vec<_>>(),
+        &answers
+            .iter()
+            .map(|a| (a.problem.to_string(), a.origin()))
+            .collect::<Vec<_>>(),
+        &refused.iter().map(|r| r.0.clone()).collect::<Vec<_>>(),
+    )
 }
