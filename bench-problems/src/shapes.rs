@@ -72,7 +72,7 @@ pub fn at_shape(
     let names: Vec<&str> = shapes.iter().map(|s| s.name.as_str()).collect();
     let shape = shapes.iter().find(|s| s.name == name).cloned();
     shape
-        .map(|shape| AtShape { problem, shape })
+        .map(|shape| AtShape::new(problem, shape))
         .ok_or_else(|| {
             ProblemError::invalid(
                 problem.name(),
@@ -93,6 +93,12 @@ pub struct AtShape {
 }
 
 impl AtShape {
+    /// `problem` at `shape` (any sizes: a test may scale a shape down; the runner takes its
+    /// shapes from [`at_shape`]).
+    pub fn new(problem: &'static dyn Problem, shape: Shape) -> Self {
+        AtShape { problem, shape }
+    }
+
     /// The shape.
     pub fn shape(&self) -> &Shape {
         &self.shape

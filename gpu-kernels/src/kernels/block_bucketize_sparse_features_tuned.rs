@@ -19,8 +19,8 @@
 //!
 //! Ids and block sizes below 2³² (every table here: at most 4·10⁷ rows) divide in 32 bits, ≈ 5
 //! times fewer instructions than the 64-bit division the reference's elementwise kernels use.
-//! Needs W ≤ 32 (one lane per rank; the problem's W is 4 or 8): with more ranks the kernels
-//! write nothing, which the check reports.
+//! Lane r keeps rank r's count; with W > 32 ranks (a shape of the problem has 64) the ranks go
+//! in blocks of 32, one pass over the segment's ids per block.
 //!
 //! # Memory at `full` (T = 856, B = 4096, W = 8, N ≈ 56M ids)
 //! The ids are read twice (count, scatter: 2 × 450 MB), the weights once (225 MB); the new
@@ -67,8 +67,7 @@ struct Segment {
     segments: usize,
 }
 
-/// This warp's segment, or `None` past the last one (whole warps leave together) and when
-/// there are more ranks than lanes.
+/// This warp's segment, or `None` past the last one (whole warps leave together).
 #[inline(always)]
 unsafe fn warp_segment(
     seg_end: *const i64,
@@ -79,7 +78,7 @@ unsafe fn warp_segment(
 ) -> Option<Segment> {
     let segments = features * batch;
     let seg = ((block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE) as i64;
-    if seg >= segments || ranks > WARP_SIZE as i64 {
+    if seg >= segments {
         return None;
     }
     let begin = if seg == 0 {
@@ -116,25 +115,31 @@ kernel! {
             return;
         };
         let lane = lane_id();
-        let mut count = 0u32; // of rank `lane`
-        let mut base = begin;
-        while base < end {
-            let i = base + lane as i64;
-            let rank = if i < end {
-                bucketize(load_nc_i64(indices.add(i as usize)), s, ranks).0
-            } else {
-                NO_RANK
-            };
-            for r in 0..ranks as u32 {
-                let same = ballot(rank == r);
-                if lane == r {
-                    count += same.count_ones();
+        let mut first = 0u32;
+        while (first as i64) < ranks {
+            // Ranks first .. first + 32 of this pass; lane r counts rank first + r.
+            let last = (ranks as u32).min(first + WARP_SIZE);
+            let mut count = 0u32;
+            let mut base = begin;
+            while base < end {
+                let i = base + lane as i64;
+                let rank = if i < end {
+                    bucketize(load_nc_i64(indices.add(i as usize)), s, ranks).0
+                } else {
+                    NO_RANK
+                };
+                for r in first..last {
+                    let same = ballot(rank == r);
+                    if lane == r - first {
+                        count += same.count_ones();
+                    }
                 }
+                base += WARP_SIZE as i64;
             }
-            base += WARP_SIZE as i64;
-        }
-        if (lane as i64) < ranks {
-            *new_lengths.add(lane as usize * segments + seg) = count as i32;
+            if first + lane < last {
+                *new_lengths.add((first + lane) as usize * segments + seg) = count as i32;
+            }
+            first += WARP_SIZE;
         }
     }
 }
@@ -162,38 +167,46 @@ kernel! {
             return;
         };
         let lane = lane_id();
-        // Lane r: the next output position of rank r's group of this segment.
-        let mut next = if (lane as i64) < ranks {
-            let group = lane as usize * segments + seg;
-            if group == 0 { 0 } else { *group_end.add(group - 1) }
-        } else {
-            0
-        };
         let below = (1u32 << lane) - 1;
-        let mut base = begin;
-        while base < end {
-            let i = base + lane as i64;
-            let live = i < end;
-            let (rank, id) = if live {
-                bucketize(load_nc_i64(indices.add(i as usize)), s, ranks)
+        let mut first = 0u32;
+        while (first as i64) < ranks {
+            // Ranks first .. first + 32 of this pass. Lane r: the next output position of rank
+            // first + r's group of this segment.
+            let last = (ranks as u32).min(first + WARP_SIZE);
+            let mut next = if first + lane < last {
+                let group = (first + lane) as usize * segments + seg;
+                if group == 0 { 0 } else { *group_end.add(group - 1) }
             } else {
-                (NO_RANK, 0)
+                0
             };
-            let weight = if live { load_nc_f32(weights.add(i as usize)) } else { 0.0 };
-            let same = match_any_u32(rank);
-            let at = shfl_idx_i64(next, rank & (WARP_SIZE - 1)) + (same & below).count_ones() as i64;
-            if live {
-                *new_indices.add(at as usize) = id;
-                *new_weights.add(at as usize) = weight;
-                *unbucketize_permute.add(i as usize) = at;
-            }
-            for r in 0..ranks as u32 {
-                let taken = ballot(rank == r);
-                if lane == r {
-                    next += taken.count_ones() as i64;
+            let mut base = begin;
+            while base < end {
+                let i = base + lane as i64;
+                let (rank, id) = if i < end {
+                    bucketize(load_nc_i64(indices.add(i as usize)), s, ranks)
+                } else {
+                    (NO_RANK, 0)
+                };
+                // This pass's ids; the others are written by the pass of their rank.
+                let mine = rank >= first && rank < last;
+                let key = if mine { rank } else { NO_RANK };
+                let same = match_any_u32(key);
+                let at = shfl_idx_i64(next, key.wrapping_sub(first) & (WARP_SIZE - 1))
+                    + (same & below).count_ones() as i64;
+                if mine {
+                    *new_indices.add(at as usize) = id;
+                    *new_weights.add(at as usize) = load_nc_f32(weights.add(i as usize));
+                    *unbucketize_permute.add(i as usize) = at;
                 }
+                for r in first..last {
+                    let taken = ballot(rank == r);
+                    if lane == r - first {
+                        next += taken.count_ones() as i64;
+                    }
+                }
+                base += WARP_SIZE as i64;
             }
-            base += WARP_SIZE as i64;
+            first += WARP_SIZE;
         }
     }
 }
@@ -308,6 +321,19 @@ mod tests {
                 ids.push(id);
             }
         }
+        check(t, b, w, &lengths, &ids, &block_sizes);
+    }
+
+    #[test]
+    fn more_ranks_than_lanes_go_in_passes_of_32() {
+        // W = 70: three passes (32, 32, 6 ranks); ids below W·s spread over every rank, the
+        // rest by id % W.
+        let (t, b, w) = (2, 5, 70);
+        let lengths: Vec<i32> = (0..t * b).map(|k| ((k * 29) % 97) as i32).collect();
+        let block_sizes = vec![3i64, 11];
+        let ids: Vec<i64> = (0..lengths.iter().sum::<i32>() as i64)
+            .map(|j| (j * 7919) % 1500)
+            .collect();
         check(t, b, w, &lengths, &ids, &block_sizes);
     }
 
