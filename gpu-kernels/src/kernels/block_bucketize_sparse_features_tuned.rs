@@ -74,7 +74,6 @@ unsafe fn warp_segment(
     block_sizes: *const i64,
     features: i64,
     batch: i64,
-    ranks: i64,
 ) -> Option<Segment> {
     let segments = features * batch;
     let seg = ((block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE) as i64;
@@ -110,7 +109,7 @@ kernel! {
         ranks: i64,
     ) {
         let Some(Segment { seg, begin, end, block_size: s, segments }) =
-            warp_segment(seg_end, block_sizes, features, batch, ranks)
+            warp_segment(seg_end, block_sizes, features, batch)
         else {
             return;
         };
@@ -162,7 +161,7 @@ kernel! {
         ranks: i64,
     ) {
         let Some(Segment { seg, begin, end, block_size: s, segments }) =
-            warp_segment(seg_end, block_sizes, features, batch, ranks)
+            warp_segment(seg_end, block_sizes, features, batch)
         else {
             return;
         };

@@ -28,6 +28,11 @@ pub struct EvalConfig {
     pub win_threshold: f64,
 }
 
+/// Public input sets at a shape other than the default ([`EvalConfig::at_shape`]).
+pub const SHAPE_PUBLIC_SETS: usize = 1;
+/// Secret (timed) input sets at a shape other than the default, at most.
+pub const SHAPE_SECRET_SETS: usize = 2;
+
 /// Seed of public input set `k` of a run with public seed `seed` (also what `gen` writes).
 pub(crate) fn public_seed(seed: u64, k: usize) -> u64 {
     data_gen::seed::derive(seed, k as u64)
@@ -103,6 +108,22 @@ impl EvalConfig {
         public.chain(secret).chain(edge).chain(special).collect()
     }
 
+    /// The configuration at `problem`'s shape: the run's at the default shape; at another,
+    /// [`SHAPE_PUBLIC_SETS`] public and at most [`SHAPE_SECRET_SETS`] secret sets (all of them
+    /// timed). The edge and special-value sets, which do not depend on the shape, are the
+    /// default shape's; every timed run at every shape is checked.
+    pub fn at_shape(&self, problem: &dyn Problem) -> EvalConfig {
+        match problem.shape_name() {
+            Some(s) if s != bench_problems::DEFAULT_SHAPE => EvalConfig {
+                public_sets: SHAPE_PUBLIC_SETS.min(self.public_sets),
+                secret_sets: SHAPE_SECRET_SETS.min(self.secret_sets),
+                rotation: SHAPE_SECRET_SETS.min(self.rotation),
+                ..self.clone()
+            },
+            _ => self.clone(),
+        }
+    }
+
     /// A quick check on the emulator (the tests' configuration): `ci` sizes, two public and one
     /// secret input set, the secret set timed, two timed pairs, at most 5 s of timing.
     pub fn quick_ci(seed: u64, secret_seed: u64) -> Self {
@@ -146,6 +167,22 @@ pub(super) fn ci_config(public_sets: usize, secret_sets: usize) -> EvalConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_shape_has_one_public_and_two_timed_secret_sets_and_no_edge_sets() {
+        let p = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let cfg = ci_config(3, 3);
+        let default = bench_problems::at_shape(p, Preset::Ci, "default").unwrap();
+        assert_eq!(
+            cfg.at_shape(&default).input_sets(&default),
+            cfg.input_sets(p)
+        );
+        let other = bench_problems::at_shape(p, Preset::Ci, "one-hot").unwrap();
+        let at = cfg.at_shape(&other);
+        let labels: Vec<String> = at.input_sets(&other).into_iter().map(|s| s.label).collect();
+        assert_eq!(labels, ["public-0", "secret-0", "secret-1"]);
+        assert_eq!(at.rotation_range(), 1..3, "both secret sets timed");
+    }
 
     #[test]
     fn sets_are_public_then_secret_then_edge_then_special_with_their_seeds() {

@@ -137,47 +137,107 @@ fn generate(
     Ok(CachedSet { input, work })
 }
 
-impl DeviceSet {
-    /// The set `plan` names, from `cache` when it holds it, else generated with its oracle
-    /// (and then queued on `store` for the cache), put on the device; the seconds of each step
-    /// are added to `phases`. A cache that cannot be read or written is reported and
-    /// bypassed, never fatal.
-    pub fn prepare(
-        backend: &mut dyn Backend,
-        problem: &dyn Problem,
-        preset: Preset,
-        plan: SetPlan,
-        cache: Option<(&InputCache, &StoreQueue)>,
-        uploads: &mut SharedUploads,
-        phases: &mut PhaseTimes,
-    ) -> anyhow::Result<Self> {
-        let cached = cache.and_then(|(c, _)| {
-            phases
-                .time(Phase::Read, || c.load(problem, preset, &plan))
-                .unwrap_or_else(|e| {
-                    eprintln!(
-                        "warning: input cache: {e:#}; generating {} again",
-                        plan.label
-                    );
-                    None
-                })
-        });
-        let CachedSet { input, work } = match cached {
-            Some(set) => set,
-            None => {
-                let set = generate(problem, preset, &plan, phases)?;
-                if let Some((_, store)) = cache {
-                    store.submit(&plan, &set.input, &set.work);
-                }
-                set
-            }
-        };
-        let oracle = phases.time(Phase::Oracle, || problem.oracle(&input))?;
-        let set = HostSet {
+/// A set on the host: read from the cache, or generated (`generated`: to be cached), with
+/// its oracle.
+pub(super) struct HostSide {
+    plan: SetPlan,
+    set: HostSet,
+    generated: bool,
+}
+
+/// The sets `plans` names on the host, in parallel over the sets (each set's generator and
+/// oracle may use more threads): from `cache` when it holds one, else generated, each with its
+/// oracle. A cache that cannot be read is reported and bypassed, never fatal. `phases` gets the
+/// wall time of the whole, shared among reading, generating and computing oracles in the
+/// proportions of their summed thread times, so the phase table adds up to the wall clock.
+pub(super) fn host_sides(
+    problem: &dyn Problem,
+    preset: Preset,
+    plans: Vec<SetPlan>,
+    cache: Option<&InputCache>,
+    phases: &mut PhaseTimes,
+) -> anyhow::Result<Vec<HostSide>> {
+    use rayon::prelude::*;
+    let started = std::time::Instant::now();
+    let done: Vec<(anyhow::Result<HostSide>, PhaseTimes)> = plans
+        .into_par_iter()
+        .map(|plan| {
+            let mut mine = PhaseTimes::default();
+            let side = host_side(problem, preset, plan, cache, &mut mine);
+            (side, mine)
+        })
+        .collect();
+    let mut summed = PhaseTimes::default();
+    for (_, p) in &done {
+        summed.add(p);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let scale = match summed.total() {
+        t if t > wall => wall / t,
+        _ => 1.0,
+    };
+    for (phase, secs) in summed.0 {
+        *phases.0.entry(phase).or_default() += secs * scale;
+    }
+    done.into_iter().map(|(side, _)| side).collect()
+}
+
+/// One set on the host ([`host_sides`]).
+fn host_side(
+    problem: &dyn Problem,
+    preset: Preset,
+    plan: SetPlan,
+    cache: Option<&InputCache>,
+    phases: &mut PhaseTimes,
+) -> anyhow::Result<HostSide> {
+    let cached = cache.and_then(|c| {
+        phases
+            .time(Phase::Read, || c.load(problem, preset, &plan))
+            .unwrap_or_else(|e| {
+                eprintln!(
+                    "warning: input cache: {e:#}; generating {} again",
+                    plan.label
+                );
+                None
+            })
+    });
+    let generated = cached.is_none();
+    let CachedSet { input, work } = match cached {
+        Some(set) => set,
+        None => generate(problem, preset, &plan, phases)?,
+    };
+    let oracle = phases.time(Phase::Oracle, || problem.oracle(&input))?;
+    Ok(HostSide {
+        plan,
+        set: HostSet {
             input,
             oracle,
             work,
-        };
+        },
+        generated,
+    })
+}
+
+impl DeviceSet {
+    /// Puts a set prepared on the host ([`host_sides`]) on the device, queueing it on `store`
+    /// for the cache first when it was generated; the seconds of the upload are added to
+    /// `phases`.
+    pub fn prepare(
+        backend: &mut dyn Backend,
+        problem: &dyn Problem,
+        side: HostSide,
+        store: Option<&StoreQueue>,
+        uploads: &mut SharedUploads,
+        phases: &mut PhaseTimes,
+    ) -> anyhow::Result<Self> {
+        let HostSide {
+            plan,
+            set,
+            generated,
+        } = side;
+        if let (Some(store), true) = (store, generated) {
+            store.submit(&plan, &set.input, &set.work);
+        }
         phases.time(Phase::Upload, || {
             Self::upload(backend, problem, plan.label, set, uploads)
         })
@@ -342,15 +402,16 @@ pub(super) fn ci_sets(
     problem: &dyn Problem,
     n: usize,
 ) -> Vec<DeviceSet> {
-    let plans = super::config::ci_config(n, 0).input_sets(problem);
+    let mut plans = super::config::ci_config(n, 0).input_sets(problem);
+    plans.truncate(n);
     let mut phases = PhaseTimes::default();
     let mut uploads = SharedUploads::default();
-    let mut prepare = |plan| {
+    let sides = host_sides(problem, Preset::Ci, plans, None, &mut phases).unwrap();
+    let mut prepare = |side| {
         let mut set = DeviceSet::prepare(
             &mut *backend,
             problem,
-            Preset::Ci,
-            plan,
+            side,
             None,
             &mut uploads,
             &mut phases,
@@ -359,13 +420,33 @@ pub(super) fn ci_sets(
         set.prepare_checks(problem).unwrap();
         set
     };
-    plans.into_iter().take(n).map(&mut prepare).collect()
+    sides.into_iter().map(&mut prepare).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::emu::EmuBackend;
+
+    #[test]
+    fn host_sides_keep_the_plans_order_and_their_phases_add_up_to_the_wall_clock() {
+        let problem = bench_problems::find_problem("unique_indices").unwrap();
+        let plans = super::super::config::ci_config(3, 3).input_sets(problem);
+        let labels: Vec<String> = plans.iter().map(|p| p.label.clone()).collect();
+        let mut phases = PhaseTimes::default();
+        let started = std::time::Instant::now();
+        let sides = host_sides(problem, Preset::Ci, plans, None, &mut phases).unwrap();
+        let wall = started.elapsed().as_secs_f64();
+        let got: Vec<String> = sides.iter().map(|s| s.plan.label.clone()).collect();
+        assert_eq!(got, labels);
+        assert!(sides.iter().all(|s| s.generated));
+        assert!(
+            phases.total() <= wall + 1e-9,
+            "{} s of phases in {wall} s",
+            phases.total()
+        );
+        assert!(phases.0.contains_key(&Phase::Generate) && phases.0.contains_key(&Phase::Oracle));
+    }
 
     #[test]
     fn each_side_has_its_own_outputs_and_in_out_tensors_start_from_their_initial_value() {

@@ -49,6 +49,7 @@ pub(crate) fn rotation_files(
     cfg: &EvalConfig,
     cache: &InputCache,
 ) -> Vec<std::path::PathBuf> {
+    let cfg = &cfg.at_shape(problem);
     let plans = cfg.input_sets(problem);
     let rotation = cfg.rotation_range();
     plans[rotation.start.min(plans.len())..rotation.end.min(plans.len())]
@@ -65,6 +66,7 @@ pub(crate) fn check_set_files(
     cfg: &EvalConfig,
     cache: &InputCache,
 ) -> Vec<(String, std::path::PathBuf)> {
+    let cfg = &cfg.at_shape(problem);
     cfg.input_sets(problem)
         .iter()
         .map(|plan| {
@@ -100,6 +102,7 @@ impl<'a> ProblemRun<'a> {
         ceilings: Option<Ceilings>,
         cache: Option<&InputCache>,
     ) -> anyhow::Result<Self> {
+        let cfg = cfg.at_shape(problem);
         anyhow::ensure!(
             cfg.public_sets >= 1,
             "at least one public input set is needed"
@@ -113,13 +116,14 @@ impl<'a> ProblemRun<'a> {
         let mut uploads = SharedUploads::default();
         std::thread::scope(|scope| {
             let store = cache.map(|c| (c, StoreQueue::start(scope, c, problem, cfg.preset)));
-            for plan in cfg.input_sets(problem) {
+            let plans = cfg.input_sets(problem);
+            let sides = inputs::host_sides(problem, cfg.preset, plans, cache, &mut prepare_phases)?;
+            for side in sides {
                 let mut set = DeviceSet::prepare(
                     &mut *backend,
                     problem,
-                    cfg.preset,
-                    plan,
-                    store.as_ref().map(|(c, q)| (*c, q)),
+                    side,
+                    store.as_ref().map(|(_, q)| q),
                     &mut uploads,
                     &mut prepare_phases,
                 )?;
