@@ -770,6 +770,12 @@ def evaluate(req):
             # distinct shape), outside the timed region; the seconds are recorded, not timed.
             started = time.perf_counter()
             try:
+                # A fresh compiler state per request: the server compiles one Model at each of
+                # a problem's shapes in turn, and Dynamo would otherwise mark the dimensions
+                # that changed dynamic (or give up after its recompile limit), so a later
+                # shape's time would not be that of the Model compiled for it.
+                if hasattr(torch, "_dynamo"):
+                    torch._dynamo.reset()
                 model = torch.compile(model)
                 for k in range(len(sets)):
                     restore(k)

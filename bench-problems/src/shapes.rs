@@ -1,8 +1,9 @@
 //! Timed shapes: a problem is checked and timed at a set of shapes per preset ([`Shape`], from
 //! [`Problem::shapes`]), the first of which is the preset's own sizes ([`Problem::sizes`],
 //! named [`DEFAULT_SHAPE`]). [`AtShape`] is a problem at one of its shapes: the runner evaluates
-//! it like any problem (its sizes are the shape's), and only the default shape carries the
-//! edge and special-value sets (they do not depend on the shape).
+//! it like any problem (its sizes are the shape's), its edge sets changed as the shape changes
+//! the preset's sizes; only the default shape carries the special-value sets (their generators
+//! take the preset's sizes).
 use crate::check::Tolerance;
 use crate::error::ProblemError;
 use crate::input_set::{InputSet, Seeds};
@@ -50,8 +51,12 @@ impl Shape {
     }
 }
 
+/// A shape as a variation of the default: its name, the size symbols it changes, what it
+/// stands for.
+pub type Variation<'a> = (&'a str, &'a [(&'a str, i64)], &'a str);
+
 /// The default shape of `base` followed by the variations `(name, changes, about)` of it.
-pub fn shapes_of(base: Sizes, variations: &[(&str, &[(&str, i64)], &str)]) -> Vec<Shape> {
+pub fn shapes_of(base: Sizes, variations: &[Variation]) -> Vec<Shape> {
     let mut shapes = vec![Shape::default_of(base.clone())];
     shapes.extend(
         variations
@@ -149,11 +154,30 @@ impl Problem for AtShape {
     ) -> Result<InputSet, ProblemError> {
         self.problem.generate(preset, sizes, seeds)
     }
+    /// The problem's edge sets at this shape: each edge set with the symbols the shape changes
+    /// from the preset's sizes changed alike, where the edge set keeps the preset's value (a
+    /// kernel that branches on a width meets the edge cases in that branch too); an edge set
+    /// that sets such a symbol itself keeps its own value.
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
-        match self.is_default() {
-            true => self.problem.edge_sizes(preset),
-            false => Vec::new(),
+        let base = self.problem.sizes(preset);
+        let changed: Vec<(&String, &i64)> = self
+            .shape
+            .sizes
+            .iter()
+            .filter(|(k, v)| base.get(*k) != Some(*v))
+            .collect();
+        let mut edges: Vec<Sizes> = Vec::new();
+        for mut edge in self.problem.edge_sizes(preset) {
+            for &(k, v) in &changed {
+                if edge.get(k) == base.get(k) {
+                    edge.insert(k.clone(), *v);
+                }
+            }
+            if edge != self.shape.sizes && !edges.contains(&edge) {
+                edges.push(edge);
+            }
         }
+        edges
     }
     fn special_sets(&self) -> Vec<&'static str> {
         match self.is_default() {
@@ -256,13 +280,18 @@ mod tests {
     }
 
     #[test]
-    fn a_problem_at_a_shape_has_its_sizes_and_only_the_default_has_edge_sets() {
+    fn a_problem_at_a_shape_has_its_sizes_and_edge_sets_and_only_the_default_special_sets() {
         let p = crate::find_problem("embedding_bag_sum").unwrap();
         let names: Vec<String> = p.shapes(Preset::Ci).into_iter().map(|s| s.name).collect();
         let other = at_shape(p, Preset::Ci, &names[1]).unwrap();
         assert_eq!(other.shape_name(), Some(names[1].as_str()));
         assert_ne!(other.sizes(Preset::Ci), p.sizes(Preset::Ci));
-        assert!(other.edge_sizes(Preset::Ci).is_empty() && other.special_sets().is_empty());
+        assert!(other.special_sets().is_empty());
+        // The one-bag edge set at the shape: B = 1 kept, the shape's POOL = 1 added.
+        let edges = other.edge_sizes(Preset::Ci);
+        assert_eq!(edges.len(), p.edge_sizes(Preset::Ci).len());
+        assert_eq!(edges[0]["B"], 1);
+        assert_eq!(edges[0].get("POOL"), Some(&1));
         assert_eq!(other.recipe(Preset::Ci)["shape"]["name"], names[1].as_str());
         let default = at_shape(p, Preset::Ci, DEFAULT_SHAPE).unwrap();
         assert_eq!(default.edge_sizes(Preset::Ci), p.edge_sizes(Preset::Ci));

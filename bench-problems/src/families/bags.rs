@@ -97,7 +97,7 @@ pub const POOL: &str = "POOL";
 /// per table), and one-hot bags. At `ci` the default and one-hot only.
 pub fn table_shapes(base: Sizes, preset: Preset) -> Vec<crate::shapes::Shape> {
     let (e, d) = (base["E"], base["D"]);
-    let one_hot: (&str, &[(&str, i64)], &str) =
+    let one_hot: crate::shapes::Variation =
         ("one-hot", &[(POOL, 1)], "one lookup per bag (bag 0 empty)");
     match preset {
         Preset::Ci => crate::shapes::shapes_of(base, &[one_hot]),

@@ -99,7 +99,7 @@ pub fn dot_sizes(preset: Preset) -> Sizes {
 pub fn dot_shapes(preset: Preset) -> Vec<crate::shapes::Shape> {
     let base = dot_sizes(preset);
     let b = base["B"];
-    let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+    let shapes: &[crate::shapes::Variation] = match preset {
         Preset::Ci => &[("d12", &[("D", 12)], "D = 12")],
         _ => &[
             ("d64", &[("D", 64)], "D = 64 (Criteo Terabyte's)"),

@@ -187,7 +187,7 @@ impl Problem for BlockBucketizeSparseFeatures {
     }
 
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
-        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+        let shapes: &[crate::shapes::Variation] = match preset {
             Preset::Ci => &[("w2", &[("W", 2)], "two ranks")],
             _ => &[
                 ("w2", &[("W", 2)], "two ranks"),

@@ -95,7 +95,7 @@ impl Problem for FmInteraction {
     }
 
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
-        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+        let shapes: &[crate::shapes::Variation] = match preset {
             Preset::Ci => &[("k5", &[("K", 5)], "K = 5")],
             _ => &[
                 ("k32", &[("K", 32)], "K = 32"),

@@ -88,7 +88,7 @@ impl Problem for SequenceGatherPaddedBf16 {
 
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         let [e, d, b] = [self.sizes(preset)["E"], self.sizes(preset)["D"], self.sizes(preset)["B"]];
-        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+        let shapes: &[crate::shapes::Variation] = match preset {
             Preset::Ci => &[("l4", &[("L", 4)], "sequences of at most 4")],
             _ => &[
                 ("d64", &[("D", 64), ("E", e * d / 64)], "D = 64, the table's bytes kept"),

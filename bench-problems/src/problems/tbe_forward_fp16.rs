@@ -122,7 +122,7 @@ impl Problem for TbeForwardFp16 {
 
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         let b = self.sizes(preset)["B"];
-        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+        let shapes: &[crate::shapes::Variation] = match preset {
             Preset::Ci => &[("b4", &[("B", 4)], "four samples")],
             _ => &[
                 ("d64", &[("D", 64)], "D = 64 (Criteo Terabyte's tables)"),

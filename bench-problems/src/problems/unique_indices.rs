@@ -84,7 +84,7 @@ impl Problem for UniqueIndices {
 
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         let n = self.sizes(preset)["N"];
-        let shapes: &[(&str, &[(&str, i64)], &str)] = match preset {
+        let shapes: &[crate::shapes::Variation] = match preset {
             Preset::Ci => &[("e64", &[("E", 64)], "64 rows: most ids repeat")],
             _ => &[
                 ("n-tenth", &[("N", n / 10)], "a tenth of the ids"),

@@ -110,8 +110,8 @@ impl EvalConfig {
 
     /// The configuration at `problem`'s shape: the run's at the default shape; at another,
     /// [`SHAPE_PUBLIC_SETS`] public and at most [`SHAPE_SECRET_SETS`] secret sets (all of them
-    /// timed). The edge and special-value sets, which do not depend on the shape, are the
-    /// default shape's; every timed run at every shape is checked.
+    /// timed), and the problem's edge sets at the shape ([`bench_problems::AtShape`]); the
+    /// special-value sets are the default shape's. Every timed run at every shape is checked.
     pub fn at_shape(&self, problem: &dyn Problem) -> EvalConfig {
         match problem.shape_name() {
             Some(s) if s != bench_problems::DEFAULT_SHAPE => EvalConfig {
@@ -169,7 +169,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn another_shape_has_one_public_and_two_timed_secret_sets_and_no_edge_sets() {
+    fn another_shape_has_one_public_two_timed_secret_and_its_edge_sets() {
         let p = bench_problems::find_problem("embedding_bag_sum").unwrap();
         let cfg = ci_config(3, 3);
         let default = bench_problems::at_shape(p, Preset::Ci, "default").unwrap();
@@ -180,7 +180,7 @@ mod tests {
         let other = bench_problems::at_shape(p, Preset::Ci, "one-hot").unwrap();
         let at = cfg.at_shape(&other);
         let labels: Vec<String> = at.input_sets(&other).into_iter().map(|s| s.label).collect();
-        assert_eq!(labels, ["public-0", "secret-0", "secret-1"]);
+        assert_eq!(labels, ["public-0", "secret-0", "secret-1", "edge-0"]);
         assert_eq!(at.rotation_range(), 1..3, "both secret sets timed");
     }
 

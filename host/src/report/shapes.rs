@@ -4,10 +4,11 @@
 //! `correct` only when every shape's is, and which keeps each shape's figures
 //! ([`Record::shapes`]).
 //!
-//! The interval of a geometric-mean speedup: each shape's paired interval, read on the log
-//! scale as a normal one (half-width / 1.96 its standard error), the shapes' errors added in
-//! quadrature: `exp(mean ln m ± 1.96 √(Σ se²) / S)`. The shapes are measured apart, so their
-//! errors are independent.
+//! The interval of a geometric-mean speedup: on the log scale, each side of each shape's paired
+//! 95% interval taken as 1.96 standard errors of its own side (a skewed interval keeps its
+//! skew), the shapes' errors added in quadrature: low `exp(mean ln m − √(Σ (ln m − ln lo)²) / S)`,
+//! high likewise. The shapes are measured apart, so their errors are independent. A shape with
+//! no usable interval leaves the mean with none (no win), and a single shape keeps its own.
 use crate::report::metrics::{with_reference_peers, Basis};
 use crate::results::record::{PeerTime, Record, ShapeFigure, Speedup, Status, Timing};
 
@@ -38,7 +39,7 @@ pub(crate) fn by_problem(records: &[Record], win_threshold: f64) -> Vec<Record> 
     for r in &filled {
         match groups
             .iter_mut()
-            .find(|g| g[0].problem == r.problem && g[0].origin == r.origin)
+            .find(|g| g[0].problem == r.problem && g[0].origin == r.origin && g[0].group == r.group)
         {
             Some(g) => g.push(r),
             None => groups.push(vec![r]),
@@ -47,13 +48,21 @@ pub(crate) fn by_problem(records: &[Record], win_threshold: f64) -> Vec<Record> 
     groups
         .into_iter()
         .map(|g| match g.as_slice() {
-            [one] if shapes_of(&one.problem) == 1 => (*one).clone(),
+            [one] if shapes_of(&one.problem) == 1 || is_answer(one) => (*one).clone(),
             shapes => combine(shapes, shapes_of(&shapes[0].problem), win_threshold),
         })
         .collect()
 }
 
-/// The shapes' records of one (problem, origin) as one.
+/// A KernelBench answer: evaluated at the default shape only (its file's `get_inputs` is one
+/// shape), its record kept as it is.
+fn is_answer(r: &Record) -> bool {
+    r.origin.starts_with(crate::kernelbench::ORIGIN_PREFIX)
+}
+
+/// The shapes' records of one (problem, origin) as one; `measured` is how many shapes the
+/// problem was measured at. Correct only when correct at every one of them: a candidate
+/// correct at fewer (an interrupted run) is `skipped`, saying which shapes are missing.
 fn combine(shapes: &[&Record], measured: usize, win_threshold: f64) -> Record {
     let first = shapes[0];
     let failed = shapes.iter().find(|r| r.status != Status::Correct);
@@ -99,6 +108,19 @@ fn combine(shapes: &[&Record], measured: usize, win_threshold: f64) -> Record {
         shapes: shapes.iter().map(|s| figure(s)).collect(),
         ..first.clone()
     };
+    if r.status == Status::Correct && shapes.len() < measured {
+        r.status = Status::Skipped;
+        r.message = format!(
+            "measured at {} of the problem's {measured} shapes ({}): no verdict until every \
+             shape is (resume the run)",
+            shapes.len(),
+            shapes
+                .iter()
+                .map(|s| s.shape_name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     r.win =
         r.status == Status::Correct && r.speedup.as_ref().is_some_and(|s| s.ci_low > win_threshold);
     r
@@ -150,27 +172,46 @@ fn timing_of(shapes: &[&Record], f: impl Fn(&Record) -> Option<&Timing>) -> Opti
     })
 }
 
-/// The geometric mean of the shapes' paired speedups with its interval (module docs); `None`
-/// unless every shape has one.
+/// The geometric mean of the shapes' paired speedups with its interval (module docs), each
+/// side from the shapes' own distances to their bounds on the log scale (a skewed interval
+/// keeps its skew); `None` unless every shape has one. A shape without a usable interval
+/// (bounds not finite and positive around the median: what "no interval, no win" is written
+/// as) leaves the mean without one: bounds 0.
 fn speedup_of(shapes: &[&Record], f: impl Fn(&Record) -> Option<&Speedup>) -> Option<Speedup> {
     let ss: Vec<&Speedup> = shapes.iter().map(|s| f(s)).collect::<Option<_>>()?;
-    let median = geomean(ss.iter().map(|s| Some(s.median)))?;
-    let n = ss.len() as f64;
-    let mut variance = 0.0;
-    for s in &ss {
-        let (lo, hi) = (
-            s.ci_low.max(f64::MIN_POSITIVE),
-            s.ci_high.max(f64::MIN_POSITIVE),
-        );
-        let se = (hi.ln() - lo.ln()).abs() / (2.0 * 1.96);
-        variance += se * se;
+    if let [one] = ss.as_slice() {
+        return Some((*one).clone());
     }
-    let half = 1.96 * variance.sqrt() / n;
+    let median = geomean(ss.iter().map(|s| Some(s.median)))?;
+    let pairs = ss.iter().map(|s| s.pairs).min().unwrap_or(0);
+    let usable = |s: &Speedup| {
+        [s.ci_low, s.median, s.ci_high]
+            .iter()
+            .all(|v| v.is_finite() && *v > 0.0)
+            && s.ci_low <= s.median
+            && s.median <= s.ci_high
+    };
+    if !ss.iter().all(|s| usable(s)) {
+        return Some(Speedup {
+            median,
+            ci_low: 0.0,
+            ci_high: 0.0,
+            pairs,
+        });
+    }
+    let n = ss.len() as f64;
+    let side = |d: fn(&Speedup) -> f64| {
+        let var: f64 = ss.iter().map(|s| d(s).powi(2)).sum();
+        var.sqrt() / n
+    };
+    // Per shape, the distance from the median to each bound on the log scale.
+    let below = side(|s| s.median.ln() - s.ci_low.ln());
+    let above = side(|s| s.ci_high.ln() - s.median.ln());
     Some(Speedup {
         median,
-        ci_low: median * (-half).exp(),
-        ci_high: median * half.exp(),
-        pairs: ss.iter().map(|s| s.pairs).min().unwrap_or(0),
+        ci_low: median * (-below).exp(),
+        ci_high: median * above.exp(),
+        pairs,
     })
 }
 

@@ -47,13 +47,17 @@ pub(crate) fn shard_of_run(run: &RunMeta) -> Option<(Value, Shard)> {
     Some((Value::Object(key), shard))
 }
 
-/// The problems' names in a `run.json`.
+/// The problems' names in a `run.json`, each with its shape (`name@shape`) where it has one:
+/// shards run at different shapes are not one run.
 pub(crate) fn problem_names(run: &Value) -> Vec<Value> {
     run["problems"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|p| p["name"].clone())
+        .map(|p| match &p["shape"] {
+            Value::String(shape) => json!(format!("{}@{shape}", p["name"].as_str().unwrap_or(""))),
+            _ => p["name"].clone(),
+        })
         .collect()
 }
 

@@ -300,7 +300,7 @@ impl UnitContext<'_> {
             let reference = fresh
                 .iter()
                 .chain(self.previous.iter())
-                .find(|r| r.problem == problem.name() && r.is_reference());
+                .find(|r| r.unit_key() == key && r.is_reference());
             let mut r = evaluate_answer(
                 answer,
                 problem,

@@ -47,11 +47,12 @@ fn speedups_and_times_are_geometric_means_with_the_errors_added_in_quadrature() 
     let r = &out[0];
     let s = r.speedup.as_ref().unwrap();
     assert!((s.median - 4.0).abs() < 1e-12, "√(2·8) = 4: {}", s.median);
-    // Each shape's log half-width, as a standard error; two shapes: √2·se / 2 on the mean.
-    let se = |lo: f64, hi: f64| (hi.ln() - lo.ln()) / (2.0 * 1.96);
-    let half = 1.96 * (se(1.9, 2.1).powi(2) + se(7.6, 8.4).powi(2)).sqrt() / 2.0;
-    assert!((s.ci_low - 4.0 * (-half).exp()).abs() < 1e-12);
-    assert!((s.ci_high - 4.0 * half.exp()).abs() < 1e-12);
+    // Each side on the log scale: the shapes' distances to their bounds in quadrature, over
+    // the two shapes.
+    let below = ((2f64 / 1.9).ln().powi(2) + (8f64 / 7.6).ln().powi(2)).sqrt() / 2.0;
+    let above = ((2.1f64 / 2.0).ln().powi(2) + (8.4f64 / 8.0).ln().powi(2)).sqrt() / 2.0;
+    assert!((s.ci_low - 4.0 * (-below).exp()).abs() < 1e-12);
+    assert!((s.ci_high - 4.0 * above.exp()).abs() < 1e-12);
     assert!(s.ci_low < 4.0 && s.ci_low > 3.7, "{}", s.ci_low);
     assert!((r.timing.as_ref().unwrap().median_ms - 2.0).abs() < 1e-12);
     assert!(r.win && r.status == Status::Correct && r.shape.is_none());
@@ -157,4 +158,68 @@ fn a_candidate_that_failed_at_one_shape_of_several_is_one_record_naming_the_shap
     assert_eq!(c.status, Status::Timeout);
     assert_eq!(c.message, "shape d32: no result within 5 s");
     assert!(c.shape.is_none() && !c.win);
+}
+
+#[test]
+fn a_shape_without_an_interval_leaves_the_mean_without_one_and_skew_is_kept() {
+    // "No interval, no win" is written as bounds of 0: the mean gets none either.
+    let records = vec![
+        timed("p", "default", "c", 1.0, (3.0, 0.0, 0.0)),
+        timed("p", "d32", "c", 1.0, (3.0, 2.9, 3.1)),
+    ];
+    let r = &by_problem(&records, 1.0)[0];
+    assert_eq!(r.speedup.as_ref().unwrap().ci_low, 0.0);
+    assert!(!r.win);
+    // A skewed interval keeps its own lower side: two shapes at 1.5 in [1.0, 1.6].
+    let skewed = vec![
+        timed("p", "default", "c", 1.0, (1.5, 1.0, 1.6)),
+        timed("p", "d32", "c", 1.0, (1.5, 1.0, 1.6)),
+    ];
+    let s = by_problem(&skewed, 1.0)[0].speedup.clone().unwrap();
+    let below = (1.5f64.ln() * 2f64.sqrt()) / 2.0;
+    let above = ((1.6f64 / 1.5).ln() * 2f64.sqrt()) / 2.0;
+    assert!((s.ci_low - 1.5 * (-below).exp()).abs() < 1e-12);
+    assert!((s.ci_high - 1.5 * above.exp()).abs() < 1e-12);
+}
+
+#[test]
+fn a_candidate_measured_at_fewer_shapes_than_its_problem_has_no_verdict() {
+    let records = vec![
+        timed("p", "default", "reference", 1.0, (1.0, 1.0, 1.0)),
+        timed("p", "d32", "reference", 1.0, (1.0, 1.0, 1.0)),
+        timed("p", "default", "c", 1.0, (5.0, 4.9, 5.1)),
+    ];
+    let out = by_problem(&records, 1.0);
+    let c = out.iter().find(|r| r.origin == "c").unwrap();
+    assert_eq!(c.status, Status::Skipped, "{}", c.message);
+    assert!(
+        c.message.contains("1 of the problem's 2 shapes (default)"),
+        "{}",
+        c.message
+    );
+    assert!(!c.win);
+}
+
+#[test]
+fn kernelbench_answers_and_each_pooled_group_stand_alone() {
+    let mut answer = timed("p", "default", "kernelbench:a.py", 1.0, (2.0, 0.0, 0.0));
+    answer.group = "model".into();
+    let mut again = answer.clone();
+    again.group = "model @ other".into();
+    let records = vec![
+        timed("p", "default", "reference", 1.0, (1.0, 1.0, 1.0)),
+        timed("p", "d32", "reference", 1.0, (1.0, 1.0, 1.0)),
+        answer.clone(),
+        again,
+    ];
+    let out = by_problem(&records, 1.0);
+    let answers: Vec<&Record> = out.iter().filter(|r| is_answer(r)).collect();
+    assert_eq!(answers.len(), 2, "one per group, never averaged together");
+    assert_eq!(
+        answers[0].speedup.as_ref().unwrap().ci_low,
+        0.0,
+        "kept as it is"
+    );
+    assert_eq!(answers[0].shape.as_deref(), Some("default"));
+    assert!(!answers[0].win);
 }
