@@ -114,6 +114,13 @@ pub trait Problem: Send + Sync {
         let _ = (output, got, inputs);
         None
     }
+    /// The width in bytes of the table rows the problem gathers at random (an embedding row),
+    /// for the gather floor (a record's time against the measured rate of random row gathers
+    /// at that width); `None` for a problem that gathers no rows.
+    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
+        let _ = sizes;
+        None
+    }
     /// Statistics of an input set for run records (skew, pooling, ...).
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
         let _ = inputs;

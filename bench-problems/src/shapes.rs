@@ -222,6 +222,9 @@ impl Problem for AtShape {
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
         self.problem.input_stats(inputs)
     }
+    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
+        self.problem.gathered_row_bytes(sizes)
+    }
     fn reference(&self) -> Vec<LaunchSpec> {
         self.problem.reference()
     }

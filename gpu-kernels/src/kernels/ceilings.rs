@@ -1,5 +1,7 @@
-//! Probes of the device's ceilings, run once per benchmark run: the fp32 FMA rate and the L2
-//! read bandwidth (one launch whose blocks re-read an L2-resident buffer many times).
+//! Probes of the device's ceilings, run once per benchmark run: the fp32 FMA rate, the L2
+//! read bandwidth (one launch whose blocks re-read an L2-resident buffer many times), and the
+//! rates of the access patterns the problems use: random row gathers at a row width, from a
+//! table past L2 or inside it, and scattered atomic adds into rows.
 use crate::dev::*;
 
 kernel! {
@@ -55,9 +57,137 @@ kernel! {
     }
 }
 
+/// Row `k` of `rows` drawn for lookup `k` with `seed`: a counter-based hash (no index array is
+/// read, so the probes measure the rows alone), uniform over the rows.
+#[inline(always)]
+fn probe_row(k: u32, seed: u32, rows: u32) -> u32 {
+    let mut x = k.wrapping_mul(0x9E37_79B9) ^ seed;
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x85EB_CA6B);
+    x ^= x >> 13;
+    x = x.wrapping_mul(0xC2B2_AE35);
+    x ^= x >> 16;
+    ((x as u64 * rows as u64) >> 32) as u32
+}
+
+kernel! {
+    /// Random row gathers, the access of an embedding lookup: warp w of the grid reads lookups
+    /// w, w + warps, ... each a whole row of `row_floats` floats (a multiple of 4, the table
+    /// 16-byte aligned) at a uniformly random row of `rows`, with 16-byte loads, and each
+    /// thread writes one sum. A table far past L2 measures gathers from HBM; one inside it,
+    /// from L2. Bytes read = lookups·row_floats·4.
+    pub unsafe fn ceiling_gather_rows(
+        table: *const f32,
+        rows: u32,
+        row_floats: u32,
+        lookups: u32,
+        seed: u32,
+        out: *mut f32,
+    ) {
+        let warps = grid_dim_x() * (block_dim_x() / WARP_SIZE);
+        let lane = lane_id();
+        let mut acc = [0.0f32; 4];
+        let mut k = block_idx_x() * (block_dim_x() / WARP_SIZE) + warp_id();
+        while k < lookups {
+            let row = table.add(probe_row(k, seed, rows) as usize * row_floats as usize);
+            let mut c = lane * 4;
+            while c < row_floats {
+                let v = load_f32x4(row.add(c as usize));
+                acc[0] += v[0];
+                acc[1] += v[1];
+                acc[2] += v[2];
+                acc[3] += v[3];
+                c += WARP_SIZE * 4;
+            }
+            k += warps;
+        }
+        *out.add((block_idx_x() * block_dim_x() + thread_idx_x()) as usize) =
+            acc[0] + acc[1] + acc[2] + acc[3];
+    }
+}
+
+kernel! {
+    /// Scattered atomic adds, the access of a backward pass into a table: like
+    /// [`ceiling_gather_rows`], but each lookup adds 1 to every float of its row with atomics.
+    /// Bytes updated = lookups·row_floats·4.
+    pub unsafe fn ceiling_scatter_add_rows(
+        table: *mut f32,
+        rows: u32,
+        row_floats: u32,
+        lookups: u32,
+        seed: u32,
+    ) {
+        let warps = grid_dim_x() * (block_dim_x() / WARP_SIZE);
+        let lane = lane_id();
+        let mut k = block_idx_x() * (block_dim_x() / WARP_SIZE) + warp_id();
+        while k < lookups {
+            let row = table.add(probe_row(k, seed, rows) as usize * row_floats as usize);
+            let mut c = lane;
+            while c < row_floats {
+                atomic_add_f32(row.add(c as usize), 1.0);
+                c += WARP_SIZE;
+            }
+            k += warps;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::emu::EmuLaunch;
+
+    #[test]
+    fn gather_probe_reads_every_lookup_s_row() {
+        // Row r holds r + 1 everywhere: the sums say which rows were read.
+        let (rows, row_floats, lookups) = (7u32, 8u32, 50u32);
+        let table_storage: Vec<u128> = vec![0; (rows * row_floats) as usize / 4];
+        let table = table_storage.as_ptr() as *mut f32;
+        for r in 0..rows as usize {
+            for c in 0..row_floats as usize {
+                unsafe { *table.add(r * row_floats as usize + c) = r as f32 + 1.0 };
+            }
+        }
+        let mut out = vec![0.0f32; 2 * 64];
+        unsafe {
+            EmuLaunch::new(2, 64)
+                .raw(table)
+                .arg(rows)
+                .arg(row_floats)
+                .arg(lookups)
+                .arg(9u32)
+                .ptr_mut(&mut out)
+                .run(&super::ceiling_gather_rows::EMU)
+        };
+        let want: f32 = (0..lookups)
+            .map(|k| (super::probe_row(k, 9, rows) + 1) as f32 * row_floats as f32)
+            .sum();
+        assert_eq!(out.iter().sum::<f32>(), want);
+        let drawn: std::collections::BTreeSet<u32> =
+            (0..lookups).map(|k| super::probe_row(k, 9, rows)).collect();
+        assert_eq!(drawn.len(), rows as usize, "every row is drawn");
+    }
+
+    #[test]
+    fn scatter_probe_adds_one_per_lookup_to_each_float_of_its_row() {
+        let (rows, row_floats, lookups) = (5u32, 40u32, 33u32);
+        let mut table = vec![0.0f32; (rows * row_floats) as usize];
+        unsafe {
+            EmuLaunch::new(1, 64)
+                .ptr_mut(&mut table)
+                .arg(rows)
+                .arg(row_floats)
+                .arg(lookups)
+                .arg(3u32)
+                .run(&super::ceiling_scatter_add_rows::EMU)
+        };
+        for r in 0..rows {
+            let hits = (0..lookups)
+                .filter(|&k| super::probe_row(k, 3, rows) == r)
+                .count();
+            let row = &table[(r * row_floats) as usize..((r + 1) * row_floats) as usize];
+            assert!(row.iter().all(|&v| v == hits as f32), "row {r}");
+        }
+    }
 
     #[test]
     fn l2_probe_reads_every_element_each_repeat() {

@@ -294,7 +294,7 @@ impl<'a> ProblemRun<'a> {
         match series {
             Ok(ms) => {
                 rec.status = Status::Correct;
-                rec.timing = Some(timing_stats(&ms, &self.work(), self.ceilings));
+                rec.timing = Some(self.timing_of(&ms, &self.work()));
             }
             Err(e) => {
                 rec.status = Status::RuntimeError;
@@ -480,8 +480,23 @@ impl<'a> ProblemRun<'a> {
     fn record_times(&self, pairs: &PairTimes, rec: &mut Record) {
         let work = self.work();
         rec.speedup = Some(pairs.speedup(self.cfg.seed));
-        rec.timing = Some(timing_stats(&pairs.candidate, &work, self.ceilings));
-        rec.reference_timing = Some(timing_stats(&pairs.reference, &work, self.ceilings));
+        rec.timing = Some(self.timing_of(&pairs.candidate, &work));
+        rec.reference_timing = Some(self.timing_of(&pairs.reference, &work));
+    }
+
+    /// The statistics of `ms`, against the streaming floor and (for a problem that gathers
+    /// rows) the gather floor of the timed sets' row width.
+    fn timing_of(&self, ms: &[f64], work: &Work) -> crate::results::record::Timing {
+        let row_bytes = self
+            .rotation()
+            .first()
+            .and_then(|s| self.problem.gathered_row_bytes(&s.input.sizes));
+        timing::with_gather_floor(
+            timing_stats(ms, work, self.ceilings),
+            work,
+            self.ceilings,
+            row_bytes,
+        )
     }
 
     /// Zeroes the reference's outputs and `plan`'s scratch on every set.

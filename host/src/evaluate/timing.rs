@@ -350,7 +350,23 @@ pub(crate) fn timing_stats(ms: &[f64], work: &Work, ceilings: Option<Ceilings>) 
         logical_gbps: work.logical_bytes / median / 1e6,
         gflops: work.flops / median / 1e6,
         floor_fraction: floor.map(|f| f / median),
+        gather_floor_fraction: None,
     }
+}
+
+/// `t` with its share of the gather floor ([`Ceilings::gather_floor_ms`]) for rows of
+/// `row_bytes`, when the problem gathers rows and the gather ceilings are known.
+pub(crate) fn with_gather_floor(
+    mut t: Timing,
+    work: &Work,
+    ceilings: Option<Ceilings>,
+    row_bytes: Option<f64>,
+) -> Timing {
+    let floor = ceilings
+        .zip(row_bytes)
+        .and_then(|(c, r)| c.gather_floor_ms(work, r));
+    t.gather_floor_fraction = floor.map(|f| f / t.median_ms).filter(|f| f.is_finite());
+    t
 }
 
 #[cfg(test)]
@@ -372,13 +388,33 @@ mod tests {
         assert!((t.compulsory_gbps - 2e9 / 3e-3 / 1e9).abs() < 1e-6);
         assert!((t.logical_gbps - 2.0 * t.compulsory_gbps).abs() < 1e-6);
         assert!(t.floor_fraction.is_none());
-        let ceilings = Ceilings {
+        let mut ceilings = Ceilings {
             hbm_bytes_per_s: 2e12, // floor: 1 ms for the compulsory bytes
             l2_bytes_per_s: 8e12,
             fp32_flops_per_s: 1e13,
+            gathers: None,
         };
         let t = timing_stats(&ms, &work, Some(ceilings));
         assert!((t.floor_fraction.unwrap() - 1.0 / 3.0).abs() < 1e-9);
+        // Gathers of 256-byte rows at 1 TB/s from HBM: a 2 ms floor, 2/3 of the median; a row
+        // of 300 bytes takes the 256-byte rate, one of 32 the narrowest measured.
+        let gather = |row_bytes: u32, hbm: f64| crate::results::record::GatherCeiling {
+            row_bytes,
+            hbm_bytes_per_s: hbm,
+            l2_bytes_per_s: 1e13,
+            atomic_bytes_per_s: 1e11,
+        };
+        ceilings.gathers = Some(
+            crate::results::record::GATHER_ROW_BYTES
+                .map(|b| gather(b, if b == 256 { 1e12 } else { 1.5e12 })),
+        );
+        let g = with_gather_floor(t.clone(), &work, Some(ceilings), Some(300.0));
+        assert!((g.gather_floor_fraction.unwrap() - 2.0 / 3.0).abs() < 1e-9);
+        let narrow = with_gather_floor(t.clone(), &work, Some(ceilings), Some(32.0));
+        assert!((narrow.gather_floor_fraction.unwrap() - (2e9 / 1.5e12 * 1e3) / 3.0).abs() < 1e-9);
+        assert!(with_gather_floor(t, &work, Some(ceilings), None)
+            .gather_floor_fraction
+            .is_none());
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub(crate) fn markdown_links() -> &'static str {
 }
 
 /// Column names of the per-record table (summary.md, summary.csv and `--wide`).
-pub(crate) const COLUMNS: [&str; 17] = [
+pub(crate) const COLUMNS: [&str; 18] = [
     "problem",
     "candidate",
     "status",
@@ -27,6 +27,7 @@ pub(crate) const COLUMNS: [&str; 17] = [
     "cand GB/s (compulsory)",
     "cand GB/s (logical)",
     "% of floor",
+    "% of gather floor",
     "PyTorch ms",
     "ref / PyTorch",
     "speedup over eager",
@@ -37,7 +38,7 @@ pub(crate) const COLUMNS: [&str; 17] = [
 
 /// The index in [`COLUMNS`] of the reference / eager ratio (bold in markdown when outside
 /// parity).
-const REF_OVER_EAGER: usize = 12;
+const REF_OVER_EAGER: usize = 13;
 
 /// The win column of a win over the reference that loses to `torch.compile`
 /// ([`crate::report::metrics::CompileLoss`]).
@@ -117,6 +118,10 @@ pub fn rows(records: &[Record]) -> Vec<Vec<String>> {
                 f(t.map(|t| t.compulsory_gbps), 0),
                 f(t.map(|t| t.logical_gbps), 0),
                 f(t.and_then(|t| t.floor_fraction).map(|x| 100.0 * x), 1),
+                f(
+                    t.and_then(|t| t.gather_floor_fraction).map(|x| 100.0 * x),
+                    1,
+                ),
                 f(r.pytorch.as_ref().map(|p| p.median_ms), 4),
                 f(r.pytorch.as_ref().map(|p| p.reference_over_pytorch), 3),
                 match (&r.speedup_eager, r.is_reference()) {

@@ -169,6 +169,7 @@ fn timing_of(shapes: &[&Record], f: impl Fn(&Record) -> Option<&Timing>) -> Opti
         logical_gbps: g(|t| t.logical_gbps).unwrap_or(0.0),
         gflops: g(|t| t.gflops).unwrap_or(0.0),
         floor_fraction: geomean(ts.iter().map(|t| t.floor_fraction)),
+        gather_floor_fraction: geomean(ts.iter().map(|t| t.gather_floor_fraction)),
     })
 }
 

@@ -205,15 +205,15 @@ fn wins_that_lose_to_compile_are_flagged_and_failed_models_named() {
     let md = markdown("# h", &records, &summary);
     // x's row: a win over the reference that loses to the compiler, 0.8 over it.
     assert!(
-        md.contains("| yes (loses to compile) | 0 | 0 | - | - | - | 2.000 | - | - | 0.800 |"),
+        md.contains("| yes (loses to compile) | 0 | 0 | - | - | - | - | 2.000 | - | - | 0.800 |"),
         "{md}"
     );
     assert!(
-        md.contains("| yes | 0 | 0 | - | - | - | 3.333 | - | - | 2.000 |"),
+        md.contains("| yes | 0 | 0 | - | - | - | - | 3.333 | - | - | 2.000 |"),
         "{md}"
     );
     assert!(
-        md.contains("| yes | 0 | 0 | - | - | - | 1.900 | - | - | - |"),
+        md.contains("| yes | 0 | 0 | - | - | - | - | 1.900 | - | - | - |"),
         "{md}"
     );
     assert!(
@@ -450,7 +450,7 @@ fn report_csv_and_json_print_parseable_records() {
     // Pooled in catalog order: embedding_bag_sum, kjt_permute, fm_interaction.
     assert_eq!(csv_rows[2][1], "g/x");
     assert_eq!(csv_rows[2][7], LOSES_TO_COMPILE);
-    assert_eq!(csv_rows[2][16], "0.800");
+    assert_eq!(csv_rows[2][17], "0.800");
     assert!(csv_rows.iter().any(|r| r[1] == "g/y,comma"));
     assert_eq!(
         text(ReportFormat::Csv),

@@ -102,6 +102,10 @@ pub struct Timing {
     pub gflops: f64,
     /// Physical floor / median time (share of the limit reached), when ceilings are known.
     pub floor_fraction: Option<f64>,
+    /// Gather floor / median time ([`Ceilings::gather_floor_ms`]), for a problem that gathers
+    /// rows when the gather ceilings are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gather_floor_fraction: Option<f64>,
 }
 
 /// A speedup: the median of paired ratios (the basis's time / the candidate's, interleaved on
@@ -306,9 +310,50 @@ pub struct Ceilings {
     pub l2_bytes_per_s: f64,
     /// FMA throughput, flops per second.
     pub fp32_flops_per_s: f64,
+    /// The rates of random row gathers and scattered atomic adds at [`GATHER_ROW_BYTES`]
+    /// (`backend::ceilings`); runs before they were measured have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gathers: Option<[GatherCeiling; GATHER_WIDTHS]>,
+}
+
+/// How many row widths the gather ceilings are measured at.
+pub const GATHER_WIDTHS: usize = 5;
+/// The row widths (bytes) the gather ceilings are measured at: an embedding row of D = 16 to
+/// 256 fp32 (32 to 512 in 16-bit types).
+pub const GATHER_ROW_BYTES: [u32; GATHER_WIDTHS] = [64, 128, 256, 512, 1024];
+
+/// The measured rates of one access pattern at one row width, in bytes per second: uniformly
+/// random rows gathered from a table far past L2 (`hbm`) and from one inside it (`l2`), and
+/// scattered atomic adds into rows of the large table (`atomic`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GatherCeiling {
+    pub row_bytes: u32,
+    pub hbm_bytes_per_s: f64,
+    pub l2_bytes_per_s: f64,
+    pub atomic_bytes_per_s: f64,
 }
 
 impl Ceilings {
+    /// The gather floor, in ms: max(compulsory bytes / random gathers from HBM, logical bytes /
+    /// random gathers from L2, flops / fp32) at the measured row width nearest `row_bytes`
+    /// from below (or the narrowest) — what the access pattern of a lookup of rows that wide
+    /// allows, where [`Ceilings::floor_ms`] assumes streaming. `None` without gather ceilings.
+    /// It never decides `suspect`: the streaming floor does.
+    pub(crate) fn gather_floor_ms(&self, w: &Work, row_bytes: f64) -> Option<f64> {
+        let gathers = self.gathers?;
+        let g = gathers
+            .iter()
+            .filter(|g| g.row_bytes as f64 <= row_bytes)
+            .max_by_key(|g| g.row_bytes)
+            .or_else(|| gathers.iter().min_by_key(|g| g.row_bytes))?;
+        let t = |num: f64, rate: f64| if rate > 0.0 { num / rate } else { 0.0 };
+        let ms = 1e3
+            * t(w.compulsory_bytes, g.hbm_bytes_per_s)
+                .max(t(w.logical_bytes, g.l2_bytes_per_s))
+                .max(t(w.flops, self.fp32_flops_per_s));
+        (ms > 0.0).then_some(ms)
+    }
+
     /// max(compulsory / HBM, logical / L2, flops / fp32), in ms.
     pub(crate) fn floor_ms(&self, w: &Work) -> f64 {
         let t = |num: f64, rate: f64| if rate > 0.0 { num / rate } else { 0.0 };

@@ -346,6 +346,16 @@ pub(crate) fn measure_run_ceilings(p: &Prepared, exe: &Path) -> anyhow::Result<O
             c.l2_bytes_per_s / 1e9,
             c.fp32_flops_per_s / 1e12
         );
+        for g in c.gathers.iter().flatten() {
+            eprintln!(
+                "ceilings: random {} B rows: gathers from HBM {:.0} GB/s, from L2 {:.0} GB/s; \
+                 atomic adds {:.0} GB/s",
+                g.row_bytes,
+                g.hbm_bytes_per_s / 1e9,
+                g.l2_bytes_per_s / 1e9,
+                g.atomic_bytes_per_s / 1e9
+            );
+        }
         Some(c)
     } else {
         None
