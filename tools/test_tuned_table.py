@@ -1,7 +1,7 @@
 """CPU tests of tools/tuned_table.py on hand-made records."""
 import unittest
 
-from tuned_table import best_markdown, best_rows, markdown, rows
+from tuned_table import best_markdown, best_rows, markdown, rows, shape_markdown, shape_rows
 
 
 def record(problem, candidate, group, ms=None, floor=None, speedup=None, eager=None, status="correct"):
@@ -53,6 +53,50 @@ class TunedTable(unittest.TestCase):
         self.assertIn("| 1 | p | 2.000 | 1.500 | **1.33** | 1.000 | tuned/fast | 0.500 | "
                       "4.00 [3.90, 4.10] | 3.00 | 2.00 | 40.0 |", text)
         self.assertIn("| 2 | q | 1.000 | 1.050 | 0.95 | - | - | - | - | - | - | - |", text)
+
+
+def shaped(problem, candidate, group, shape, speedup, status="correct", floor=0.5):
+    r = record(problem, candidate, group, ms=1.0, floor=floor,
+               speedup={"median": speedup, "ci_low": speedup * 0.9, "ci_high": speedup * 1.1},
+               status=status)
+    r["shape"] = shape
+    return r
+
+
+class ShapeTable(unittest.TestCase):
+    def test_the_best_is_by_geomean_over_every_shape_and_a_rank_change_is_named(self):
+        records = [
+            shaped("p", "reference", "reference", "default", 1.0),
+            shaped("p", "reference", "reference", "d32", 1.0),
+            # Fast at the default shape only.
+            shaped("p", "spec", "tuned", "default", 8.0),
+            shaped("p", "spec", "tuned", "d32", 0.5),
+            # Steady: geomean 3 beats spec's 2.
+            shaped("p", "steady", "examples", "default", 3.0),
+            shaped("p", "steady", "examples", "d32", 3.0),
+            # Faster still but wrong at one shape: never the best.
+            shaped("p", "wrong", "tuned", "default", 9.0),
+            shaped("p", "wrong", "tuned", "d32", 9.0, status="incorrect"),
+        ]
+        (row,) = shape_rows(records)
+        self.assertEqual(row[:3], ("p", 2, "examples/steady"))
+        self.assertAlmostEqual(row[3], 3.0)
+        self.assertEqual((row[4], row[5]), (3.0, 3.0))
+        self.assertAlmostEqual(row[6], 50.0)
+        self.assertIsNone(row[7], "no gather floor in these records")
+        self.assertEqual(row[8], "tuned/wrong")
+        text = shape_markdown([row])
+        self.assertIn("| 1 | p | 2 | examples/steady | 3.00 | 3.00 – 3.00 | 50.0 | - | tuned/wrong |", text)
+
+    def test_a_candidate_missing_a_shape_is_not_the_best(self):
+        records = [
+            shaped("p", "reference", "reference", "default", 1.0),
+            shaped("p", "reference", "reference", "d32", 1.0),
+            shaped("p", "half", "tuned", "default", 5.0),
+        ]
+        (row,) = shape_rows(records)
+        self.assertIsNone(row[2])
+        self.assertIn("| 1 | p | 2 | - | - | - | - | - | tuned/half |", shape_markdown([row]))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,15 @@ notes, the README and predictions files come from the committed set, never by ha
         over the candidate's, as the summary's unpaired figure)
     python3 tools/tuned_table.py RESULT_DIR --best    per problem the reference against eager
         and torch.compile, and the fastest correct candidate with its speedups
+    python3 tools/tuned_table.py RESULT_DIR --shapes  per problem, over its shapes (a set run
+        with shapes: records carry "shape"): the candidate correct at every shape with the
+        highest geometric-mean speedup over the reference, that geomean, its spread (the
+        lowest and highest shape), the geomean % of the streaming and of the gather floor, and
+        the best candidate at the default shape alone where it differs (a rank that changes
+        once shapes count)
 """
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -80,6 +87,71 @@ def best_rows(records):
     return out
 
 
+def _geomean(values):
+    values = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def shape_rows(records):
+    """Per problem, in the set's order: (problem, shapes, best by geomean "group/name" or None,
+    geomean speedup, lowest, highest shape speedup, geomean % of floor, geomean % of gather
+    floor, best at the default shape alone)."""
+    problems = []
+    for r in records:
+        if r["problem"] not in problems:
+            problems.append(r["problem"])
+    out = []
+    for p in problems:
+        mine = [r for r in records if r["problem"] == p]
+        shapes = []
+        for r in mine:
+            if r.get("shape", "default") not in shapes:
+                shapes.append(r.get("shape", "default"))
+        by_candidate = {}
+        for r in mine:
+            if r["candidate"] != "reference":
+                by_candidate.setdefault(f'{r["group"]}/{r["candidate"]}', []).append(r)
+
+        def speedup(r):
+            return (r.get("speedup") or {}).get("median")
+
+        def fraction(rs, key):
+            values = [(r.get("timing") or {}).get(key) for r in rs]
+            g = _geomean(values) if all(v is not None for v in values) else None
+            return None if g is None else 100 * g
+
+        whole = {c: rs for c, rs in by_candidate.items()
+                 if len(rs) == len(shapes) and all(r["status"] == "correct" and speedup(r)
+                                                    for r in rs)}
+        best = max(whole, key=lambda c: _geomean(speedup(r) for r in whole[c]), default=None)
+        at_default = [(c, speedup(r)) for c, rs in by_candidate.items() for r in rs
+                      if r.get("shape", "default") == "default" and r["status"] == "correct"
+                      and speedup(r)]
+        default_best = max(at_default, key=lambda cs: cs[1], default=(None, None))[0]
+        if best is None:
+            out.append((p, len(shapes), None, None, None, None, None, None, default_best))
+            continue
+        sp = [speedup(r) for r in whole[best]]
+        out.append((p, len(shapes), best, _geomean(sp), min(sp), max(sp),
+                    fraction(whole[best], "floor_fraction"),
+                    fraction(whole[best], "gather_floor_fraction"), default_best))
+    return out
+
+
+def shape_markdown(table):
+    f = _fmt
+    lines = ["| # | problem | shapes | best over every shape | geomean over reference "
+             "| lowest – highest shape | % of floor | % of gather floor | best at the default "
+             "shape alone |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for i, (p, n, best, g, lo, hi, floor, gather, default_best) in enumerate(table, 1):
+        spread = "-" if lo is None else f"{f(lo, 2)} – {f(hi, 2)}"
+        changed = "same" if default_best == best else (default_best or "-")
+        lines.append(f"| {i} | {p} | {n} | {best or '-'} | {f(g, 2)} | {spread} | "
+                     f"{f(floor, 1)} | {f(gather, 1)} | {changed} |")
+    return "\n".join(lines)
+
+
 def best_markdown(table):
     f = _fmt
     lines = ["| # | problem | reference ms | eager ms | ref / eager | compile ms | best candidate | ms "
@@ -114,6 +186,8 @@ def main():
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if sys.argv[2:3] == ["--best"]:
         print(best_markdown(best_rows(records)))
+    elif sys.argv[2:3] == ["--shapes"]:
+        print(shape_markdown(shape_rows(records)))
     else:
         print(markdown(rows(records, sys.argv[2] if len(sys.argv) > 2 else "tuned")))
 
