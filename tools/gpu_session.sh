@@ -65,9 +65,11 @@ for what in "$@"; do
       --torch=eager --timeout-s 60 ${SHARD:+--shard "$SHARD"} --out "$O/kbset" \
       > "$O/kbset.log" 2>&1 ;;
   small|full)
+    # Every shape by default; SHAPES=default,d32 picks, SHARD=i/n (with DLRM_BENCH_SECRET_SEED)
+    # splits the corpus where one call's time is too short for every shape.
     tools/build_cubin.sh candidates/examples/embedding_bag_sum/cubin_warp_per_bag > "$O/cubin.txt" 2>&1
     step "corpus-$what" tools/gpu_run.sh "$O/corpus-$what" "$what" "${corpus[@]}" --timeout-s 60 \
-      > /dev/null 2>&1 ;;
+      ${SHAPES:+--shapes "$SHAPES"} ${SHARD:+--shard "$SHARD"} > /dev/null 2>&1 ;;
   *) echo "unknown step $what" >> "$O/env.txt" ;;
   esac
 done
