@@ -39,6 +39,6 @@ pub use launch::{Dim, LaunchSpec, ScratchSpec};
 pub use registry::{all_problems, find_problem};
 pub use shapes::{at_shape, AtShape, Shape, DEFAULT_SHAPE};
 pub use spec::{
-    InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, RowUpdate, Seeds, Sizes,
-    TensorSpec, Work,
+    Gathered, InputSet, Oracle, OracleOutput, Preset, Problem, ProblemError, Role, RowUpdate,
+    Seeds, Sizes, TensorSpec, Work,
 };

@@ -115,4 +115,19 @@ pub struct Work {
     /// FBGEMM's count: every lookup's row counted (skewed inputs hit L2 for hot rows).
     pub logical_bytes: f64,
     pub flops: f64,
+    /// The part of those bytes that are table rows read at random (an embedding lookup), for
+    /// the gather floor; `None` for a problem that gathers no rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gathered: Option<Gathered>,
+}
+
+/// Table rows read at random, part of a [`Work`]'s bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Gathered {
+    /// The width of a row, bytes.
+    pub row_bytes: f64,
+    /// Of the compulsory bytes: the distinct rows, each once.
+    pub distinct_bytes: f64,
+    /// Of the logical bytes: every lookup's row.
+    pub lookup_bytes: f64,
 }

@@ -46,6 +46,14 @@ pub trait Problem: Send + Sync {
         let _ = preset;
         Vec::new()
     }
+    /// The edge sets at the sizes `base` of one of the problem's shapes: by default
+    /// [`Problem::edge_sizes`] with the symbols `base` changes from the preset's sizes changed
+    /// alike wherever the edge set keeps the preset's value ([`crate::shapes::overlay_edges`]).
+    /// A problem whose edge sets follow from its sizes by a rule that overlay would break (an
+    /// edge set that sets E from N) builds them from `base` itself.
+    fn edge_sizes_at(&self, preset: Preset, base: &Sizes) -> Vec<Sizes> {
+        crate::shapes::overlay_edges(&self.sizes(preset), self.edge_sizes(preset), base)
+    }
     /// Names of the input sets with special values (±inf, NaN, −0, ties, all-equal) that the
     /// runner checks like edge sets (`special-<name>`), never times. The oracle must say what
     /// each output is on them (NaN where eager gives NaN).
@@ -112,13 +120,6 @@ pub trait Problem: Send + Sync {
         inputs: &InputSet,
     ) -> Option<String> {
         let _ = (output, got, inputs);
-        None
-    }
-    /// The width in bytes of the table rows the problem gathers at random (an embedding row),
-    /// for the gather floor (a record's time against the measured rate of random row gathers
-    /// at that width); `None` for a problem that gathers no rows.
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        let _ = sizes;
         None
     }
     /// Statistics of an input set for run records (skew, pooling, ...).

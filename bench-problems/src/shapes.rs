@@ -66,6 +66,30 @@ pub fn shapes_of(base: Sizes, variations: &[Variation]) -> Vec<Shape> {
     shapes
 }
 
+/// `edges` (edge sets of a preset whose sizes are `preset_sizes`) at a shape of sizes `base`:
+/// each edge set with the symbols `base` changes from the preset's changed alike, where the edge
+/// set keeps the preset's value (a kernel that branches on a width meets the edge cases in that
+/// branch too); an edge set that sets such a symbol itself keeps its own value; one equal to
+/// `base` or to an earlier one is left out.
+pub fn overlay_edges(preset_sizes: &Sizes, edges: Vec<Sizes>, base: &Sizes) -> Vec<Sizes> {
+    let changed: Vec<(&String, &i64)> = base
+        .iter()
+        .filter(|(k, v)| preset_sizes.get(*k) != Some(*v))
+        .collect();
+    let mut out: Vec<Sizes> = Vec::new();
+    for mut edge in edges {
+        for &(k, v) in &changed {
+            if edge.get(k) == preset_sizes.get(k) {
+                edge.insert(k.clone(), *v);
+            }
+        }
+        if &edge != base && !out.contains(&edge) {
+            out.push(edge);
+        }
+    }
+    out
+}
+
 /// Problem `problem` at its shape `name` of `preset`; an error listing its shapes when it has
 /// none of that name.
 pub fn at_shape(
@@ -154,30 +178,8 @@ impl Problem for AtShape {
     ) -> Result<InputSet, ProblemError> {
         self.problem.generate(preset, sizes, seeds)
     }
-    /// The problem's edge sets at this shape: each edge set with the symbols the shape changes
-    /// from the preset's sizes changed alike, where the edge set keeps the preset's value (a
-    /// kernel that branches on a width meets the edge cases in that branch too); an edge set
-    /// that sets such a symbol itself keeps its own value.
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
-        let base = self.problem.sizes(preset);
-        let changed: Vec<(&String, &i64)> = self
-            .shape
-            .sizes
-            .iter()
-            .filter(|(k, v)| base.get(*k) != Some(*v))
-            .collect();
-        let mut edges: Vec<Sizes> = Vec::new();
-        for mut edge in self.problem.edge_sizes(preset) {
-            for &(k, v) in &changed {
-                if edge.get(k) == base.get(k) {
-                    edge.insert(k.clone(), *v);
-                }
-            }
-            if edge != self.shape.sizes && !edges.contains(&edge) {
-                edges.push(edge);
-            }
-        }
-        edges
+        self.problem.edge_sizes_at(preset, &self.shape.sizes)
     }
     fn special_sets(&self) -> Vec<&'static str> {
         match self.is_default() {
@@ -221,9 +223,6 @@ impl Problem for AtShape {
     }
     fn input_stats(&self, inputs: &InputSet) -> serde_json::Value {
         self.problem.input_stats(inputs)
-    }
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        self.problem.gathered_row_bytes(sizes)
     }
     fn reference(&self) -> Vec<LaunchSpec> {
         self.problem.reference()
@@ -323,14 +322,35 @@ mod tests {
     }
 
     #[test]
-    fn every_shape_generates_at_ci_with_its_own_sizes() {
+    fn every_shape_and_its_edge_sets_generate_at_ci() {
         for p in all_problems() {
             for s in p.shapes(Preset::Ci) {
-                let set = p
-                    .generate(Preset::Ci, &s.sizes, Seeds { set: 3, table: 4 })
-                    .unwrap_or_else(|e| panic!("{} {}: {e}", p.name(), s.name));
-                p.oracle(&set)
-                    .unwrap_or_else(|e| panic!("{} {}: {e}", p.name(), s.name));
+                let at = at_shape(p, Preset::Ci, &s.name).unwrap();
+                let sets = std::iter::once(s.sizes.clone()).chain(at.edge_sizes(Preset::Ci));
+                for sizes in sets {
+                    let set = p
+                        .generate(Preset::Ci, &sizes, Seeds { set: 3, table: 4 })
+                        .unwrap_or_else(|e| panic!("{} {} {sizes:?}: {e}", p.name(), s.name));
+                    p.oracle(&set)
+                        .unwrap_or_else(|e| panic!("{} {}: {e}", p.name(), s.name));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unique_indices_edge_sets_stay_valid_at_every_shape() {
+        // Its all-distinct edge set sets E from N: at a shape that narrows E or grows N, an
+        // overlay of the preset's edge sets would ask for more distinct ids than rows.
+        let p = crate::find_problem("unique_indices").unwrap();
+        for preset in Preset::ALL {
+            for s in p.shapes(preset) {
+                let at = at_shape(p, preset, &s.name).unwrap();
+                for e in at.edge_sizes(preset) {
+                    if e.get("DISTINCT") == Some(&1) {
+                        assert!(e["N"] <= e["E"], "{} {}: {e:?}", preset.name(), s.name);
+                    }
+                }
             }
         }
     }

@@ -4,7 +4,7 @@
 //! them imports it, so problem modules may take their vocabulary from here without a loop.
 pub use crate::error::ProblemError;
 pub use crate::input_set::{shared_table, InputSet, InputSetBuilder, Seeds};
-pub use crate::oracle::{oracle_of, Oracle, OracleOutput, RowUpdate, Work};
+pub use crate::oracle::{oracle_of, Gathered, Oracle, OracleOutput, RowUpdate, Work};
 pub use crate::problem::Problem;
 pub use crate::signature::{poisoned, shape_of, Role, TensorSpec};
 pub use crate::sizes::{size, size_or_zero, sizes_of, Preset, Sizes};

@@ -3,7 +3,7 @@
 //! sets hold references to its bytes ([`crate::tensor::Bytes`]). The memo keeps only weak
 //! references: a table nobody holds any longer is freed, and made again if asked for again.
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Mutex, OnceLock, Weak};
 
 use crate::tensor::{Bytes, DType, HostTensor};
 
@@ -15,31 +15,16 @@ fn memo() -> &'static Mutex<HashMap<String, Entry>> {
     MEMO.get_or_init(Default::default)
 }
 
-/// One lock per key being made, so that threads asking for one key at once make it once.
-fn flight(key: &str) -> Arc<Mutex<()>> {
-    static FLIGHTS: OnceLock<Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
-    let mut flights = FLIGHTS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    flights.retain(|_, f| Arc::strong_count(f) > 1);
-    flights.entry(key.to_string()).or_default().clone()
-}
-
 /// The tensor made under `key` while any holder is left, else `make()`'s (then remembered).
 /// `key` must name everything the tensor depends on (problem, tensor, shape, seed): two calls
-/// with one key must make the same tensor. Threads asking for one key at once wait for the one
-/// that makes it (the input sets of a problem are prepared in parallel: each must not make its
-/// own copy of a table of gigabytes).
+/// with one key must make the same tensor. Two threads asking at once may both make it (no
+/// lock is held while it is made: a maker running rayon work could otherwise be handed, on
+/// the same thread, a task that waits for that lock); a caller that prepares sets in parallel
+/// makes one first (`host::evaluate::inputs::host_sides`).
 pub fn shared_tensor<E>(
     key: &str,
     make: impl FnOnce() -> Result<HostTensor, E>,
 ) -> Result<HostTensor, E> {
-    if let Some(t) = lookup(key) {
-        return Ok(t);
-    }
-    let flight = flight(key);
-    let _making = flight.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(t) = lookup(key) {
         return Ok(t);
     }
@@ -76,29 +61,6 @@ fn lookup(key: &str) -> Option<HostTensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn threads_asking_for_one_key_at_once_make_it_once() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let calls = AtomicUsize::new(0);
-        let made: Vec<HostTensor> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..8)
-                .map(|_| {
-                    s.spawn(|| {
-                        shared_tensor("shared-test/flight", || {
-                            calls.fetch_add(1, Ordering::SeqCst);
-                            std::thread::sleep(std::time::Duration::from_millis(50));
-                            HostTensor::from_f32(vec![1], vec![1.0]).map_err(|_| ())
-                        })
-                        .unwrap()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert!(made.iter().all(|t| t.bytes.same_as(&made[0].bytes)));
-    }
 
     fn make(calls: &mut usize, v: f32) -> Result<HostTensor, ()> {
         *calls += 1;

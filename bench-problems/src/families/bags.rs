@@ -20,7 +20,7 @@ use crate::error::ProblemError;
 use crate::families::rows::Rows;
 use crate::input_set::{shared_table, InputSet, InputSetBuilder, Seeds};
 use crate::launch::{LaunchSpec, ScratchSpec};
-use crate::oracle::{oracle_of, Oracle, OracleOutput, Work};
+use crate::oracle::{oracle_of, Gathered, Oracle, OracleOutput, Work};
 use crate::signature::TensorSpec;
 use crate::sizes::{size, sizes_of, Preset, Sizes};
 use data_gen::{
@@ -527,6 +527,11 @@ impl Counts {
             compulsory_bytes: self.distinct * row_bytes + index_bytes + out_bytes,
             logical_bytes: self.n * row_bytes + index_bytes + out_bytes,
             flops,
+            gathered: Some(Gathered {
+                row_bytes,
+                distinct_bytes: self.distinct * row_bytes,
+                lookup_bytes: self.n * row_bytes,
+            }),
         }
     }
 }

@@ -271,6 +271,7 @@ impl Problem for BlockBucketizeSparseFeatures {
             compulsory_bytes: bytes,
             logical_bytes: bytes,
             flops: 0.0,
+            gathered: None,
         }
     }
 

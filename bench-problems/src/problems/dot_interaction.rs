@@ -141,6 +141,7 @@ impl Problem for DotInteraction {
             // The P dot products of length D the output needs (eager's bmm computes all
             // (F+1)² of them, twice the work).
             flops: 2.0 * b * p * d,
+            gathered: None,
         }
     }
 

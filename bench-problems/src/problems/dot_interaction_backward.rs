@@ -166,6 +166,7 @@ impl Problem for DotInteractionBackward {
             // Each pair adds g·T_j to dT_i and g·T_i to dT_j (2 FMAs per element of D), plus
             // the add for dx (eager's bmm over the full symmetric dZ does twice the FMAs).
             flops: 4.0 * b * p * d + b * d,
+            gathered: None,
         }
     }
 

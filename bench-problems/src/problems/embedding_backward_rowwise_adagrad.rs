@@ -202,10 +202,6 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
         SIZES.of(preset)
     }
 
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        sizes.get("D").map(|&d| d as f64 * 4.0)
-    }
-
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         bags::table_shapes(self.sizes(preset), preset)
     }
@@ -299,6 +295,12 @@ impl Problem for EmbeddingBackwardRowwiseAdagrad {
             // FBGEMM's backward count: twice the forward's (every lookup's row, the outputs).
             logical_bytes: 2.0 * (n * d * 4.0 + b * d * 4.0) + index_bytes,
             flops: n * d + distinct * d * 5.0,
+            // Rows of W (and their momentum) updated at random; every lookup's gradient row.
+            gathered: Some(crate::oracle::Gathered {
+                row_bytes: d * 4.0,
+                distinct_bytes: distinct * row_update,
+                lookup_bytes: 2.0 * n * d * 4.0,
+            }),
         }
     }
 

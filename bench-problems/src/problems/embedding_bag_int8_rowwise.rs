@@ -91,10 +91,6 @@ impl Problem for EmbeddingBagInt8Rowwise {
         SIZES.of(preset)
     }
 
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        sizes.get("D").map(|&d| (d as usize + ROW_TAIL_BYTES) as f64)
-    }
-
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         bags::table_shapes(self.sizes(preset), preset)
     }

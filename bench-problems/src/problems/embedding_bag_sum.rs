@@ -39,10 +39,6 @@ impl Problem for EmbeddingBagSum {
         BagSizes::DEFAULT.of(preset)
     }
 
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        sizes.get("D").map(|&d| d as f64 * 4.0)
-    }
-
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         bags::table_shapes(self.sizes(preset), preset)
     }

@@ -57,10 +57,6 @@ impl Problem for EmbeddingBagWeightedSumBf16 {
         BagSizes::DEFAULT.of(preset)
     }
 
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        sizes.get("D").map(|&d| d as f64 * 2.0)
-    }
-
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         bags::table_shapes(self.sizes(preset), preset)
     }

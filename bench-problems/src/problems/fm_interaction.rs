@@ -157,6 +157,7 @@ impl Problem for FmInteraction {
             // Σ_f x and Σ_f x² (an add, a multiply and an add per element), then per (b, k)
             // a square, a subtract and the sum over k, and the ½ per sample.
             flops: 3.0 * b * f * k + 3.0 * b * k + b,
+            gathered: None,
         }
     }
 

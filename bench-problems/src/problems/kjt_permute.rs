@@ -285,6 +285,7 @@ impl Problem for KjtPermute {
             compulsory_bytes: fixed + read_once as f64 * 12.0,
             logical_bytes: fixed + np * 12.0,
             flops: 0.0,
+            gathered: None,
         }
     }
 

@@ -86,10 +86,6 @@ impl Problem for SequenceGatherPaddedBf16 {
         sizes_of(&[("E", e), ("D", d), ("B", b), ("L", l)])
     }
 
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        sizes.get("D").map(|&d| d as f64 * 2.0)
-    }
-
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         let [e, d, b] = [self.sizes(preset)["E"], self.sizes(preset)["D"], self.sizes(preset)["B"]];
         let shapes: &[crate::shapes::Variation] = match preset {
@@ -204,6 +200,11 @@ impl Problem for SequenceGatherPaddedBf16 {
             compulsory_bytes: distinct * d * 2.0 + fixed,
             logical_bytes: kept * d * 2.0 + fixed,
             flops: 0.0,
+            gathered: Some(crate::oracle::Gathered {
+                row_bytes: d * 2.0,
+                distinct_bytes: distinct * d * 2.0,
+                lookup_bytes: kept * d * 2.0,
+            }),
         }
     }
 

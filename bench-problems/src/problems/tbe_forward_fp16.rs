@@ -120,10 +120,6 @@ impl Problem for TbeForwardFp16 {
         sizes_of(&[("T", NUM_TABLES as i64), ("E", e), ("D", d), ("B", b)])
     }
 
-    fn gathered_row_bytes(&self, sizes: &Sizes) -> Option<f64> {
-        sizes.get("D").map(|&d| d as f64 * 2.0)
-    }
-
     fn shapes(&self, preset: Preset) -> Vec<crate::shapes::Shape> {
         let b = self.sizes(preset)["B"];
         let shapes: &[crate::shapes::Variation] = match preset {

@@ -56,6 +56,17 @@ pub fn unique_with_inverse_and_counts(indices: &[i64]) -> (Vec<i64>, Vec<i64>, V
     (unique, inverse, counts)
 }
 
+/// The edge sets of sizes `base`: every id equal (E = 1), every id distinct (E at least N),
+/// a single id.
+fn edges_of(base: &Sizes) -> Vec<Sizes> {
+    let (n, e) = (base["N"], base["E"]);
+    vec![
+        with_sizes(base, &[("E", 1)]),
+        with_sizes(base, &[("E", e.max(n)), ("DISTINCT", 1)]),
+        with_sizes(base, &[("N", 1)]),
+    ]
+}
+
 impl Problem for UniqueIndices {
     problem_identity!(
         9,
@@ -133,13 +144,11 @@ impl Problem for UniqueIndices {
     }
 
     fn edge_sizes(&self, preset: Preset) -> Vec<Sizes> {
-        let base = self.sizes(preset);
-        let (n, e) = (base["N"], base["E"]);
-        vec![
-            with_sizes(&base, &[("E", 1)]),
-            with_sizes(&base, &[("E", e.max(n)), ("DISTINCT", 1)]),
-            with_sizes(&base, &[("N", 1)]),
-        ]
+        edges_of(&self.sizes(preset))
+    }
+
+    fn edge_sizes_at(&self, _preset: Preset, base: &Sizes) -> Vec<Sizes> {
+        edges_of(base)
     }
 
     fn oracle(&self, inputs: &InputSet) -> Result<Oracle, ProblemError> {
@@ -173,6 +182,7 @@ impl Problem for UniqueIndices {
             compulsory_bytes: bytes,
             logical_bytes: bytes,
             flops: 0.0,
+            gathered: None,
         }
     }
 

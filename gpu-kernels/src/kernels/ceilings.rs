@@ -70,12 +70,23 @@ fn probe_row(k: u32, seed: u32, rows: u32) -> u32 {
     ((x as u64 * rows as u64) >> 32) as u32
 }
 
+/// How a warp splits into lane groups of one row each, for rows of `row_units` units: lanes
+/// per row (at most 32) and rows a warp works on at once (a lane past the last whole group
+/// idles).
+#[inline(always)]
+fn lane_groups(row_units: u32) -> (u32, u32) {
+    let per_row = row_units.clamp(1, WARP_SIZE);
+    (per_row, WARP_SIZE / per_row)
+}
+
 kernel! {
-    /// Random row gathers, the access of an embedding lookup: warp w of the grid reads lookups
-    /// w, w + warps, ... each a whole row of `row_floats` floats (a multiple of 4, the table
-    /// 16-byte aligned) at a uniformly random row of `rows`, with 16-byte loads, and each
-    /// thread writes one sum. A table far past L2 measures gathers from HBM; one inside it,
-    /// from L2. Bytes read = lookups·row_floats·4.
+    /// Random row gathers, the access of an embedding lookup: each warp splits into groups of
+    /// `row_floats / 4` lanes (at most 32), one row per group, so several rows are in flight a
+    /// warp; group g of warp w reads lookups w·groups + g, then every groups·warps after, each
+    /// a whole row of `row_floats` floats (a multiple of 4, the table 16-byte aligned) at a
+    /// uniformly random row of `rows`, with 16-byte loads; each thread writes one sum. A table
+    /// far past L2 measures gathers from HBM; one inside it, from L2.
+    /// Bytes read = lookups·row_floats·4.
     pub unsafe fn ceiling_gather_rows(
         table: *const f32,
         rows: u32,
@@ -84,22 +95,27 @@ kernel! {
         seed: u32,
         out: *mut f32,
     ) {
-        let warps = grid_dim_x() * (block_dim_x() / WARP_SIZE);
+        let (per_row, groups) = lane_groups(row_floats / 4);
         let lane = lane_id();
+        let (group, sub) = (lane / per_row, lane % per_row);
         let mut acc = [0.0f32; 4];
-        let mut k = block_idx_x() * (block_dim_x() / WARP_SIZE) + warp_id();
-        while k < lookups {
-            let row = table.add(probe_row(k, seed, rows) as usize * row_floats as usize);
-            let mut c = lane * 4;
-            while c < row_floats {
-                let v = load_f32x4(row.add(c as usize));
-                acc[0] += v[0];
-                acc[1] += v[1];
-                acc[2] += v[2];
-                acc[3] += v[3];
-                c += WARP_SIZE * 4;
+        if group < groups {
+            let warps = grid_dim_x() * (block_dim_x() / WARP_SIZE);
+            let warp = block_idx_x() * (block_dim_x() / WARP_SIZE) + warp_id();
+            let mut k = warp * groups + group;
+            while k < lookups {
+                let row = table.add(probe_row(k, seed, rows) as usize * row_floats as usize);
+                let mut c = sub * 4;
+                while c < row_floats {
+                    let v = load_f32x4(row.add(c as usize));
+                    acc[0] += v[0];
+                    acc[1] += v[1];
+                    acc[2] += v[2];
+                    acc[3] += v[3];
+                    c += per_row * 4;
+                }
+                k += warps * groups;
             }
-            k += warps;
         }
         *out.add((block_idx_x() * block_dim_x() + thread_idx_x()) as usize) =
             acc[0] + acc[1] + acc[2] + acc[3];
@@ -108,8 +124,9 @@ kernel! {
 
 kernel! {
     /// Scattered atomic adds, the access of a backward pass into a table: like
-    /// [`ceiling_gather_rows`], but each lookup adds 1 to every float of its row with atomics.
-    /// Bytes updated = lookups·row_floats·4.
+    /// [`ceiling_gather_rows`] (groups of `row_floats` lanes, at most 32, a row each), but each
+    /// lookup adds 1 to every float of its row with reductions (`red.add`, as the backward
+    /// kernels write). Bytes updated = lookups·row_floats·4.
     pub unsafe fn ceiling_scatter_add_rows(
         table: *mut f32,
         rows: u32,
@@ -117,17 +134,23 @@ kernel! {
         lookups: u32,
         seed: u32,
     ) {
-        let warps = grid_dim_x() * (block_dim_x() / WARP_SIZE);
+        let (per_row, groups) = lane_groups(row_floats);
         let lane = lane_id();
-        let mut k = block_idx_x() * (block_dim_x() / WARP_SIZE) + warp_id();
+        let (group, sub) = (lane / per_row, lane % per_row);
+        if group >= groups {
+            return;
+        }
+        let warps = grid_dim_x() * (block_dim_x() / WARP_SIZE);
+        let warp = block_idx_x() * (block_dim_x() / WARP_SIZE) + warp_id();
+        let mut k = warp * groups + group;
         while k < lookups {
             let row = table.add(probe_row(k, seed, rows) as usize * row_floats as usize);
-            let mut c = lane;
+            let mut c = sub;
             while c < row_floats {
-                atomic_add_f32(row.add(c as usize), 1.0);
-                c += WARP_SIZE;
+                red_add_f32(row.add(c as usize), 1.0);
+                c += per_row;
             }
-            k += warps;
+            k += warps * groups;
         }
     }
 }
@@ -138,8 +161,15 @@ mod tests {
 
     #[test]
     fn gather_probe_reads_every_lookup_s_row() {
+        // Narrow rows (two lanes each), a warp's worth and rows wider than a warp.
+        for row_floats in [8, 128, 256] {
+            gather_probe_reads_every_row_of(row_floats);
+        }
+    }
+
+    fn gather_probe_reads_every_row_of(row_floats: u32) {
         // Row r holds r + 1 everywhere: the sums say which rows were read.
-        let (rows, row_floats, lookups) = (7u32, 8u32, 50u32);
+        let (rows, lookups) = (7u32, 50u32);
         let table_storage: Vec<u128> = vec![0; (rows * row_floats) as usize / 4];
         let table = table_storage.as_ptr() as *mut f32;
         for r in 0..rows as usize {

@@ -53,12 +53,15 @@ pub(crate) fn measure(backend: &mut dyn Backend) -> BackendResult<Ceilings> {
     let flops = grid as f64 * block as f64 * iters as f64 * 8.0 * 2.0;
     let fp32 = flops / (best_ms(backend, module, &fma)? * 1e-3);
     backend.free(out);
-    let gathers = measure_gathers(backend, module, &GatherProbe::device(sms))?;
+    // A probe that fails (a 1 GiB table that does not fit) costs the gather floor, not the run.
+    let gathers = measure_gathers(backend, module, &GatherProbe::device(sms))
+        .map_err(|e| eprintln!("warning: gather ceilings not measured: {e}"))
+        .ok();
     Ok(Ceilings {
         hbm_bytes_per_s: hbm,
         l2_bytes_per_s: l2,
         fp32_flops_per_s: fp32,
-        gathers: Some(gathers),
+        gathers,
     })
 }
 

@@ -145,8 +145,8 @@ pub(super) struct HostSide {
     generated: bool,
 }
 
-/// The sets `plans` names on the host, in parallel over the sets (each set's generator and
-/// oracle may use more threads): from `cache` when it holds one, else generated, each with its
+/// The sets `plans` names on the host, the first alone (it makes the shared tables), then the
+/// rest in parallel over the sets (each set's generator and oracle may use more threads): from `cache` when it holds one, else generated, each with its
 /// oracle. A cache that cannot be read is reported and bypassed, never fatal. `phases` gets the
 /// wall time of the whole, shared among reading, generating and computing oracles in the
 /// proportions of their summed thread times, so the phase table adds up to the wall clock.
@@ -159,14 +159,17 @@ pub(super) fn host_sides(
 ) -> anyhow::Result<Vec<HostSide>> {
     use rayon::prelude::*;
     let started = std::time::Instant::now();
-    let done: Vec<(anyhow::Result<HostSide>, PhaseTimes)> = plans
-        .into_par_iter()
-        .map(|plan| {
-            let mut mine = PhaseTimes::default();
-            let side = host_side(problem, preset, plan, cache, &mut mine);
-            (side, mine)
-        })
-        .collect();
+    let one = |plan| {
+        let mut mine = PhaseTimes::default();
+        let side = host_side(problem, preset, plan, cache, &mut mine);
+        (side, mine)
+    };
+    // The first set alone: it makes the tables every set shares (`shared_table`), which the
+    // others then find instead of each making its own copy at once.
+    let mut plans = plans.into_iter();
+    let mut done: Vec<(anyhow::Result<HostSide>, PhaseTimes)> =
+        plans.next().map(one).into_iter().collect();
+    done.par_extend(plans.collect::<Vec<_>>().into_par_iter().map(one));
     let mut summed = PhaseTimes::default();
     for (_, p) in &done {
         summed.add(p);
@@ -446,6 +449,14 @@ mod tests {
             phases.total()
         );
         assert!(phases.0.contains_key(&Phase::Generate) && phases.0.contains_key(&Phase::Oracle));
+        // A table is made once and shared by every set of its size, however many threads.
+        let bags = bench_problems::find_problem("embedding_bag_sum").unwrap();
+        let plans = super::super::config::ci_config(3, 3).input_sets(bags);
+        let sides = host_sides(bags, Preset::Ci, plans, None, &mut phases).unwrap();
+        let table = |s: &HostSide| s.set.input.tensors.get("weight").unwrap().bytes.clone();
+        let first = table(&sides[0]);
+        let same = sides.iter().filter(|s| table(s).same_as(&first)).count();
+        assert_eq!(same, 7, "public, secret and edge sets share the table");
     }
 
     #[test]

@@ -172,6 +172,14 @@ impl<'a> ProblemRun<'a> {
             w.compulsory_bytes += s.work.compulsory_bytes / r;
             w.logical_bytes += s.work.logical_bytes / r;
             w.flops += s.work.flops / r;
+            if let Some(g) = s.work.gathered {
+                let sum = w.gathered.get_or_insert(bench_problems::Gathered {
+                    row_bytes: g.row_bytes,
+                    ..Default::default()
+                });
+                sum.distinct_bytes += g.distinct_bytes / r;
+                sum.lookup_bytes += g.lookup_bytes / r;
+            }
         }
         w
     }
@@ -485,18 +493,9 @@ impl<'a> ProblemRun<'a> {
     }
 
     /// The statistics of `ms`, against the streaming floor and (for a problem that gathers
-    /// rows) the gather floor of the timed sets' row width.
+    /// rows) the gather floor.
     fn timing_of(&self, ms: &[f64], work: &Work) -> crate::results::record::Timing {
-        let row_bytes = self
-            .rotation()
-            .first()
-            .and_then(|s| self.problem.gathered_row_bytes(&s.input.sizes));
-        timing::with_gather_floor(
-            timing_stats(ms, work, self.ceilings),
-            work,
-            self.ceilings,
-            row_bytes,
-        )
+        timing::with_gather_floor(timing_stats(ms, work, self.ceilings), work, self.ceilings)
     }
 
     /// Zeroes the reference's outputs and `plan`'s scratch on every set.

@@ -354,17 +354,10 @@ pub(crate) fn timing_stats(ms: &[f64], work: &Work, ceilings: Option<Ceilings>) 
     }
 }
 
-/// `t` with its share of the gather floor ([`Ceilings::gather_floor_ms`]) for rows of
-/// `row_bytes`, when the problem gathers rows and the gather ceilings are known.
-pub(crate) fn with_gather_floor(
-    mut t: Timing,
-    work: &Work,
-    ceilings: Option<Ceilings>,
-    row_bytes: Option<f64>,
-) -> Timing {
-    let floor = ceilings
-        .zip(row_bytes)
-        .and_then(|(c, r)| c.gather_floor_ms(work, r));
+/// `t` with its share of the gather floor ([`Ceilings::gather_floor_ms`]), when the work
+/// gathers rows and the gather ceilings are known.
+pub(crate) fn with_gather_floor(mut t: Timing, work: &Work, ceilings: Option<Ceilings>) -> Timing {
+    let floor = ceilings.and_then(|c| c.gather_floor_ms(work));
     t.gather_floor_fraction = floor.map(|f| f / t.median_ms).filter(|f| f.is_finite());
     t
 }
@@ -379,6 +372,7 @@ mod tests {
             compulsory_bytes: 2e9,
             logical_bytes: 4e9,
             flops: 1e9,
+            gathered: None,
         };
         let ms = [3.0, 1.0, 2.0, 5.0, 4.0];
         let t = timing_stats(&ms, &work, None);
@@ -396,23 +390,39 @@ mod tests {
         };
         let t = timing_stats(&ms, &work, Some(ceilings));
         assert!((t.floor_fraction.unwrap() - 1.0 / 3.0).abs() < 1e-9);
-        // Gathers of 256-byte rows at 1 TB/s from HBM: a 2 ms floor, 2/3 of the median; a row
-        // of 300 bytes takes the 256-byte rate, one of 32 the narrowest measured.
-        let gather = |row_bytes: u32, hbm: f64| crate::results::record::GatherCeiling {
+        // Rows of 300 bytes, 1.5 GB of the 2 GB compulsory bytes distinct rows, every lookup
+        // 3 GB of the 4 GB logical ones: at the 256-byte rates (the widest not above 300) of
+        // 1 TB/s from HBM and 2 TB/s from L2, 1.5 ms + 0.25 ms compulsory against 1.5 ms +
+        // 0.125 ms logical: 1.75 ms, 7/12 of the median.
+        let gather = |row_bytes: u32, hbm: f64, l2: f64| crate::results::record::GatherCeiling {
             row_bytes,
             hbm_bytes_per_s: hbm,
-            l2_bytes_per_s: 1e13,
+            l2_bytes_per_s: l2,
             atomic_bytes_per_s: 1e11,
         };
-        ceilings.gathers = Some(
-            crate::results::record::GATHER_ROW_BYTES
-                .map(|b| gather(b, if b == 256 { 1e12 } else { 1.5e12 })),
-        );
-        let g = with_gather_floor(t.clone(), &work, Some(ceilings), Some(300.0));
-        assert!((g.gather_floor_fraction.unwrap() - 2.0 / 3.0).abs() < 1e-9);
-        let narrow = with_gather_floor(t.clone(), &work, Some(ceilings), Some(32.0));
-        assert!((narrow.gather_floor_fraction.unwrap() - (2e9 / 1.5e12 * 1e3) / 3.0).abs() < 1e-9);
-        assert!(with_gather_floor(t, &work, Some(ceilings), None)
+        ceilings.gathers = Some(crate::results::record::GATHER_ROW_BYTES.map(|b| match b {
+            256 => gather(b, 1e12, 2e12),
+            _ => gather(b, 1.5e12, 3e12),
+        }));
+        let rows = |row_bytes| bench_problems::Gathered {
+            row_bytes,
+            distinct_bytes: 1.5e9,
+            lookup_bytes: 3e9,
+        };
+        let gathering = Work {
+            gathered: Some(rows(300.0)),
+            ..work
+        };
+        let g = with_gather_floor(t.clone(), &gathering, Some(ceilings));
+        assert!((g.gather_floor_fraction.unwrap() - 1.75 / 3.0).abs() < 1e-9);
+        // Rows narrower than any measured take the narrowest's rates (64 B: 1.5 TB/s).
+        let narrow = Work {
+            gathered: Some(rows(32.0)),
+            ..work
+        };
+        let n = with_gather_floor(t.clone(), &narrow, Some(ceilings));
+        assert!((n.gather_floor_fraction.unwrap() - (1.0 + 0.25) / 3.0).abs() < 1e-9);
+        assert!(with_gather_floor(t, &work, Some(ceilings))
             .gather_floor_fraction
             .is_none());
     }

@@ -20,6 +20,7 @@ fn reference(median_ms: f64, floor_ms: f64) -> Record {
         compulsory_bytes: 1e9,
         logical_bytes: 2e9,
         flops: 0.0,
+        gathered: None,
     });
     r.floor_ms = Some(floor_ms);
     r.timing = Some(Timing {

@@ -334,23 +334,30 @@ pub struct GatherCeiling {
 }
 
 impl Ceilings {
-    /// The gather floor, in ms: max(compulsory bytes / random gathers from HBM, logical bytes /
-    /// random gathers from L2, flops / fp32) at the measured row width nearest `row_bytes`
-    /// from below (or the narrowest) — what the access pattern of a lookup of rows that wide
-    /// allows, where [`Ceilings::floor_ms`] assumes streaming. `None` without gather ceilings.
-    /// It never decides `suspect`: the streaming floor does.
-    pub(crate) fn gather_floor_ms(&self, w: &Work, row_bytes: f64) -> Option<f64> {
-        let gathers = self.gathers?;
+    /// The gather floor, in ms: the streaming floor's three bounds ([`Ceilings::floor_ms`])
+    /// with the work's randomly gathered rows ([`bench_problems::Gathered`]) at the measured
+    /// rates of random gathers of rows that wide (the widest measured width not above the
+    /// row, else the narrowest) and the rest of its bytes streamed: compulsory — distinct rows
+    /// from HBM at the gather rate plus the rest at the copy rate; logical — every lookup's
+    /// row from L2 at the gather rate plus the rest at the L2 rate; flops at fp32. What the
+    /// access pattern of a lookup allows, where [`Ceilings::floor_ms`] assumes everything
+    /// streams. `None` without gather ceilings or gathered rows. It never decides `suspect`.
+    pub(crate) fn gather_floor_ms(&self, w: &Work) -> Option<f64> {
+        let (gathers, rows) = (self.gathers?, w.gathered?);
         let g = gathers
             .iter()
-            .filter(|g| g.row_bytes as f64 <= row_bytes)
+            .filter(|g| g.row_bytes as f64 <= rows.row_bytes)
             .max_by_key(|g| g.row_bytes)
             .or_else(|| gathers.iter().min_by_key(|g| g.row_bytes))?;
-        let t = |num: f64, rate: f64| if rate > 0.0 { num / rate } else { 0.0 };
-        let ms = 1e3
-            * t(w.compulsory_bytes, g.hbm_bytes_per_s)
-                .max(t(w.logical_bytes, g.l2_bytes_per_s))
-                .max(t(w.flops, self.fp32_flops_per_s));
+        let t = |num: f64, rate: f64| if rate > 0.0 { num.max(0.0) / rate } else { 0.0 };
+        let hbm = t(rows.distinct_bytes, g.hbm_bytes_per_s)
+            + t(
+                w.compulsory_bytes - rows.distinct_bytes,
+                self.hbm_bytes_per_s,
+            );
+        let l2 = t(rows.lookup_bytes, g.l2_bytes_per_s)
+            + t(w.logical_bytes - rows.lookup_bytes, self.l2_bytes_per_s);
+        let ms = 1e3 * hbm.max(l2).max(t(w.flops, self.fp32_flops_per_s));
         (ms > 0.0).then_some(ms)
     }
 
