@@ -11,13 +11,14 @@
 //!   `problem`, `preset`, `seed`, `sizes`, ...), plus `scalars`, `work` and `shared`;
 //! - `shared-<key>.safetensors`: one tensor the sets share (a table), stored once; a set's
 //!   `shared` metadata maps tensor names to these files.
+//! - `<label>-<key>.oracle.safetensors`: the set's oracle ([`super::oracle_cache`]).
 //!
 //! Every file is written under a temporary name and renamed, and the set file comes last, so a
 //! set whose file exists is complete (a worker killed while writing leaves no half entry).
 use super::config::SetPlan;
 use crate::results::record::GIT_COMMIT;
 use anyhow::Context;
-use bench_problems::{InputSet, Preset, Problem, Sizes, Work};
+use bench_problems::{InputSet, Oracle, Preset, Problem, Sizes, Work};
 use data_gen::TensorSet;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -62,6 +63,43 @@ impl InputCache {
             plan.label,
             set_key(problem, preset, plan)
         ))
+    }
+
+    /// The file of set `plan`'s oracle ([`super::oracle_cache`]).
+    fn oracle_path(&self, problem: &dyn Problem, preset: Preset, plan: &SetPlan) -> PathBuf {
+        self.set_path(problem, preset, plan)
+            .with_extension("oracle.safetensors")
+    }
+
+    /// The oracle of set `plan` as stored, or `None` when it is not there.
+    pub(super) fn load_oracle(
+        &self,
+        problem: &dyn Problem,
+        preset: Preset,
+        plan: &SetPlan,
+    ) -> anyhow::Result<Option<Oracle>> {
+        let path = self.oracle_path(problem, preset, plan);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let file = TensorSet::read(&path)?;
+        super::oracle_cache::from_file(&file)
+            .map(Some)
+            .with_context(|| path.display().to_string())
+    }
+
+    /// Stores the oracle of set `plan`.
+    fn store_oracle(
+        &self,
+        problem: &dyn Problem,
+        preset: Preset,
+        plan: &SetPlan,
+        oracle: &Oracle,
+    ) -> anyhow::Result<()> {
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("creating {}", self.dir.display()))?;
+        let file = super::oracle_cache::to_file(oracle)?;
+        write_atomically(&file, &self.oracle_path(problem, preset, plan))
     }
 
     /// Set `plan` as stored, or `None` when it is not there.
@@ -154,8 +192,14 @@ impl InputCache {
 /// Writes sets to an [`InputCache`] on a thread of its own, so the writes (gigabytes at `full`)
 /// overlap the oracle, the upload and the next set's generation instead of coming between
 /// them. Sets are written in the order submitted; [`StoreQueue::finish`] waits for the last.
+/// What the writer of a [`StoreQueue`] writes: a set (with its work), or a set's oracle.
+enum StoreJob {
+    Set(SetPlan, InputSet, Work),
+    Oracle(SetPlan, Oracle),
+}
+
 pub(super) struct StoreQueue<'scope> {
-    jobs: std::sync::mpsc::Sender<(SetPlan, InputSet, Work)>,
+    jobs: std::sync::mpsc::Sender<StoreJob>,
     writer: std::thread::ScopedJoinHandle<'scope, ()>,
     queued: std::cell::Cell<usize>,
 }
@@ -169,10 +213,20 @@ impl<'scope> StoreQueue<'scope> {
         problem: &'env dyn Problem,
         preset: Preset,
     ) -> Self {
-        let (jobs, queue) = std::sync::mpsc::channel::<(SetPlan, InputSet, Work)>();
+        let (jobs, queue) = std::sync::mpsc::channel::<StoreJob>();
         let writer = scope.spawn(move || {
-            for (plan, input, work) in queue {
-                if let Err(e) = cache.store(problem, preset, &plan, &input, &work) {
+            for job in queue {
+                let (plan, done) = match job {
+                    StoreJob::Set(plan, input, work) => {
+                        let done = cache.store(problem, preset, &plan, &input, &work);
+                        (plan, done)
+                    }
+                    StoreJob::Oracle(plan, oracle) => {
+                        let done = cache.store_oracle(problem, preset, &plan, &oracle);
+                        (plan, done)
+                    }
+                };
+                if let Err(e) = done {
                     eprintln!("warning: input cache: {e:#}; {} not cached", plan.label);
                 }
             }
@@ -188,7 +242,17 @@ impl<'scope> StoreQueue<'scope> {
     pub(crate) fn submit(&self, plan: &SetPlan, input: &InputSet, work: &Work) {
         // The writer ends only when the queue closes, so a send cannot fail while it runs; if
         // it panicked, finish reports that.
-        let _ = self.jobs.send((plan.clone(), input.clone(), *work));
+        let _ = self
+            .jobs
+            .send(StoreJob::Set(plan.clone(), input.clone(), *work));
+        self.queued.set(self.queued.get() + 1);
+    }
+
+    /// Queues the oracle of set `plan`.
+    pub(crate) fn submit_oracle(&self, plan: &SetPlan, oracle: &Oracle) {
+        let _ = self
+            .jobs
+            .send(StoreJob::Oracle(plan.clone(), oracle.clone()));
         self.queued.set(self.queued.get() + 1);
     }
 

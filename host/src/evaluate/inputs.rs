@@ -143,6 +143,8 @@ pub(super) struct HostSide {
     plan: SetPlan,
     set: HostSet,
     generated: bool,
+    /// The oracle was computed here (not read from the cache): to be cached.
+    computed_oracle: bool,
 }
 
 /// The sets `plans` names on the host, the first alone (it makes the shared tables), then the
@@ -209,7 +211,24 @@ fn host_side(
         Some(set) => set,
         None => generate(problem, preset, &plan, phases)?,
     };
-    let oracle = phases.time(Phase::Oracle, || problem.oracle(&input))?;
+    // A cached set's oracle may be cached too (a restarted worker, a resumed run).
+    let stored = match (cache, generated) {
+        (Some(c), false) => phases
+            .time(Phase::Read, || c.load_oracle(problem, preset, &plan))
+            .unwrap_or_else(|e| {
+                eprintln!(
+                    "warning: input cache: {e:#}; computing the oracle of {} again",
+                    plan.label
+                );
+                None
+            }),
+        _ => None,
+    };
+    let computed_oracle = stored.is_none();
+    let oracle = match stored {
+        Some(oracle) => oracle,
+        None => phases.time(Phase::Oracle, || problem.oracle(&input))?,
+    };
     Ok(HostSide {
         plan,
         set: HostSet {
@@ -218,6 +237,7 @@ fn host_side(
             work,
         },
         generated,
+        computed_oracle,
     })
 }
 
@@ -237,9 +257,15 @@ impl DeviceSet {
             plan,
             set,
             generated,
+            computed_oracle,
         } = side;
-        if let (Some(store), true) = (store, generated) {
-            store.submit(&plan, &set.input, &set.work);
+        if let Some(store) = store {
+            if generated {
+                store.submit(&plan, &set.input, &set.work);
+            }
+            if computed_oracle {
+                store.submit_oracle(&plan, &set.oracle);
+            }
         }
         phases.time(Phase::Upload, || {
             Self::upload(backend, problem, plan.label, set, uploads)
@@ -430,6 +456,46 @@ pub(super) fn ci_sets(
 mod tests {
     use super::*;
     use crate::backend::emu::EmuBackend;
+
+    #[test]
+    fn a_second_preparation_from_the_cache_reads_the_oracles_instead_of_computing_them() {
+        let problem = bench_problems::find_problem("embedding_backward_rowwise_adagrad").unwrap();
+        let root = data_gen::tensor::scratch_path("oracle-cache");
+        let cache = InputCache::new(&root, problem);
+        let plans = super::super::config::ci_config(2, 1).input_sets(problem);
+        let prepare = |phases: &mut PhaseTimes| {
+            let mut backend = EmuBackend::new();
+            let mut uploads = SharedUploads::default();
+            std::thread::scope(|scope| {
+                let store = StoreQueue::start(scope, &cache, problem, Preset::Ci);
+                let sides = host_sides(problem, Preset::Ci, plans.clone(), Some(&cache), phases);
+                let sets: Vec<DeviceSet> = sides
+                    .unwrap()
+                    .into_iter()
+                    .map(|side| {
+                        DeviceSet::prepare(
+                            &mut backend,
+                            problem,
+                            side,
+                            Some(&store),
+                            &mut uploads,
+                            phases,
+                        )
+                        .unwrap()
+                    })
+                    .collect();
+                store.finish().unwrap();
+                sets.into_iter().map(|s| s.oracle).collect::<Vec<_>>()
+            })
+        };
+        let (mut first, mut second) = (PhaseTimes::default(), PhaseTimes::default());
+        let computed = prepare(&mut first);
+        let read = prepare(&mut second);
+        assert!(first.0.contains_key(&Phase::Oracle));
+        assert!(!second.0.contains_key(&Phase::Oracle), "{second:?}");
+        assert_eq!(format!("{read:?}"), format!("{computed:?}"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn host_sides_keep_the_plans_order_and_their_phases_add_up_to_the_wall_clock() {

@@ -20,6 +20,7 @@ mod fresh;
 mod guard;
 mod inputs;
 mod load;
+mod oracle_cache;
 pub mod quantiles;
 mod specs;
 mod timing;

@@ -1,0 +1,143 @@
+//! Oracles in the input cache: beside a set's file, `<label>-<key>.oracle.safetensors` holds
+//! what the problem's oracle said of it, bit for bit, so a worker that reads the set from the
+//! cache (a restarted worker, a resumed run, a run given the cache of an earlier one) does not
+//! compute the oracle again — the longest step of preparing a set at `full`. The set's key
+//! (problem, preset, label, sizes, seeds, commit) names both files, so an oracle is never read
+//! for another set or another build.
+//!
+//! Tensors: `f:<output>` (f64) for a float output, `i:<output>` (i64) for an integer one,
+//! `r:<output>:rows` (i64) and `r:<output>:delta` (f64) for a row update, whose shape and
+//! tolerances are the metadata `r:<output>` (JSON).
+use bench_problems::{Oracle, OracleOutput, RowUpdate};
+use data_gen::{HostTensor, TensorSet};
+use serde::{Deserialize, Serialize};
+
+/// A row update's fields that are not arrays.
+#[derive(Serialize, Deserialize)]
+struct RowsMeta {
+    total_rows: usize,
+    width: usize,
+    update_rel_l2: f64,
+    update_max_scaled: f64,
+}
+
+/// `oracle` as a tensor file.
+pub(super) fn to_file(oracle: &Oracle) -> anyhow::Result<TensorSet> {
+    let mut file = TensorSet::new();
+    for (name, out) in oracle {
+        match out {
+            OracleOutput::Float(v) => file.insert(
+                format!("f:{name}"),
+                HostTensor::from_f64(vec![v.len()], v.clone())?,
+            ),
+            OracleOutput::Int(v) => file.insert(
+                format!("i:{name}"),
+                HostTensor::from_i64(vec![v.len()], v.clone())?,
+            ),
+            OracleOutput::Rows(r) => {
+                let rows = HostTensor::from_i64(vec![r.rows.len()], r.rows.clone())?;
+                let delta = HostTensor::from_f64(vec![r.delta.len()], r.delta.clone())?;
+                file.insert(format!("r:{name}:rows"), rows);
+                file.insert(format!("r:{name}:delta"), delta);
+                let meta = RowsMeta {
+                    total_rows: r.total_rows,
+                    width: r.width,
+                    update_rel_l2: r.update_rel_l2,
+                    update_max_scaled: r.update_max_scaled,
+                };
+                file.metadata
+                    .insert(format!("r:{name}"), serde_json::to_string(&meta)?);
+            }
+        }
+    }
+    Ok(file)
+}
+
+/// The oracle a file written by [`to_file`] holds; an error names what is missing or wrong.
+pub(super) fn from_file(file: &TensorSet) -> anyhow::Result<Oracle> {
+    let mut oracle = Oracle::new();
+    for (key, tensor) in &file.tensors {
+        if let Some(name) = key.strip_prefix("f:") {
+            oracle.insert(name.to_string(), OracleOutput::Float(tensor.to_f64_vec()));
+        } else if let Some(name) = key.strip_prefix("i:") {
+            oracle.insert(name.to_string(), OracleOutput::Int(tensor.to_i64_vec()?));
+        } else if let Some(name) = key.strip_prefix("r:").and_then(|k| k.strip_suffix(":rows")) {
+            let meta: RowsMeta = serde_json::from_str(
+                file.metadata
+                    .get(&format!("r:{name}"))
+                    .ok_or_else(|| anyhow::anyhow!("no metadata `r:{name}`"))?,
+            )?;
+            let delta = file.get(&format!("r:{name}:delta"))?.to_f64_vec();
+            oracle.insert(
+                name.to_string(),
+                OracleOutput::Rows(RowUpdate {
+                    total_rows: meta.total_rows,
+                    width: meta.width,
+                    rows: tensor.to_i64_vec()?,
+                    delta,
+                    update_rel_l2: meta.update_rel_l2,
+                    update_max_scaled: meta.update_max_scaled,
+                }),
+            );
+        }
+    }
+    anyhow::ensure!(!oracle.is_empty(), "no oracle output in the file");
+    Ok(oracle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_of_output_round_trips_bit_for_bit() {
+        let mut oracle = Oracle::new();
+        oracle.insert(
+            "out".into(),
+            OracleOutput::Float(vec![1.0, -0.0, f64::NAN, f64::INFINITY, 1e-310]),
+        );
+        oracle.insert("n".into(), OracleOutput::Int(vec![i64::MIN, 0, 7]));
+        oracle.insert(
+            "weight".into(),
+            OracleOutput::Rows(RowUpdate {
+                total_rows: 9,
+                width: 2,
+                rows: vec![1, 5],
+                delta: vec![0.5, -0.25, 3.0, f64::MIN_POSITIVE],
+                update_rel_l2: 1e-5,
+                update_max_scaled: 1e-4,
+            }),
+        );
+        let dir = std::env::temp_dir().join(format!("dlrm-bench-oracle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("o.safetensors");
+        to_file(&oracle).unwrap().write(&path).unwrap();
+        let back = from_file(&TensorSet::read(&path).unwrap()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let bits = |o: &Oracle| {
+            format!(
+                "{:?}",
+                o.iter().map(|(k, v)| (k, bits_of(v))).collect::<Vec<_>>()
+            )
+        };
+        assert_eq!(bits(&back), bits(&oracle));
+    }
+
+    fn bits_of(o: &OracleOutput) -> Vec<u64> {
+        match o {
+            OracleOutput::Float(v) => v.iter().map(|x| x.to_bits()).collect(),
+            OracleOutput::Int(v) => v.iter().map(|&x| x as u64).collect(),
+            OracleOutput::Rows(r) => [r.total_rows as u64, r.width as u64]
+                .into_iter()
+                .chain(r.rows.iter().map(|&x| x as u64))
+                .chain(r.delta.iter().map(|x| x.to_bits()))
+                .chain([r.update_rel_l2.to_bits(), r.update_max_scaled.to_bits()])
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_file_without_an_oracle_is_an_error() {
+        assert!(from_file(&TensorSet::new()).is_err());
+    }
+}
