@@ -2,7 +2,7 @@
 //! headers (`<cuda_bf16.h>`, CUB), an arch-specific target (`sm_90a`), and the manifest's
 //! `include` directories and `-D` defines. A trial is reported as ignored, saying why, where
 //! libnvrtc or the CUDA headers it needs are not here (`.ci/run` installs both).
-use dlrm_bench::backend::cuda::{compile_cuda, nvrtc_version};
+use dlrm_bench::backend::cuda::{compile_cuda, compile_cuda_into, nvrtc_version};
 use dlrm_bench::candidate::{load_candidate, ModuleSource};
 use dlrm_bench::cmd::check::check_candidate;
 use dlrm_bench::toolchain::cuda_include;
@@ -70,6 +70,11 @@ fn main() {
             a_missing_cuda_header_lists_the_directories_searched,
             &nvrtc,
         ),
+        (
+            "ptx_is_compiled_once_into_the_run_s_cache",
+            ptx_is_compiled_once_into_the_run_s_cache,
+            &nvrtc,
+        ),
     ];
     let trials = trials
         .into_iter()
@@ -85,6 +90,44 @@ fn main() {
         })
         .collect();
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// NVRTC's PTX goes into the run's cache once: a second compile of the same source and flags
+/// reads the file (and is much faster), another arch is another file, a compile error leaves
+/// none.
+fn ptx_is_compiled_once_into_the_run_s_cache() {
+    let c = load_candidate(&examples().join("fm_interaction")).unwrap_or_else(|e| panic!("{e}"));
+    let ModuleSource::Cuda { file, code, flags } = &c.source else {
+        panic!("not CUDA C++")
+    };
+    let dir = std::env::temp_dir().join(format!("dlrm-bench-ptx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let timed = |arch: &str| {
+        let started = std::time::Instant::now();
+        let ptx = compile_cuda_into(file, code, flags, arch, Some(&dir)).unwrap();
+        (ptx, started.elapsed())
+    };
+    let (first, compiling) = timed("compute_90");
+    let files = || std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(files(), 1);
+    let (again, reading) = timed("compute_90");
+    assert_eq!(again, first);
+    assert!(
+        reading < compiling,
+        "read {reading:?}, compiled {compiling:?}"
+    );
+    let (other, _) = timed("compute_80");
+    assert_ne!(other, first);
+    assert!(
+        other.contains(".target sm_80"),
+        "{}",
+        &other[..300.min(other.len())]
+    );
+    assert_eq!(files(), 2);
+    let bad = compile_cuda_into(file, "this is not CUDA", flags, "compute_90", Some(&dir));
+    assert!(bad.is_err());
+    assert_eq!(files(), 2, "a compile error is not cached");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The PTX of the candidate in `dir`, compiled for its manifest's arch (else compute_90).

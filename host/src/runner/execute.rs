@@ -105,16 +105,28 @@ pub(crate) fn execute(
         torch,
         builds: &builds,
     };
-    let (ran, built) = std::thread::scope(|scope| {
+    let ptx_dir = cache_root.join(super::prebuild::PTX_DIR);
+    let (ran, built, prebuilt) = std::thread::scope(|scope| {
         let building = (!to_build.is_empty())
             .then(|| scope.spawn(|| build_answers(p, &to_build, &builds, &bars)));
+        let (cands, cc, ptx) = (&candidates, p.info.compute_capability, &ptx_dir);
+        let prebuilding =
+            on_gpu.then(|| scope.spawn(move || super::prebuild::prebuild(cands, cc, ptx)));
         let ran = ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions);
         // Builds not started by now are for answers the run no longer reaches.
         builds.cancel();
-        (ran, building.map(|h| h.join()))
+        let prebuilt = prebuilding.and_then(|h| h.join().ok().flatten());
+        (ran, building.map(|h| h.join()), prebuilt)
     });
     if let Some(Ok(summary)) = built {
         setup.insert("answer_builds_overlapped".into(), summary);
+    }
+    if let Some(s) = prebuilt {
+        // An object, not seconds: they overlap the sessions, so they are not setup time.
+        setup.insert(
+            "native_builds_overlapped".into(),
+            serde_json::json!({ "seconds": s }),
+        );
     }
     let (records, in_sessions) = ran?;
     fresh.extend(records);

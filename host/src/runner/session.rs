@@ -61,6 +61,8 @@ pub(crate) struct ProblemSession<'a> {
     pub(super) reference_ms: Option<f64>,
     /// The run's input cache (its root directory).
     pub(super) input_cache: PathBuf,
+    /// The run's PTX cache ([`crate::runner::prebuild`]).
+    pub(super) ptx_cache: PathBuf,
     /// Phases of work done for the problem but not yet in a record (a worker's preparation):
     /// added to the next record logged.
     pub(super) carried: PhaseTimes,
@@ -170,6 +172,7 @@ impl ProblemSession<'_> {
             report_reference: !self.reference_done,
             ceilings: self.ceilings,
             input_cache: Some(self.input_cache.clone()),
+            ptx_cache: Some(self.ptx_cache.clone()),
             wait_after_prepare: self.peer.is_some(),
             device: self.device,
             ..base_spec(self.opts, self.secret_seed)

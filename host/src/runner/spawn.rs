@@ -28,7 +28,11 @@ pub(crate) struct Worker {
 }
 
 pub(crate) fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Worker> {
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(dir) = &spec.ptx_cache {
+        command.env(crate::toolchain::ptx_cache::PTX_CACHE_ENV, dir);
+    }
+    let mut child = command
         .arg("worker")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -105,6 +109,7 @@ pub(crate) fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
         ceilings_only: false,
         problem: String::new(),
         shape: None,
+        ptx_cache: None,
         eval: opts.eval.clone(),
         secret_seed,
         candidates: Vec::new(),

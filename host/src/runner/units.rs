@@ -280,6 +280,7 @@ impl UnitContext<'_> {
                 .find(|r| r.unit_key() == key && r.is_reference())
                 .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
             input_cache: cache_root.clone(),
+            ptx_cache: self.cache_root.join(super::prebuild::PTX_DIR),
             carried: PhaseTimes::default(),
             // The peer's time goes beside the reference: only a problem whose reference is to
             // come.

@@ -50,6 +50,10 @@ pub(crate) struct WorkerSpec {
     /// from it when there, else generated and stored in it.
     #[serde(default)]
     pub input_cache: Option<PathBuf>,
+    /// The run's PTX cache ([`crate::toolchain::ptx_cache`]): the worker's environment names
+    /// it, so the worker loads a CUDA C++ candidate compiled ahead instead of compiling it.
+    #[serde(default)]
+    pub ptx_cache: Option<PathBuf>,
     /// After [`Event::Prepared`], wait for a line on stdin before going on: meanwhile the
     /// orchestrator times PyTorch on the input files the worker just stored (`run --torch`).
     #[serde(default)]

@@ -9,6 +9,7 @@ mod launch_bounds;
 pub mod limited;
 pub mod nvrtc_flags;
 pub mod ptx;
+pub mod ptx_cache;
 pub mod ptxas;
 pub mod sandbox;
 pub mod served;

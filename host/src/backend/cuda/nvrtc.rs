@@ -50,6 +50,19 @@ pub fn compile_cuda(
     flags: &CudaFlags,
     default_arch: &str,
 ) -> BackendResult<String> {
+    let dir = crate::toolchain::ptx_cache::dir();
+    compile_cuda_into(file, code, flags, default_arch, dir.as_deref())
+}
+
+/// [`compile_cuda`] through the PTX cache in `dir` ([`crate::toolchain::ptx_cache`]; `None`:
+/// no cache).
+pub fn compile_cuda_into(
+    file: &std::path::Path,
+    code: &str,
+    flags: &CudaFlags,
+    default_arch: &str,
+    dir: Option<&std::path::Path>,
+) -> BackendResult<String> {
     let named = flags.arch.as_deref().unwrap_or(default_arch);
     let arch = crate::toolchain::nvrtc_flags::ptx_arch(named).ok_or_else(|| {
         BackendError::Compile(format!("{}: unknown arch `{named}`", file.display()))
@@ -61,14 +74,32 @@ pub fn compile_cuda(
         ))
     })?;
     let search = crate::toolchain::cuda_include::current();
+    let options = crate::toolchain::nvrtc_flags::command_line(
+        &arch,
+        &flags.include,
+        &search.dirs,
+        &flags.options,
+    );
+    let version = format!("{:?}", nvrtc_version());
+    let mut parts: Vec<&str> = vec![code, &version];
+    parts.extend(options.iter().map(String::as_str));
+    crate::toolchain::ptx_cache::cached(dir, &parts, || {
+        nvrtc_compile(file, code, flags, &arch, options.clone(), search)
+    })
+}
+
+/// One NVRTC compilation of [`compile_cuda`] (no cache).
+fn nvrtc_compile(
+    file: &std::path::Path,
+    code: &str,
+    flags: &CudaFlags,
+    arch: &str,
+    options: Vec<String>,
+    search: &crate::toolchain::cuda_include::IncludeSearch,
+) -> BackendResult<String> {
     let opts = cudarc::nvrtc::CompileOptions {
         name: Some(file.display().to_string()),
-        options: crate::toolchain::nvrtc_flags::command_line(
-            &arch,
-            &flags.include,
-            &search.dirs,
-            &flags.options,
-        ),
+        options,
         ..Default::default()
     };
     let code = code.to_string();
