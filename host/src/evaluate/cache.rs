@@ -89,7 +89,7 @@ impl InputCache {
     }
 
     /// Stores the oracle of set `plan`.
-    fn store_oracle(
+    pub(super) fn store_oracle(
         &self,
         problem: &dyn Problem,
         preset: Preset,

@@ -147,6 +147,31 @@ pub(super) struct HostSide {
     computed_oracle: bool,
 }
 
+impl HostSide {
+    /// Whether the set and its oracle were both read from the cache.
+    #[cfg(test)]
+    pub(super) fn read_whole(&self) -> bool {
+        !self.generated && !self.computed_oracle
+    }
+
+    /// Stores what of the set `cache` lacks: the set if it was generated, its oracle if it was
+    /// computed.
+    pub(super) fn store(
+        &self,
+        problem: &dyn Problem,
+        preset: Preset,
+        cache: &InputCache,
+    ) -> anyhow::Result<()> {
+        if self.generated {
+            cache.store(problem, preset, &self.plan, &self.set.input, &self.set.work)?;
+        }
+        if self.computed_oracle {
+            cache.store_oracle(problem, preset, &self.plan, &self.set.oracle)?;
+        }
+        Ok(())
+    }
+}
+
 /// The sets `plans` names on the host, the first alone (it makes the shared tables), then the
 /// rest in parallel over the sets (each set's generator and oracle may use more threads): from `cache` when it holds one, else generated, each with its
 /// oracle. A cache that cannot be read is reported and bypassed, never fatal. `phases` gets the

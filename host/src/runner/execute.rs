@@ -7,6 +7,7 @@ use super::units::device_cache;
 use super::units::UnitContext;
 use super::{load_all, shard, units, Executed};
 use crate::candidate::Candidate;
+use crate::evaluate::EvalConfig;
 use crate::kernelbench;
 use crate::kernelbench::builds::{AheadBuilds, Build};
 use crate::results::record::Ceilings;
@@ -16,12 +17,16 @@ use crate::results::record::Status;
 use crate::results::RunMeta;
 use crate::runner::peer::load_peers;
 use crate::runner::peer::peer_files;
+use crate::runner::peer::PeerMedian;
+use crate::runner::peer::PeerServer;
 use crate::runner::shard::Shard;
 use bench_problems::Problem;
 use indicatif::ProgressStyle;
 use indicatif::{MultiProgress, ProgressBar};
+use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Records the candidates and answers that cannot run, then runs every unit of this shard's
@@ -105,29 +110,20 @@ pub(crate) fn execute(
         torch,
         builds: &builds,
     };
-    let ptx_dir = cache_root.join(super::prebuild::PTX_DIR);
-    let (ran, built, prebuilt) = std::thread::scope(|scope| {
-        let building = (!to_build.is_empty())
-            .then(|| scope.spawn(|| build_answers(p, &to_build, &builds, &bars)));
-        let (cands, cc, ptx) = (&candidates, p.info.compute_capability, &ptx_dir);
-        let prebuilding =
-            on_gpu.then(|| scope.spawn(move || super::prebuild::prebuild(cands, cc, ptx)));
-        let ran = ctx.run_all(&units, &mut peers, &mut peer_server, &mut sessions);
-        // Builds not started by now are for answers the run no longer reaches.
-        builds.cancel();
-        let prebuilt = prebuilding.and_then(|h| h.join().ok().flatten());
-        (ran, building.map(|h| h.join()), prebuilt)
-    });
-    if let Some(Ok(summary)) = built {
-        setup.insert("answer_builds_overlapped".into(), summary);
-    }
-    if let Some(s) = prebuilt {
-        // An object, not seconds: they overlap the sessions, so they are not setup time.
-        setup.insert(
-            "native_builds_overlapped".into(),
-            serde_json::json!({ "seconds": s }),
-        );
-    }
+    let helpers = Overlapped {
+        to_build: &to_build,
+        builds: &builds,
+        bars: &bars,
+        candidates: &candidates,
+    };
+    let ran = helpers.run(
+        p,
+        &ctx,
+        &units,
+        (&mut peers, &mut peer_server),
+        &mut sessions,
+        setup,
+    );
     let (records, in_sessions) = ran?;
     fresh.extend(records);
     peer_server.shutdown();
@@ -264,4 +260,69 @@ fn run_items(
             .collect::<Vec<_>>(),
         &refused.iter().map(|r| r.0.clone()).collect::<Vec<_>>(),
     )
+}
+
+/// The work that runs beside the units, on the host: KernelBench answers' builds, native
+/// candidates' NVRTC builds ([`super::prebuild`]) and the input sets of the units ahead
+/// ([`super::prefetch`], on a GPU).
+struct Overlapped<'a> {
+    to_build: &'a [&'a kernelbench::Answer],
+    builds: &'a AheadBuilds,
+    bars: &'a MultiProgress,
+    candidates: &'a [Candidate],
+}
+
+impl Overlapped<'_> {
+    /// Runs `units` with the helpers beside them; what each took goes into `setup` (as objects:
+    /// they overlap the sessions, so they are not setup time).
+    fn run(
+        &self,
+        p: &Prepared,
+        ctx: &units::UnitContext,
+        units: &[units::Unit],
+        (peers, peer_server): (&mut Vec<PeerMedian>, &mut PeerServer),
+        sessions: &mut serde_json::Map<String, serde_json::Value>,
+        setup: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<(Vec<Record>, f64)> {
+        let ptx_dir = p.cache_root.join(super::prebuild::PTX_DIR);
+        let ahead = units::ahead(
+            units,
+            p.cache_root.as_path(),
+            p.opts.devices.len() > 1,
+            &p.done,
+        );
+        let eval = EvalConfig {
+            secret_seed: p.secret_seed,
+            ..p.opts.eval.clone()
+        };
+        let stop = AtomicBool::new(false);
+        let (ran, built, prebuilt, made) = std::thread::scope(|scope| {
+            let building = (!self.to_build.is_empty())
+                .then(|| scope.spawn(|| build_answers(p, self.to_build, self.builds, self.bars)));
+            let (cands, cc, ptx) = (self.candidates, p.info.compute_capability, &ptx_dir);
+            let prebuilding = p
+                .on_gpu
+                .then(|| scope.spawn(move || super::prebuild::prebuild(cands, cc, ptx)));
+            let making = p
+                .on_gpu
+                .then(|| scope.spawn(|| super::prefetch::prefetch(&ahead, &eval, &stop)));
+            let ran = ctx.run_all(units, peers, peer_server, sessions);
+            // Builds not started by now are for answers the run no longer reaches.
+            self.builds.cancel();
+            stop.store(true, Ordering::Relaxed);
+            let prebuilt = prebuilding.and_then(|h| h.join().ok().flatten());
+            let made = making.and_then(|h| h.join().ok());
+            (ran, building.map(|h| h.join()), prebuilt, made)
+        });
+        if let Some(Ok(summary)) = built {
+            setup.insert("answer_builds_overlapped".into(), summary);
+        }
+        if let Some(s) = prebuilt {
+            setup.insert("native_builds_overlapped".into(), json!({ "seconds": s }));
+        }
+        if let Some(s) = made {
+            setup.insert("inputs_made_ahead".into(), json!({ "seconds": s }));
+        }
+        ran
+    }
 }

@@ -31,6 +31,7 @@ use execute::execute;
 mod finish;
 pub use finish::*;
 mod prebuild;
+mod prefetch;
 mod session;
 mod shapes;
 mod spawn;
