@@ -59,13 +59,19 @@ def rows(records, group="tuned"):
     return out
 
 
-def best_rows(records):
-    """Per problem, in the set's order: (problem, reference ms, eager ms, compile ms, best
-    candidate "group/name" or None, its ms, speedup, ci_low, ci_high, % floor)."""
+def _problems(records):
+    """The problems of `records`, in the order they first appear."""
     problems = []
     for r in records:
         if r["problem"] not in problems:
             problems.append(r["problem"])
+    return problems
+
+
+def best_rows(records):
+    """Per problem, in the set's order: (problem, reference ms, eager ms, compile ms, best
+    candidate "group/name" or None, its ms, speedup, ci_low, ci_high, % floor)."""
+    problems = _problems(records)
     out = []
     for p in problems:
         mine = [r for r in records if r["problem"] == p]
@@ -96,10 +102,7 @@ def shape_rows(records):
     """Per problem, in the set's order: (problem, shapes, best by geomean "group/name" or None,
     geomean speedup, lowest, highest shape speedup, geomean % of floor, geomean % of gather
     floor, best at the default shape alone)."""
-    problems = []
-    for r in records:
-        if r["problem"] not in problems:
-            problems.append(r["problem"])
+    problems = _problems(records)
     out = []
     for p in problems:
         mine = [r for r in records if r["problem"] == p]

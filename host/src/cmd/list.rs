@@ -4,6 +4,14 @@
 use crate::report::{wrap, TERMINAL_TEXT_WIDTH};
 use bench_problems::{all_problems, Preset};
 
+/// `text` wrapped to the terminal's width under a block's heading, on lines of its own
+/// indented by four columns.
+fn push_indented(block: &mut String, text: &str) {
+    for l in wrap(text, TERMINAL_TEXT_WIDTH - 4).lines() {
+        block.push_str(&format!("\n    {l}"));
+    }
+}
+
 /// What `dlrm-bench list --shapes` prints: each problem's timed shapes at `preset`, a line
 /// each (its name, the sizes it changes from the default, what it stands for).
 pub fn render_shapes(preset: Preset) -> String {
@@ -26,13 +34,10 @@ pub fn render_shapes(preset: Preset) -> String {
                         .collect::<Vec<_>>(),
                     false => changed,
                 };
-                let line = wrap(
+                push_indented(
+                    &mut block,
                     &format!("{}: {} ({})", s.name, sizes.join(" "), s.about),
-                    TERMINAL_TEXT_WIDTH - 4,
                 );
-                for l in line.lines() {
-                    block += &format!("\n    {l}");
-                }
             }
             block
         })
@@ -69,13 +74,7 @@ pub fn render(names_only: bool) -> String {
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
-                let line = wrap(
-                    &format!("{label}: {}", sizes.join(" ")),
-                    TERMINAL_TEXT_WIDTH - 4,
-                );
-                for l in line.lines() {
-                    block += &format!("\n    {l}");
-                }
+                push_indented(&mut block, &format!("{label}: {}", sizes.join(" ")));
             }
             block
         })
