@@ -19,8 +19,9 @@ fn memo() -> &'static Mutex<HashMap<String, Entry>> {
 /// `key` must name everything the tensor depends on (problem, tensor, shape, seed): two calls
 /// with one key must make the same tensor. Two threads asking at once may both make it (no
 /// lock is held while it is made: a maker running rayon work could otherwise be handed, on
-/// the same thread, a task that waits for that lock); a caller that prepares sets in parallel
-/// makes one first (`host::evaluate::inputs::host_sides`).
+/// the same thread, a task that waits for that lock), but the first made is the one kept and
+/// returned to both: every holder shares one copy. A caller that prepares sets in parallel
+/// makes one first (`host::evaluate::inputs::host_sides`), so the rest do not make it again.
 pub fn shared_tensor<E>(
     key: &str,
     make: impl FnOnce() -> Result<HostTensor, E>,
@@ -30,6 +31,9 @@ pub fn shared_tensor<E>(
     }
     let t = make()?;
     let mut memo = memo().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(first) = found(&memo, key) {
+        return Ok(first);
+    }
     memo.retain(|_, (_, _, weak)| weak.strong_count() > 0);
     memo.insert(
         key.to_string(),
@@ -48,7 +52,11 @@ pub fn shared_key(bytes: &Bytes) -> Option<String> {
 }
 
 fn lookup(key: &str) -> Option<HostTensor> {
-    let memo = memo().lock().unwrap_or_else(|e| e.into_inner());
+    found(&memo().lock().unwrap_or_else(|e| e.into_inner()), key)
+}
+
+/// The live tensor of `key` in `memo`.
+fn found(memo: &HashMap<String, Entry>, key: &str) -> Option<HostTensor> {
     let (dtype, shape, weak) = memo.get(key)?;
     let bytes = Bytes::upgrade(weak)?;
     Some(HostTensor {
@@ -61,6 +69,35 @@ fn lookup(key: &str) -> Option<HostTensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_making_one_key_at_once_all_get_the_first_made() {
+        let barrier = std::sync::Barrier::new(4);
+        let made: Vec<HostTensor> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        shared_tensor("shared-test/race", || {
+                            // Every thread misses the memo before any has made it.
+                            barrier.wait();
+                            HostTensor::from_f32(vec![1], vec![i as f32]).map_err(|_| ())
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(
+            made.iter().all(|t| t.bytes.same_as(&made[0].bytes)),
+            "one copy for all"
+        );
+        assert_eq!(
+            shared_key(&made[0].bytes).as_deref(),
+            Some("shared-test/race")
+        );
+    }
 
     fn make(calls: &mut usize, v: f32) -> Result<HostTensor, ()> {
         *calls += 1;

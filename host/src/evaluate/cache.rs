@@ -39,10 +39,13 @@ pub struct InputCache {
 const SHARED: &str = "shared";
 
 impl InputCache {
-    /// The cache of `problem` under the run's cache directory `root`.
+    /// The cache of `problem` under the run's cache directory `root`: a directory per problem
+    /// and shape (`name`, `name@shape`), so that a unit's cache, removed when the unit ends, is
+    /// never the next shape's, made ahead.
     pub fn new(root: &Path, problem: &dyn Problem) -> Self {
+        let key = crate::results::record::unit_key(problem.name(), problem.shape_name());
         InputCache {
-            dir: root.join(problem.name()),
+            dir: root.join(key),
         }
     }
 
@@ -304,6 +307,23 @@ fn write_atomically(set: &TensorSet, path: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_shape_of_a_problem_has_a_directory_of_its_own() {
+        let p = bench_problems::find_problem("fm_interaction").unwrap();
+        let root = Path::new("/cache");
+        let other = bench_problems::at_shape(p, Preset::Ci, "k5").unwrap();
+        let default = bench_problems::at_shape(p, Preset::Ci, "default").unwrap();
+        assert_eq!(InputCache::new(root, p).dir(), root.join("fm_interaction"));
+        assert_eq!(
+            InputCache::new(root, &default).dir(),
+            root.join("fm_interaction")
+        );
+        assert_eq!(
+            InputCache::new(root, &other).dir(),
+            root.join("fm_interaction@k5")
+        );
+    }
 
     #[test]
     fn sets_stored_by_the_queue_read_back_equal_and_share_their_table_once() {
