@@ -1,12 +1,13 @@
 //! The run's input cache: every input set of a problem is generated once per run and stored
 //! here, so that a fresh worker after a crash or a timeout (and PyTorch's peer, `run --torch`)
-//! reads it instead of making it again. Oracles are not stored: they are computed from the
-//! inputs faster than gigabytes of f64 are written and read back, and only a restarted worker
-//! needs them again.
+//! reads it instead of making it again; its oracle too (written by the same background writer,
+//! so the first preparation does not wait for it: an oracle that took seconds of f64 work — a
+//! sort of 10⁷ ids, 10⁹ multiply-adds — reads back in tens of milliseconds from `/dev/shm`).
 //!
 //! Content-addressed: a set's files are named by a hash of everything the set depends on
-//! (problem, preset, label, sizes, seeds, special-value set, the binary's commit), so a file is
-//! never taken for a set it was not made for. Per problem directory:
+//! (problem, preset, label, sizes, seeds, special-value set, the build: its commit, and for a
+//! build of uncommitted changes the binary's size and time), so a file is never taken for a
+//! set it was not made for. Per problem and shape directory:
 //! - `<label>-<key>.safetensors`: the set's own tensors, in `dlrm-bench gen`'s format (metadata
 //!   `problem`, `preset`, `seed`, `sizes`, ...), plus `scalars`, `work` and `shared`;
 //! - `shared-<key>.safetensors`: one tensor the sets share (a table), stored once; a set's
@@ -16,7 +17,7 @@
 //! Every file is written under a temporary name and renamed, and the set file comes last, so a
 //! set whose file exists is complete (a worker killed while writing leaves no half entry).
 use super::config::SetPlan;
-use crate::results::record::GIT_COMMIT;
+use crate::results::record::build_identity;
 use anyhow::Context;
 use bench_problems::{InputSet, Oracle, Preset, Problem, Sizes, Work};
 use data_gen::TensorSet;
@@ -40,8 +41,8 @@ const SHARED: &str = "shared";
 
 impl InputCache {
     /// The cache of `problem` under the run's cache directory `root`: a directory per problem
-    /// and shape (`name`, `name@shape`), so that a unit's cache, removed when the unit ends, is
-    /// never the next shape's, made ahead.
+    /// and shape (`name`, `name@shape`), removed when that unit ends (unless the inputs are
+    /// kept), never another shape's.
     pub fn new(root: &Path, problem: &dyn Problem) -> Self {
         let key = crate::results::record::unit_key(problem.name(), problem.shape_name());
         InputCache {
@@ -192,15 +193,15 @@ impl InputCache {
     }
 }
 
-/// Writes sets to an [`InputCache`] on a thread of its own, so the writes (gigabytes at `full`)
-/// overlap the oracle, the upload and the next set's generation instead of coming between
-/// them. Sets are written in the order submitted; [`StoreQueue::finish`] waits for the last.
 /// What the writer of a [`StoreQueue`] writes: a set (with its work), or a set's oracle.
 enum StoreJob {
     Set(SetPlan, InputSet, Work),
     Oracle(SetPlan, Oracle),
 }
 
+/// Writes sets to an [`InputCache`] on a thread of its own, so the writes (gigabytes at `full`)
+/// overlap the oracle, the upload and the next set's generation instead of coming between
+/// them. Sets are written in the order submitted; [`StoreQueue::finish`] waits for the last.
 pub(super) struct StoreQueue<'scope> {
     jobs: std::sync::mpsc::Sender<StoreJob>,
     writer: std::thread::ScopedJoinHandle<'scope, ()>,
@@ -277,13 +278,14 @@ impl<'scope> StoreQueue<'scope> {
 fn set_key(problem: &dyn Problem, preset: Preset, plan: &SetPlan) -> String {
     let sizes = serde_json::to_string(&plan.sizes).unwrap_or_default();
     hex_hash(&format!(
-        "{}|{}|{}|{sizes}|{}|{}|{:?}|{GIT_COMMIT}",
+        "{}|{}|{}|{sizes}|{}|{}|{:?}|{}",
         problem.name(),
         preset.name(),
         plan.label,
         plan.seed,
         plan.table_seed,
-        plan.special
+        plan.special,
+        build_identity()
     ))
 }
 

@@ -9,7 +9,7 @@
 //! ([`super::expected::ExpectedRows`]), so its checks copy back only the rows that change. Every
 //! input and output buffer lies between guard regions ([`super::guard`]).
 use super::cache::{CachedSet, InputCache, StoreQueue};
-use super::config::{EvalConfig, SetPlan};
+use super::config::SetPlan;
 use super::expected::{expected_outputs, expected_rows, Expected, ExpectedRows};
 use super::guard;
 pub(super) use super::specs::{input_specs, output_specs};
@@ -137,31 +137,6 @@ fn generate(
     Ok(CachedSet { input, work })
 }
 
-/// Makes every input set of `problem` under `cfg` (at its shape) that `cache` lacks, with its
-/// oracle, and stores both: what the problem's worker would otherwise do on its way to the
-/// device, done beforehand on the host (`run` does it for the problems ahead of the one its
-/// workers measure). `stop` ends it between sets. Returns the seconds it took.
-pub(crate) fn prefetch(
-    problem: &'static dyn Problem,
-    cfg: &EvalConfig,
-    cache: &InputCache,
-    stop: &std::sync::atomic::AtomicBool,
-) -> anyhow::Result<f64> {
-    let started = std::time::Instant::now();
-    let cfg = cfg.at_shape(problem);
-    for plan in cfg.input_sets(problem) {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
-        let mut phases = PhaseTimes::default();
-        let sides = host_sides(problem, cfg.preset, vec![plan], Some(cache), &mut phases)?;
-        for side in sides {
-            side.store(problem, cfg.preset, cache)?;
-        }
-    }
-    Ok(started.elapsed().as_secs_f64())
-}
-
 /// A set on the host: read from the cache, or generated (`generated`: to be cached), with
 /// its oracle.
 pub(super) struct HostSide {
@@ -170,31 +145,6 @@ pub(super) struct HostSide {
     generated: bool,
     /// The oracle was computed here (not read from the cache): to be cached.
     computed_oracle: bool,
-}
-
-impl HostSide {
-    /// Whether the set and its oracle were both read from the cache.
-    #[cfg(test)]
-    pub(super) fn read_whole(&self) -> bool {
-        !self.generated && !self.computed_oracle
-    }
-
-    /// Stores what of the set `cache` lacks: the set if it was generated, its oracle if it was
-    /// computed.
-    pub(super) fn store(
-        &self,
-        problem: &dyn Problem,
-        preset: Preset,
-        cache: &InputCache,
-    ) -> anyhow::Result<()> {
-        if self.generated {
-            cache.store(problem, preset, &self.plan, &self.set.input, &self.set.work)?;
-        }
-        if self.computed_oracle {
-            cache.store_oracle(problem, preset, &self.plan, &self.set.oracle)?;
-        }
-        Ok(())
-    }
 }
 
 /// The sets `plans` names on the host, the first alone (it makes the shared tables), then the
@@ -508,49 +458,7 @@ mod tests {
     use crate::backend::emu::EmuBackend;
 
     #[test]
-    fn sets_made_ahead_are_read_by_the_worker_with_their_oracles() {
-        // At a shape other than the default, as `run` makes them for the units ahead.
-        let p = bench_problems::find_problem("fm_interaction").unwrap();
-        let shape = &p.shapes(bench_problems::Preset::Ci)[1].name;
-        let at: &'static dyn Problem = Box::leak(Box::new(
-            bench_problems::at_shape(p, bench_problems::Preset::Ci, shape).unwrap(),
-        ));
-        let root = data_gen::tensor::scratch_path("made-ahead");
-        let cache = InputCache::new(&root, at);
-        let cfg = EvalConfig::quick_ci(3, 4);
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        prefetch(at, &cfg, &cache, &stop).unwrap();
-        let files = std::fs::read_dir(cache.dir()).unwrap().count();
-        let sets = cfg.at_shape(at).input_sets(at).len();
-        assert_eq!(files, 2 * sets, "each set and its oracle");
-        // Read back, each with its oracle: nothing generated or computed.
-        let mut phases = PhaseTimes::default();
-        let plans = cfg.at_shape(at).input_sets(at);
-        let sides = host_sides(at, cfg.preset, plans, Some(&cache), &mut phases).unwrap();
-        assert!(sides.iter().all(|s| s.read_whole()));
-        assert!(!phases.0.contains_key(&Phase::Generate), "{phases:?}");
-        assert!(!phases.0.contains_key(&Phase::Oracle), "{phases:?}");
-        let mut backend = EmuBackend::new();
-        let mut run =
-            super::super::ProblemRun::prepare(&mut backend, at, cfg.clone(), None, Some(&cache))
-                .unwrap();
-        assert_eq!(
-            run.reference_record().status,
-            crate::results::record::Status::Correct
-        );
-        drop(run);
-        // Stopped before it starts: nothing made.
-        let other = InputCache::new(&root.join("stopped"), at);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        prefetch(at, &cfg, &other, &stop).unwrap();
-        assert!(!other.dir().exists());
-        std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    #[test]
     fn a_second_preparation_from_the_cache_reads_the_oracles_instead_of_computing_them() {
-        // Not a problem with tables: another test of this process makes those of problem 5
-        // at the same time, and a table two threads make at once is not shared.
         let problem = bench_problems::find_problem("kjt_permute").unwrap();
         let root = data_gen::tensor::scratch_path("oracle-cache");
         let cache = InputCache::new(&root, problem);

@@ -31,7 +31,6 @@ use cache::StoreQueue;
 pub(crate) use config::public_seed;
 pub use config::{table_seed, EvalConfig};
 pub use inputs::canary_pattern;
-pub(crate) use inputs::prefetch;
 pub(crate) use timing::timing_stats;
 
 use crate::backend::{Backend, BackendError};

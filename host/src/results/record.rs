@@ -10,6 +10,25 @@ use std::path::Path;
 /// The commit the binary was built from (written into `run.json` and the summary heading).
 pub(crate) const GIT_COMMIT: &str = env!("DLRM_BENCH_GIT_COMMIT");
 
+/// What names this build in cache keys: the commit, and for a build of uncommitted changes
+/// (`-dirty`, or no commit known) the binary's size and modification time too, so that a cache
+/// kept from another build of the same commit is not read as this one's (an oracle changed
+/// since would give wrong verdicts).
+pub(crate) fn build_identity() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        if !GIT_COMMIT.ends_with("-dirty") && GIT_COMMIT != "unknown" {
+            return GIT_COMMIT.to_string();
+        }
+        let exe = std::env::current_exe().and_then(std::fs::metadata);
+        let stamp = exe
+            .ok()
+            .and_then(|m| Some((m.len(), m.modified().ok()?)))
+            .map_or("?".to_string(), |(len, t)| format!("{len}:{t:?}"));
+        format!("{GIT_COMMIT}:{stamp}")
+    })
+}
+
 /// The key of a problem at a shape: `problem` for the default shape (or none), else
 /// `problem@shape`. Resumes, merges and the scheduler tell measurements apart by it.
 pub(crate) fn unit_key(problem: &str, shape: Option<&str>) -> String {

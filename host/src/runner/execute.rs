@@ -7,7 +7,6 @@ use super::units::device_cache;
 use super::units::UnitContext;
 use super::{load_all, shard, units, Executed};
 use crate::candidate::Candidate;
-use crate::evaluate::EvalConfig;
 use crate::kernelbench;
 use crate::kernelbench::builds::{AheadBuilds, Build};
 use crate::results::record::Ceilings;
@@ -114,7 +113,6 @@ pub(crate) fn execute(
         to_build: &to_build,
         builds: &builds,
         bars: &bars,
-        candidates: &candidates,
     };
     let ran = helpers.run(
         p,
@@ -161,6 +159,7 @@ fn progress_bar(len: usize, template: &str) -> ProgressBar {
 
 /// Removes the (emptied) input caches of `devices` and their root.
 fn remove_input_caches(devices: &[usize], cache_root: &Path) {
+    let _ = std::fs::remove_dir_all(cache_root.join(super::prebuild::PTX_DIR));
     for &d in devices {
         let _ = std::fs::remove_dir(cache_root.join(device_cache(d)));
     }
@@ -262,14 +261,12 @@ fn run_items(
     )
 }
 
-/// The work that runs beside the units, on the host: KernelBench answers' builds, native
-/// candidates' NVRTC builds ([`super::prebuild`]) and the input sets of the units ahead
-/// ([`super::prefetch`], on a GPU).
+/// The work that runs beside the units, on the host: KernelBench answers' builds and native
+/// candidates' NVRTC builds ([`super::prebuild`], on a GPU).
 struct Overlapped<'a> {
     to_build: &'a [&'a kernelbench::Answer],
     builds: &'a AheadBuilds,
     bars: &'a MultiProgress,
-    candidates: &'a [Candidate],
 }
 
 impl Overlapped<'_> {
@@ -285,43 +282,27 @@ impl Overlapped<'_> {
         setup: &mut serde_json::Map<String, serde_json::Value>,
     ) -> anyhow::Result<(Vec<Record>, f64)> {
         let ptx_dir = p.cache_root.join(super::prebuild::PTX_DIR);
-        let ahead = units::ahead(
-            units,
-            p.cache_root.as_path(),
-            p.opts.devices.len() > 1,
-            &p.done,
-        );
-        let eval = EvalConfig {
-            secret_seed: p.secret_seed,
-            ..p.opts.eval.clone()
-        };
         let stop = AtomicBool::new(false);
-        let (ran, built, prebuilt, made) = std::thread::scope(|scope| {
+        let (ran, built, prebuilt) = std::thread::scope(|scope| {
             let building = (!self.to_build.is_empty())
                 .then(|| scope.spawn(|| build_answers(p, self.to_build, self.builds, self.bars)));
-            let (cands, cc, ptx) = (self.candidates, p.info.compute_capability, &ptx_dir);
+            let cands: Vec<&Candidate> = units.iter().flat_map(|u| u.candidates.clone()).collect();
+            let (cc, ptx, stop) = (p.info.compute_capability, &ptx_dir, &stop);
             let prebuilding = p
                 .on_gpu
-                .then(|| scope.spawn(move || super::prebuild::prebuild(cands, cc, ptx)));
-            let making = p
-                .on_gpu
-                .then(|| scope.spawn(|| super::prefetch::prefetch(&ahead, &eval, &stop)));
+                .then(|| scope.spawn(move || super::prebuild::prebuild(&cands, cc, ptx, stop)));
             let ran = ctx.run_all(units, peers, peer_server, sessions);
             // Builds not started by now are for answers the run no longer reaches.
             self.builds.cancel();
             stop.store(true, Ordering::Relaxed);
             let prebuilt = prebuilding.and_then(|h| h.join().ok().flatten());
-            let made = making.and_then(|h| h.join().ok());
-            (ran, building.map(|h| h.join()), prebuilt, made)
+            (ran, building.map(|h| h.join()), prebuilt)
         });
         if let Some(Ok(summary)) = built {
             setup.insert("answer_builds_overlapped".into(), summary);
         }
         if let Some(s) = prebuilt {
             setup.insert("native_builds_overlapped".into(), json!({ "seconds": s }));
-        }
-        if let Some(s) = made {
-            setup.insert("inputs_made_ahead".into(), json!({ "seconds": s }));
         }
         ran
     }

@@ -31,7 +31,6 @@ use execute::execute;
 mod finish;
 pub use finish::*;
 mod prebuild;
-mod prefetch;
 mod session;
 mod shapes;
 mod spawn;

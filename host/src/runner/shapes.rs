@@ -55,12 +55,6 @@ pub(super) fn at_shapes(
     Ok(out)
 }
 
-/// `problem` at each of its `ci` shapes, for the runner's tests.
-#[cfg(test)]
-pub(super) fn at_shapes_for_tests(problem: &'static dyn Problem) -> Vec<&'static dyn Problem> {
-    at_shapes(&[problem], Preset::Ci, &[ALL_SHAPES.to_string()]).unwrap()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,35 +46,6 @@ fn failed_at_other_shapes(
         .collect()
 }
 
-/// The problems (at a shape) and input caches of the units after the first, each once, whose
-/// work is not all done (a resume): what [`super::prefetch`] makes ahead.
-pub(super) fn ahead(
-    units: &[Unit],
-    cache_root: &Path,
-    per_device_cache: bool,
-    done: &BTreeSet<(String, String)>,
-) -> Vec<(&'static dyn Problem, std::path::PathBuf)> {
-    let mut out: Vec<(&'static dyn Problem, std::path::PathBuf)> = Vec::new();
-    for u in units.iter().skip(1) {
-        let key = unit_key(u.problem.name(), u.problem.shape_name());
-        let is_done = |origin: &str| done.contains(&(key.clone(), origin.to_string()));
-        let pending = !is_done("reference")
-            || u.candidates.iter().any(|c| !is_done(&c.origin))
-            || u.answers.iter().any(|a| !is_done(&a.origin()));
-        let root = match per_device_cache {
-            true => cache_root.join(device_cache(u.device)),
-            false => cache_root.to_path_buf(),
-        };
-        let seen = out
-            .iter()
-            .any(|(p, r)| unit_key(p.name(), p.shape_name()) == key && *r == root);
-        if pending && !seen {
-            out.push((u.problem, root));
-        }
-    }
-    out
-}
-
 /// The units of a run: for each problem the shard touches (`owns` says which items are the
 /// shard's), its owned candidates in one chunk per device (each chunk's worker measures the
 /// reference on its device; the first chunk's record of it is the one logged, with the problem's
@@ -482,41 +453,4 @@ pub(crate) fn answer_sandbox() -> &'static Sandbox {
         }
         s
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ahead_skips_the_first_unit_the_done_and_repeats() {
-        let p = bench_problems::find_problem("fm_interaction").unwrap();
-        let shapes = crate::runner::shapes::at_shapes_for_tests(p);
-        let cands = crate::runner::load_all(&[std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../candidates/tuned/fm_interaction"
-        ))])
-        .0;
-        let owns = |_: &str, _: &str| true;
-        // Two devices: each shape's candidates in two chunks (one candidate: one chunk).
-        let units = plan(&shapes, &cands, &[], &owns, &[0, 1]);
-        assert_eq!(units.len(), shapes.len());
-        let root = Path::new("/cache");
-        let none = BTreeSet::new();
-        let got = ahead(&units, root, false, &none);
-        let names: Vec<Option<&str>> = got.iter().map(|(p, _)| p.shape_name()).collect();
-        assert_eq!(names, [shapes[1].shape_name()], "every unit but the first");
-        assert_eq!(got[0].1, root);
-        // Per-device caches: the unit's device's directory.
-        let got = ahead(&units, root, true, &none);
-        assert_eq!(got[0].1, root.join(device_cache(units[1].device)));
-        // A resumed run whose second shape is all done has nothing ahead.
-        let key = unit_key(p.name(), shapes[1].shape_name());
-        let done: BTreeSet<(String, String)> = [
-            (key.clone(), "reference".to_string()),
-            (key, cands[0].origin.clone()),
-        ]
-        .into();
-        assert!(ahead(&units, root, false, &done).is_empty());
-    }
 }

@@ -4,7 +4,7 @@
 //! ([`crate::runner`]). The directory is [`PTX_CACHE_ENV`] (the run sets it for its workers,
 //! under its input cache); without it nothing is cached. A file is named by a hash of
 //! everything the PTX depends on — the source, the target arch, the options, the include
-//! directories searched, NVRTC's version and the binary's commit; a compile error is never
+//! directories searched and their headers, NVRTC's version and the build; a compile error is never
 //! cached.
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ pub(crate) fn cached<E>(
     let Some(dir) = dir else {
         return compile();
     };
-    let mut key = String::from(crate::results::record::GIT_COMMIT);
+    let mut key = String::from(crate::results::record::build_identity());
     for p in parts {
         key.push('\u{1f}');
         key.push_str(p);

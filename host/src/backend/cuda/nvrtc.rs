@@ -31,11 +31,16 @@ pub(crate) fn device_count() -> usize {
 
 /// libnvrtc's version, loading it; `None` when it cannot be loaded.
 pub fn nvrtc_version() -> Option<(i32, i32)> {
-    quietly(|| {
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: loads libnvrtc (a panic when absent, caught) and reads two integers.
-        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-        (major, minor)
+    // Loaded once per process: `quietly` swaps the process's panic hook, which threads
+    // compiling at once must not do together.
+    static VERSION: std::sync::OnceLock<Option<(i32, i32)>> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        quietly(|| {
+            let (mut major, mut minor) = (0, 0);
+            // SAFETY: loads libnvrtc (a panic when absent, caught) and reads two integers.
+            unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+            (major, minor)
+        })
     })
 }
 
@@ -81,11 +86,50 @@ pub fn compile_cuda_into(
         &flags.options,
     );
     let version = format!("{:?}", nvrtc_version());
-    let mut parts: Vec<&str> = vec![code, &version];
+    let headers = include_contents(&flags.include);
+    let mut parts: Vec<&str> = vec![code, &version, &headers];
     parts.extend(options.iter().map(String::as_str));
     crate::toolchain::ptx_cache::cached(dir, &parts, || {
         nvrtc_compile(file, code, flags, &arch, options.clone(), search)
     })
+}
+
+/// The files of a candidate's include directories, names and contents, for the PTX cache's key
+/// (a header edited between two runs that share a cache is another key). The CUDA headers are
+/// keyed by NVRTC's version and the directories searched.
+fn include_contents(dirs: &[std::path::PathBuf]) -> String {
+    // Bounded: directories reached through links are not followed (a loop would never end),
+    // and past the bounds the rest is not read (such a candidate is simply keyed by less).
+    const MAX_FILES: usize = 10_000;
+    const MAX_BYTES: usize = 64 << 20;
+    let (mut out, mut files) = (String::new(), 0);
+    let mut stack: Vec<std::path::PathBuf> = dirs.to_vec();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut found: Vec<(std::path::PathBuf, bool)> = entries
+            .flatten()
+            .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
+            .collect();
+        found.sort();
+        for (p, is_dir) in found {
+            if files >= MAX_FILES || out.len() >= MAX_BYTES {
+                return out;
+            }
+            if is_dir {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                files += 1;
+                out.push_str(&format!(
+                    "{}\u{1e}{}\u{1e}",
+                    p.display(),
+                    String::from_utf8_lossy(&bytes)
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// One NVRTC compilation of [`compile_cuda`] (no cache).
@@ -103,8 +147,11 @@ fn nvrtc_compile(
         ..Default::default()
     };
     let code = code.to_string();
-    let compiled =
-        quietly(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts)).ok_or_else(|| {
+    // libnvrtc is loaded ([`nvrtc_version`] answered), so this does not panic for want of it;
+    // no `quietly`, which would swap the panic hook under other threads' compiles.
+    let compiled = std::panic::catch_unwind(move || cudarc::nvrtc::compile_ptx_with_opts(code, opts))
+        .ok()
+        .ok_or_else(|| {
             BackendError::Compile(format!(
                 "{NVRTC_MISSING} (put the CUDA toolkit's lib64 on LD_LIBRARY_PATH, or `pip download nvidia-cuda-nvrtc` and its wheel's nvidia/cu13/lib, as .ci/run does)"
             ))
