@@ -222,6 +222,7 @@ proptest! {
         if let Err(e) = loaded {
             check_rejection(&e, &scratch, &bytes)?;
         }
+        let _ = std::fs::remove_dir_all(&scratch);
     }
 
     #[test]
@@ -248,6 +249,7 @@ proptest! {
                 let _ = plan::resolve(&cand, sizes, scalars, &LaunchLimits::H100_CLASS, &mut params, &|_| None);
             }
         }
+        let _ = std::fs::remove_dir_all(&scratch);
     }
 
     #[test]

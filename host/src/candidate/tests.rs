@@ -9,10 +9,32 @@ fn write(dir: &Path, manifest: &str, files: &[(&str, &str)]) {
     }
 }
 
-fn tmp(tag: &str) -> PathBuf {
+/// A scratch directory of a test, removed when the test lets it go.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmp(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("dlrm-bench-cand-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    d
+    Scratch(d)
 }
 
 #[test]
@@ -56,7 +78,8 @@ args = ["weight", "indices", "offsets", "out", "B", "D"]
 
 #[test]
 fn a_good_manifest_loads() {
-    let d = tmp("good").join("examples").join("t");
+    let root = tmp("good");
+    let d = root.join("examples").join("t");
     write(
         &d,
         GOOD,
@@ -267,7 +290,7 @@ fn links_to_a_parent_do_not_loop_and_a_root_named_twice_counts_once() {
     std::os::unix::fs::symlink(root.join("b"), root.join("a/side")).unwrap();
     let found = discover(&root);
     assert_eq!(found, [root.join("a"), root.join("b/c")]);
-    let twice = discover_all(&[root.clone(), root.join("b"), root.clone()]);
+    let twice = discover_all(&[root.to_path_buf(), root.join("b"), root.to_path_buf()]);
     assert_eq!(twice, [root.join("a"), root.join("b/c")]);
     // A root that is itself a link is read.
     let link = tmp("links-root");
