@@ -55,6 +55,15 @@ impl Shape {
 /// stands for.
 pub type Variation<'a> = (&'a str, &'a [(&'a str, i64)], &'a str);
 
+/// The size symbols `sizes` sets to other values than `base` (or that `base` lacks), in order:
+/// what a shape changes from its preset's sizes.
+pub fn changed_from<'a>(sizes: &'a Sizes, base: &Sizes) -> Vec<(&'a String, &'a i64)> {
+    sizes
+        .iter()
+        .filter(|(k, v)| base.get(*k) != Some(*v))
+        .collect()
+}
+
 /// The default shape of `base` followed by the variations `(name, changes, about)` of it.
 pub fn shapes_of(base: Sizes, variations: &[Variation]) -> Vec<Shape> {
     let mut shapes = vec![Shape::default_of(base.clone())];
@@ -72,10 +81,7 @@ pub fn shapes_of(base: Sizes, variations: &[Variation]) -> Vec<Shape> {
 /// branch too); an edge set that sets such a symbol itself keeps its own value; one equal to
 /// `base` or to an earlier one is left out.
 pub fn overlay_edges(preset_sizes: &Sizes, edges: Vec<Sizes>, base: &Sizes) -> Vec<Sizes> {
-    let changed: Vec<(&String, &i64)> = base
-        .iter()
-        .filter(|(k, v)| preset_sizes.get(*k) != Some(*v))
-        .collect();
+    let changed = changed_from(base, preset_sizes);
     let mut out: Vec<Sizes> = Vec::new();
     for mut edge in edges {
         for &(k, v) in &changed {

@@ -21,10 +21,8 @@ pub fn render_shapes(preset: Preset) -> String {
             let base = p.sizes(preset);
             let mut block = format!("{}. {} at {}:", p.number(), p.name(), preset.name());
             for s in p.shapes(preset) {
-                let changed: Vec<String> = s
-                    .sizes
-                    .iter()
-                    .filter(|(k, v)| base.get(*k) != Some(v))
+                let changed: Vec<String> = bench_problems::shapes::changed_from(&s.sizes, &base)
+                    .into_iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 let sizes = match changed.is_empty() {

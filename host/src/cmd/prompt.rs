@@ -428,10 +428,8 @@ fn native_sizes(
         .into_iter()
         .skip(1)
         .map(|shape| {
-            let changed: Vec<String> = shape
-                .sizes
-                .iter()
-                .filter(|(k, v)| sizes.get(*k) != Some(v))
+            let changed: Vec<String> = bench_problems::shapes::changed_from(&shape.sizes, sizes)
+                .into_iter()
                 .map(|(k, v)| format!("{k} = {v}"))
                 .collect();
             format!("`{}` ({}: {})", shape.name, changed.join(", "), shape.about)
