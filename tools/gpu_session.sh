@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbset|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbset|default|hostile|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -64,6 +64,16 @@ for what in "$@"; do
     step kbset target/release/dlrm-bench kernelbench candidates/kernelbench-throughput/*/ \
       --torch=eager --timeout-s 60 ${SHARD:+--shard "$SHARD"} --out "$O/kbset" \
       > "$O/kbset.log" 2>&1 ;;
+  default)
+    # The default run (examples and tuned) at `full`, every shape: issue 39's wall-time target.
+    tools/build_cubin.sh candidates/examples/embedding_bag_sum/cubin_warp_per_bag > "$O/cubin.txt" 2>&1
+    step default-full tools/gpu_run.sh "$O/default-full" full --timeout-s 60 \
+      ${SHAPES:+--shapes "$SHAPES"} > /dev/null 2>&1 ;;
+  hostile)
+    # The exploits and tripwires at PRESET (full by default), every shape.
+    step "hostile-${PRESET:-full}" tools/gpu_run.sh "$O/hostile-${PRESET:-full}" "${PRESET:-full}" \
+      --candidates candidates/exploits --candidates candidates/tripwires --timeout-s 60 \
+      ${SHAPES:+--shapes "$SHAPES"} > /dev/null 2>&1 ;;
   small|full)
     # Every shape by default; SHAPES=default,d32 picks, SHARD=i/n (with DLRM_BENCH_SECRET_SEED)
     # splits the corpus where one call's time is too short for every shape.
