@@ -422,6 +422,55 @@ fn check_compiles_triton_candidates() {
     std::fs::remove_dir_all(&r).unwrap();
 }
 
+/// A Triton candidate's module-level Python runs while it compiles: under bubblewrap it sees
+/// neither the run's input cache (named to workers by `DLRM_BENCH_INPUT_CACHE`) nor
+/// `/dev/shm`, and writes nothing outside its scratch directory. The probe reports what it
+/// could do by failing the import with a message, which `check` shows.
+fn a_triton_candidates_python_is_confined_while_it_compiles() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../candidates/examples/fm_interaction/triton_fused");
+    let r = root("triton-probe");
+    let (cand, cache, outside) = (r.join("cand"), r.join("cache"), r.join("planted"));
+    std::fs::create_dir_all(&cand).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("secret-set.bin"), b"sets and oracles").unwrap();
+    // A file in /dev/shm (the default input cache's home) the probe must not see.
+    let shm_file = PathBuf::from(format!(
+        "/dev/shm/dlrm-check-visible-{}",
+        std::process::id()
+    ));
+    std::fs::write(&shm_file, b"x").unwrap();
+    std::fs::copy(example.join("candidate.toml"), cand.join("candidate.toml")).unwrap();
+    let probe = format!(
+        "import os\n\
+         def _can_write(p):\n    try:\n        open(p, 'w').write('x')\n        return True\n    except OSError:\n        return False\n\
+         _seen = os.path.exists({secret:?})\n\
+         _shm = os.path.exists({shm_file:?})\n\
+         raise RuntimeError(f'PROBE seen={{_seen}} wrote={{_can_write({outside:?})}} \
+         shm_written={{_can_write(\"/dev/shm/dlrm-probe\")}} shm_listed={{_shm}}')\n",
+        secret = cache.join("secret-set.bin").display().to_string(),
+        outside = outside.display().to_string(),
+        shm_file = shm_file.display().to_string(),
+    );
+    let kernel = std::fs::read_to_string(example.join("kernel.py")).unwrap();
+    std::fs::write(cand.join("kernel.py"), format!("{probe}{kernel}")).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .arg("check")
+        .arg(&cand)
+        .env("DLRM_BENCH_INPUT_CACHE", &cache)
+        .output()
+        .unwrap();
+    let all = format!("{}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "{all}");
+    assert!(
+        all.contains("PROBE seen=False wrote=False shm_written=False shm_listed=False"),
+        "the probe ran and was confined: {all}"
+    );
+    assert!(!outside.exists() && !Path::new("/dev/shm/dlrm-probe").exists());
+    std::fs::remove_dir_all(&r).unwrap();
+    std::fs::remove_file(&shm_file).unwrap();
+}
+
 /// Each trial; those whose tool is missing (python3, Chromium) are reported as ignored, saying
 /// why on stderr.
 fn main() {
@@ -442,12 +491,22 @@ fn main() {
             .is_ok_and(|o| o.status.success());
         (!ok).then(|| "Triton is not installed (python3 -m pip install triton)".to_string())
     });
+    let no_bwrap = || {
+        let found = dlrm_bench::toolchain::sandbox::detected().isolation;
+        (found != dlrm_bench::toolchain::sandbox::Isolation::Bubblewrap)
+            .then(|| format!("bubblewrap does not work here (found {found:?})"))
+    };
     let mut trials = vec![
         trial("a_good_candidate_passes", a_good_candidate_passes, None),
         trial(
             "check_compiles_triton_candidates",
             check_compiles_triton_candidates,
-            no_triton,
+            no_triton.clone(),
+        ),
+        trial(
+            "a_triton_candidates_python_is_confined_while_it_compiles",
+            a_triton_candidates_python_is_confined_while_it_compiles,
+            no_triton.clone().or_else(no_bwrap),
         ),
         trial(
             "launches_run_refuses_fail_the_check",

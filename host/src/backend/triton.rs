@@ -399,6 +399,38 @@ fn tail(log: &str) -> String {
     crate::toolchain::limited::tail(log, 40)
 }
 
+/// The environment variable naming the run's input cache to a worker: a Triton candidate's
+/// compile (its Python) never sees it.
+pub(crate) const INPUT_CACHE_ENV: &str = "DLRM_BENCH_INPUT_CACHE";
+
+/// `python args...` in the machine's sandbox ([`crate::toolchain::sandbox`]): the candidate's
+/// module-level Python runs at compile time, so it gets no network, writes only to `dir`, and
+/// sees neither `/dev/shm` nor the run's input cache (secret sets and their oracles). It keeps
+/// the caller's uid, and the caller's user site-packages (where `pip install --user` put
+/// Triton), since `HOME` becomes `dir`.
+fn sandboxed(python: &str, args: &[String], dir: &Path) -> std::io::Result<Command> {
+    let sandbox = crate::toolchain::sandbox::detected();
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        if sandbox.isolation != crate::toolchain::sandbox::Isolation::Bubblewrap {
+            eprintln!(
+                "WARNING: Triton candidates compile under {}: install bubblewrap (bwrap) to confine \
+                 their Python's network and writes",
+                sandbox.isolation.describe()
+            );
+        }
+    });
+    let cache = std::env::var_os(INPUT_CACHE_ENV).map(std::path::PathBuf::from);
+    let hidden: Vec<&Path> = cache.iter().map(|p| p.as_path()).collect();
+    let mut command = sandbox.command_as_caller(dir, python, args, &hidden)?;
+    if std::env::var_os("PYTHONUSERBASE").is_none() {
+        if let Some(home) = std::env::var_os("HOME") {
+            command.env("PYTHONUSERBASE", Path::new(&home).join(".local"));
+        }
+    }
+    Ok(command)
+}
+
 /// Runs `python tool args...` with its output in `dir/log.txt`, in its own process group, which
 /// is killed after `limit_s` seconds.
 fn run_tool(args: &[String], dir: &Path, limit_s: f64) -> Result<(), CompileFailure> {
@@ -408,10 +440,9 @@ fn run_tool(args: &[String], dir: &Path, limit_s: f64) -> Result<(), CompileFail
         .try_clone()
         .map_err(|e| CompileFailure::Failed(e.to_string()))?;
     let python = python();
-    let mut command = Command::new(&python);
+    let mut command = sandboxed(&python, args, dir)
+        .map_err(|e| CompileFailure::Failed(format!("{}: {e}", dir.display())))?;
     command
-        .args(args)
-        .current_dir(dir)
         .env("TRITON_CACHE_DIR", dir.join("cache"))
         .stdin(Stdio::null())
         .stdout(log)

@@ -32,6 +32,9 @@ pub(crate) fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Work
     if let Some(dir) = &spec.ptx_cache {
         command.env(crate::toolchain::ptx_cache::PTX_CACHE_ENV, dir);
     }
+    if let Some(dir) = &spec.input_cache {
+        command.env(crate::backend::triton::INPUT_CACHE_ENV, dir);
+    }
     let mut child = command
         .arg("worker")
         .stdin(Stdio::piped())

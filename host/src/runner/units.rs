@@ -20,7 +20,7 @@ use crate::runner::activity::{Phase, PhaseTimes};
 use crate::runner::peer::PeerMedian;
 use crate::runner::peer::PeerServer;
 use crate::runner::session::append;
-use crate::toolchain::sandbox::{Isolation, Limits, Sandbox};
+use crate::toolchain::sandbox::{Isolation, Sandbox};
 use bench_problems::Problem;
 use indicatif::ProgressBar;
 use serde_json::json;
@@ -441,9 +441,9 @@ pub(crate) fn sandbox_refusal(unsandboxed: bool) -> Option<String> {
 /// The sandbox of KernelBench answers, found once per process; a loud warning when it is
 /// weaker than bubblewrap.
 pub(crate) fn answer_sandbox() -> &'static Sandbox {
-    static SANDBOX: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
-    SANDBOX.get_or_init(|| {
-        let s = Sandbox::detect(Limits::default());
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let s = crate::toolchain::sandbox::detected();
+    WARNED.call_once(|| {
         if s.isolation != Isolation::Bubblewrap {
             eprintln!(
                 "WARNING: KernelBench answers run under {}: install bubblewrap (bwrap) to confine \
@@ -451,6 +451,6 @@ pub(crate) fn answer_sandbox() -> &'static Sandbox {
                 s.isolation.describe()
             );
         }
-        s
-    })
+    });
+    s
 }

@@ -115,10 +115,47 @@ impl Sandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        std::fs::create_dir_all(scratch)?;
-        let scratch = std::path::absolute(scratch)?;
         // SAFETY: geteuid has no preconditions.
         let uid = (unsafe { libc::geteuid() } == 0).then(next_uid);
+        self.command_as(scratch, program, args, uid, &[])
+    }
+
+    /// [`Sandbox::command`] keeping the caller's uid: for a tool that must import the caller's
+    /// own packages (Triton installed under a private home, mode 0700, which another uid
+    /// cannot read). The caller's files are then readable, so the directories in `hidden` (the
+    /// run's input cache: sets and oracles) are covered by empty ones under bubblewrap, and
+    /// `/dev/shm` always is. Limits are the same, but a root caller's `RLIMIT_NPROC` does not
+    /// bind (Linux exempts root), so only its wall-clock limit stops a process bomb.
+    pub fn command_as_caller<I, S>(
+        &self,
+        scratch: &Path,
+        program: &str,
+        args: I,
+        hidden: &[&Path],
+    ) -> std::io::Result<Command>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut hide = vec![Path::new("/dev/shm")];
+        hide.extend_from_slice(hidden);
+        self.command_as(scratch, program, args, None, &hide)
+    }
+
+    fn command_as<I, S>(
+        &self,
+        scratch: &Path,
+        program: &str,
+        args: I,
+        uid: Option<u32>,
+        hidden: &[&Path],
+    ) -> std::io::Result<Command>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        std::fs::create_dir_all(scratch)?;
+        let scratch = std::path::absolute(scratch)?;
         if let Some(uid) = uid {
             chown_tree(&scratch, uid)?;
         }
@@ -140,6 +177,7 @@ impl Sandbox {
                 // Daemons' Unix sockets (D-Bus, docker) live under /run: a read-only mount
                 // does not stop connect(2), so it is hidden behind an empty read-only tmpfs.
                 .args(hide_run())
+                .args(cover(hidden))
                 .arg("--bind")
                 .arg(&scratch)
                 .arg(&scratch)
@@ -178,6 +216,12 @@ impl Sandbox {
     }
 }
 
+/// The strongest sandbox this machine allows, with the default limits, found once per process.
+pub fn detected() -> &'static Sandbox {
+    static SANDBOX: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
+    SANDBOX.get_or_init(|| Sandbox::detect(Limits::default()))
+}
+
 /// A directory for sandboxed processes' files, `<temp>/dlrm-bench-sandbox-<euid>/<name>`, made
 /// here with every directory from the temporary directory down traversable (mode 0711) by the
 /// uids sandboxed commands take: a run directory under `/root` (mode 0700) is not.
@@ -211,6 +255,21 @@ fn hide_run() -> Vec<&'static str> {
         if p.is_dir() && !p.is_symlink() {
             out.extend(["--tmpfs", dir, "--remount-ro", dir]);
         }
+    }
+    out
+}
+
+/// bwrap arguments covering each existing directory of `dirs` with an empty read-only tmpfs.
+fn cover(dirs: &[&Path]) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    for d in dirs.iter().filter(|d| d.is_dir()) {
+        let d = std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf());
+        out.extend([
+            "--tmpfs".into(),
+            d.clone().into_os_string(),
+            "--remount-ro".into(),
+            d.into_os_string(),
+        ]);
     }
     out
 }
