@@ -2,6 +2,7 @@
 //! [`embedding_bag_sum_warp_per_bag`]: one warp per bag, each lane four columns with 16-byte
 //! read-only loads, the bag's indices loaded 32 at a time and broadcast by shuffles, four lookups
 //! in flight per lane. (The reference is in [`super::embedding_bag_sum`].)
+use super::bag_chunk::{add_chunk, total, IN_FLIGHT};
 use crate::dev::*;
 
 kernel! {
@@ -19,10 +20,6 @@ kernel! {
     }
 }
 
-/// Lookups in flight per lane in [`warp_per_bag`] (the sum adds the four partial sums at the
-/// end, so it has four slots).
-const LOOKUPS_IN_FLIGHT: usize = 4;
-
 /// The body of [`embedding_bag_sum_warp_per_bag`], callable from other kernels.
 #[inline(always)]
 pub unsafe fn warp_per_bag(
@@ -38,52 +35,29 @@ pub unsafe fn warp_per_bag(
         return; // whole warps leave together: `bag` is uniform across a warp
     }
     let lane = lane_id() as i64;
-    let begin = *offsets.add(bag as usize);
-    let end = *offsets.add(bag as usize + 1);
+    let begin = load_nc_i64(offsets.add(bag as usize));
+    let end = load_nc_i64(offsets.add(bag as usize + 1));
     // Column passes are uniform across the warp so every lane takes part in the shuffles.
     let mut pass_start = 0i64;
     while pass_start < dim {
         let col = pass_start + lane * 4;
         let active = col < dim;
-        let mut acc = [[0.0f32; 4]; LOOKUPS_IN_FLIGHT];
+        let mut acc = [[0.0f32; 4]; IN_FLIGHT];
         let mut base = begin;
         while base < end {
             let count = (end - base).min(WARP_SIZE as i64) as usize;
             let my_index = if (lane as usize) < count {
-                *indices.add((base + lane) as usize)
+                load_nc_i64(indices.add((base + lane) as usize))
             } else {
                 0
             };
-            let mut k = 0;
-            while k < count {
-                let group = (count - k).min(LOOKUPS_IN_FLIGHT);
-                let mut rows = [0i64; LOOKUPS_IN_FLIGHT];
-                for (u, row) in rows.iter_mut().enumerate() {
-                    // Every lane shuffles (the index repeats past `group`, unused).
-                    *row = shfl_idx_i64(my_index, (k + u.min(group - 1)) as u32);
-                }
-                if active {
-                    // Every slot in turn, taken when it holds a lookup: a loop bound of `group`
-                    // would index `acc` at run time and put it in local memory.
-                    for u in 0..LOOKUPS_IN_FLIGHT {
-                        if u < group {
-                            let v = load_nc_f32x4(weight.add((rows[u] * dim + col) as usize));
-                            for c in 0..4 {
-                                acc[u][c] += v[c];
-                            }
-                        }
-                    }
-                }
-                k += group;
-            }
+            add_chunk(my_index, count, active, &mut acc, |row| {
+                load_nc_f32x4(weight.add((row * dim + col) as usize))
+            });
             base += WARP_SIZE as i64;
         }
         if active {
-            let mut sum = [0.0f32; 4];
-            for (c, s) in sum.iter_mut().enumerate() {
-                *s = (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]);
-            }
-            store_f32x4(out.add((bag * dim + col) as usize), sum);
+            store_f32x4(out.add((bag * dim + col) as usize), total(&acc));
         }
         pass_start += WARP_SIZE as i64 * 4;
     }

@@ -4,6 +4,7 @@
 //! Adding a kernel: write it with `kernel!` in a module declared here; it registers itself in
 //! [`EMU_KERNELS`] for the emulator.
 
+pub mod bag_chunk;
 pub mod bag_pool;
 pub mod block_bucketize_sparse_features;
 pub mod block_bucketize_sparse_features_tuned;

@@ -1,10 +1,8 @@
 //! Problem 3, `tbe_forward_fp16`: the project's tuned kernel,
 //! [`tbe_forward_fp16_warp_per_bag`] (every table in one launch, one warp per bag). The
 //! reference, the eager `Model`'s launch sequence, is in [`super::tbe_forward_fp16`].
+use super::bag_chunk::{add_chunk, total, IN_FLIGHT};
 use crate::dev::*;
-
-/// Lookups in flight per lane in [`tbe_forward_fp16_warp_per_bag`].
-const TBE_UNROLL: usize = 4;
 
 kernel! {
     /// The project's tuned kernel: every table in one launch, one warp per (table, sample) bag
@@ -31,7 +29,7 @@ kernel! {
         }
         let lane = lane_id() as i64;
         let (table, sample) = (bag / batch, bag % batch);
-        let (begin, end) = (*offsets.add(bag as usize), *offsets.add(bag as usize + 1));
+        let (begin, end) = (load_nc_i64(offsets.add(bag as usize)), load_nc_i64(offsets.add(bag as usize + 1)));
         let rows = weight.add((*table_offsets.add(table as usize) * dim) as usize);
         let out = out.add((sample * num_tables * dim + table * dim) as usize);
         let vec4 = dim % 4 == 0;
@@ -40,45 +38,29 @@ kernel! {
         while pass < dim {
             let col = pass + lane * per_lane;
             let active = col < dim;
-            let mut acc = [[0.0f32; 4]; TBE_UNROLL];
+            let mut acc = [[0.0f32; 4]; IN_FLIGHT];
             let mut base = begin;
             while base < end {
                 let count = (end - base).min(WARP_SIZE as i64) as usize;
-                let mine = if (lane as usize) < count { *indices.add((base + lane) as usize) } else { 0 };
-                let mut k = 0;
-                while k < count {
-                    let group = (count - k).min(TBE_UNROLL);
-                    let mut r = [0i64; TBE_UNROLL];
-                    for (u, ru) in r.iter_mut().enumerate() {
-                        // Every lane shuffles (the index repeats past `group`, unused).
-                        *ru = shfl_idx_i64(mine, (k + u.min(group - 1)) as u32);
-                    }
-                    if active {
-                        // Every slot in turn, taken when it holds a lookup: a loop bound of
-                        // `group` would index `acc` at run time and put it in local memory.
-                        for u in 0..TBE_UNROLL {
-                            if u < group {
-                                let src = rows.add((r[u] * dim + col) as usize);
-                                if vec4 {
-                                    let h = load_nc_u16x4(src);
-                                    for c in 0..4 {
-                                        acc[u][c] += f16_to_f32(h[c]);
-                                    }
-                                } else {
-                                    acc[u][0] += f16_to_f32(*src);
-                                }
-                            }
-                        }
-                    }
-                    k += group;
+                let mine = if (lane as usize) < count {
+                    load_nc_i64(indices.add((base + lane) as usize))
+                } else {
+                    0
+                };
+                // The path is chosen per chunk, outside the loads (uniform across the grid).
+                if vec4 {
+                    add_chunk(mine, count, active, &mut acc, |r| {
+                        load_nc_u16x4(rows.add((r * dim + col) as usize)).map(f16_to_f32)
+                    });
+                } else {
+                    add_chunk(mine, count, active, &mut acc, |r| {
+                        [f16_to_f32(*rows.add((r * dim + col) as usize)), 0.0, 0.0, 0.0]
+                    });
                 }
                 base += WARP_SIZE as i64;
             }
             if active {
-                let mut sum = [0.0f32; 4];
-                for (c, s) in sum.iter_mut().enumerate() {
-                    *s = (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]);
-                }
+                let sum = total(&acc);
                 if vec4 {
                     store_f32x4(out.add(col as usize), sum);
                 } else {
