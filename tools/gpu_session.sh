@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbset|default|hostile|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbset|default|hostile|sandboxtests|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -74,6 +74,14 @@ for what in "$@"; do
     step "hostile-${PRESET:-full}" tools/gpu_run.sh "$O/hostile-${PRESET:-full}" "${PRESET:-full}" \
       --candidates candidates/exploits --candidates candidates/tripwires --timeout-s 60 \
       ${SHAPES:+--shapes "$SHAPES"} > /dev/null 2>&1 ;;
+  sandboxtests)
+    # host/tests/sandbox.rs's trials on the GPU host, where torch is real: build them here with
+    # `cargo test --release -p dlrm-bench --test sandbox --no-run` and carry the binary. Its
+    # paths were baked in at /work/main: that name is linked to this copy when free.
+    mkdir -p /work && { [[ -e /work/main ]] || ln -s "$PWD" /work/main; }
+    for t in target/release/deps/sandbox-*; do
+      [[ -x $t && $t != *.d ]] && step sandboxtests "$t" --nocapture > "$O/sandboxtests.log" 2>&1
+    done ;;
   small|full)
     # Every shape by default; SHAPES=default,d32 picks, SHARD=i/n (with DLRM_BENCH_SECRET_SEED)
     # splits the corpus where one call's time is too short for every shape.
