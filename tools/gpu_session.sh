@@ -80,7 +80,7 @@ for what in "$@"; do
     # paths were baked in at /work/main: that name is linked to this copy when free.
     mkdir -p /work && { [[ -e /work/main ]] || ln -s "$PWD" /work/main; }
     for t in target/release/deps/sandbox-*; do
-      [[ -x $t && $t != *.d ]] && step sandboxtests "$t" --nocapture > "$O/sandboxtests.log" 2>&1
+      [[ -x $t && $t != *.d ]] && step sandboxtests timeout 120 "$t" --nocapture > "$O/sandboxtests.log" 2>&1
     done ;;
   small|full)
     # Every shape by default; SHAPES=default,d32 picks, SHARD=i/n (with DLRM_BENCH_SECRET_SEED)
