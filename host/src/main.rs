@@ -300,8 +300,9 @@ struct RunArgs {
     /// median (but never under 10 s). The harness's own work never counts.
     #[arg(long, default_value_t = 180.0, value_parser = positive_seconds)]
     timeout_s: f64,
-    /// Run KernelBench answers (untrusted Python) even where no sandbox works: neither bwrap
-    /// nor user namespaces, only resource limits (network and writes then not confined).
+    /// Run KernelBench answers, and compile Triton candidates (both run untrusted Python), even
+    /// where bubblewrap does not work: under user namespaces or only resource limits (network
+    /// and writes then not confined).
     #[arg(long)]
     unsandboxed: bool,
     /// Project the run's wins onto this workload profile (workloads/README.md): the
@@ -612,6 +613,7 @@ fn run(a: RunArgs, kernelbench: Vec<PathBuf>, answer_timeout_s: f64) -> anyhow::
         kernelbench,
         answer_timeout_s,
         unsandboxed: a.unsandboxed,
+        secret_seed_file: a.secret_seed_file.clone(),
         basis: a.basis,
         wide: a.wide,
         shard: a.shard,

@@ -193,6 +193,7 @@ fn fabricated_run(root: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf
         kernelbench: vec![],
         answer_timeout_s: 600.0,
         unsandboxed: false,
+        secret_seed_file: None,
         basis: dlrm_bench::report::metrics::Basis::Reference,
         wide: false,
         shard: None,

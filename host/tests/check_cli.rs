@@ -423,17 +423,20 @@ fn check_compiles_triton_candidates() {
 }
 
 /// A Triton candidate's module-level Python runs while it compiles: under bubblewrap it sees
-/// neither the run's input cache (named to workers by `DLRM_BENCH_INPUT_CACHE`) nor
-/// `/dev/shm`, and writes nothing outside its scratch directory. The probe reports what it
-/// could do by failing the import with a message, which `check` shows.
+/// neither what the orchestrator hides (`DLRM_BENCH_SANDBOX_HIDE`: here a cache directory and
+/// a secret-seed file) nor `/dev/shm`, nor the suite's own environment, writes nothing outside
+/// its scratch directory, and holds no capability. The probe reports what it could do by
+/// failing the import with a message, which `check` shows.
 fn a_triton_candidates_python_is_confined_while_it_compiles() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../candidates/examples/fm_interaction/triton_fused");
     let r = root("triton-probe");
     let (cand, cache, outside) = (r.join("cand"), r.join("cache"), r.join("planted"));
+    let seed = r.join("seed");
     std::fs::create_dir_all(&cand).unwrap();
     std::fs::create_dir_all(&cache).unwrap();
     std::fs::write(cache.join("secret-set.bin"), b"sets and oracles").unwrap();
+    std::fs::write(&seed, b"12345").unwrap();
     // A file in /dev/shm (the default input cache's home) the probe must not see.
     let shm_file = PathBuf::from(format!(
         "/dev/shm/dlrm-check-visible-{}",
@@ -444,26 +447,34 @@ fn a_triton_candidates_python_is_confined_while_it_compiles() {
     let probe = format!(
         "import os\n\
          def _can_write(p):\n    try:\n        open(p, 'w').write('x')\n        return True\n    except OSError:\n        return False\n\
-         _seen = os.path.exists({secret:?})\n\
-         _shm = os.path.exists({shm_file:?})\n\
-         raise RuntimeError(f'PROBE seen={{_seen}} wrote={{_can_write({outside:?})}} \
-         shm_written={{_can_write(\"/dev/shm/dlrm-probe\")}} shm_listed={{_shm}}')\n",
+         def _read(p):\n    try:\n        return len(open(p).read())\n    except OSError:\n        return -1\n\
+         _caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0]\n\
+         _env = any(k.startswith('DLRM_BENCH_') for k in os.environ)\n\
+         raise RuntimeError(f'PROBE seen={{os.path.exists({secret:?})}} \
+         wrote={{_can_write({outside:?})}} shm_written={{_can_write(\"/dev/shm/dlrm-probe\")}} \
+         shm_listed={{os.path.exists({shm_file:?})}} seed_read={{_read({seed:?}) > 0}} \
+         caps={{_caps}} own_env={{_env}}')\n",
         secret = cache.join("secret-set.bin").display().to_string(),
         outside = outside.display().to_string(),
         shm_file = shm_file.display().to_string(),
+        seed = seed.display().to_string(),
     );
     let kernel = std::fs::read_to_string(example.join("kernel.py")).unwrap();
     std::fs::write(cand.join("kernel.py"), format!("{probe}{kernel}")).unwrap();
+    let hide = std::env::join_paths([&cache, &seed]).unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .arg("check")
         .arg(&cand)
-        .env("DLRM_BENCH_INPUT_CACHE", &cache)
+        .env("DLRM_BENCH_SANDBOX_HIDE", hide)
         .output()
         .unwrap();
     let all = format!("{}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
     assert!(!o.status.success(), "{all}");
     assert!(
-        all.contains("PROBE seen=False wrote=False shm_written=False shm_listed=False"),
+        all.contains(
+            "PROBE seen=False wrote=False shm_written=False shm_listed=False seed_read=False \
+             caps=0000000000000000 own_env=False"
+        ),
         "the probe ran and was confined: {all}"
     );
     assert!(!outside.exists() && !Path::new("/dev/shm/dlrm-probe").exists());

@@ -12,6 +12,7 @@ pub mod ptx_params;
 pub mod scrub;
 mod source;
 pub mod triton;
+pub mod triton_tool;
 
 use bench_problems::check::poison_pattern;
 use data_gen::DType;

@@ -5,11 +5,10 @@
 //! This module holds what the manifest's `[triton]` table becomes ([`TritonSpec`]), the rules for
 //! its type strings, the JSON the tool answers with ([`Compiled`], parsed by [`parse_answer`]),
 //! how a compiled kernel's trailing scratch parameters are sized ([`trailing_args`]), and the
-//! call of the tool itself ([`compile`]). A leaf of `backend`, like `source`.
-use crate::toolchain::limited::Ending;
+//! tool's command line ([`tool_args`]); running it is [`super::triton_tool`]'s. A leaf of
+//! `backend`, like `source`.
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// The script that compiles a Triton candidate, relative to the repository root.
 pub(crate) const TRITON_COMPILE: &str = "tools/triton_compile.py";
@@ -154,7 +153,11 @@ struct Answer {
 /// compilation failed (a compile error, with the tool's log).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CompileFailure {
+    /// No Python or no Triton here: the candidate is skipped.
     NoTriton(String),
+    /// Not compiled for want of a sandbox ([`super::triton_tool::WeakSandbox`]): skipped.
+    Refused(String),
+    /// Triton or the tool refused it: a compile error.
     Failed(String),
 }
 
@@ -361,124 +364,9 @@ pub(crate) fn tool_args(file: &Path, spec: &TritonSpec, arch: u32) -> Vec<String
     ]
 }
 
-/// Compiles `spec` of `file` for `arch` (compute capability × 10 + minor, e.g. 90) by running
-/// the tool in a process of its own, killed after the time limit. Nothing of the candidate's
-/// Python runs in this process.
-pub fn compile(file: &Path, spec: &TritonSpec, arch: u32) -> Result<Compiled, CompileFailure> {
-    let limit = std::env::var("DLRM_BENCH_TRITON_TIMEOUT_S")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| *s > 0.0)
-        .unwrap_or(COMPILE_TIMEOUT_S);
-    let mut args = tool_args(file, spec, arch);
-    let dir = std::env::temp_dir().join(format!(
-        "dlrm-bench-triton-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| CompileFailure::Failed(format!("{}: {e}", dir.display())))?;
-    let answer = dir.join("answer.json");
-    args.extend(["--out".into(), answer.display().to_string()]);
-    let r = run_tool(&args, &dir, limit).and_then(|()| {
-        let text = std::fs::read_to_string(&answer).map_err(|e| {
-            let log = std::fs::read_to_string(dir.join("log.txt")).unwrap_or_default();
-            CompileFailure::Failed(format!(
-                "{TRITON_COMPILE} wrote no answer ({e}):\n{}",
-                tail(&log)
-            ))
-        })?;
-        parse_answer(&text)
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-    r
-}
-
-/// The last lines of a log, for a message.
-fn tail(log: &str) -> String {
-    crate::toolchain::limited::tail(log, 40)
-}
-
-/// The environment variable naming the run's input cache to a worker: a Triton candidate's
-/// compile (its Python) never sees it.
-pub(crate) const INPUT_CACHE_ENV: &str = "DLRM_BENCH_INPUT_CACHE";
-
-/// `python args...` in the machine's sandbox ([`crate::toolchain::sandbox`]): the candidate's
-/// module-level Python runs at compile time, so it gets no network, writes only to `dir`, and
-/// sees neither `/dev/shm` nor the run's input cache (secret sets and their oracles). It keeps
-/// the caller's uid, and the caller's user site-packages (where `pip install --user` put
-/// Triton), since `HOME` becomes `dir`.
-fn sandboxed(python: &str, args: &[String], dir: &Path) -> std::io::Result<Command> {
-    let sandbox = crate::toolchain::sandbox::detected();
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        if sandbox.isolation != crate::toolchain::sandbox::Isolation::Bubblewrap {
-            eprintln!(
-                "WARNING: Triton candidates compile under {}: install bubblewrap (bwrap) to confine \
-                 their Python's network and writes",
-                sandbox.isolation.describe()
-            );
-        }
-    });
-    let cache = std::env::var_os(INPUT_CACHE_ENV).map(std::path::PathBuf::from);
-    let hidden: Vec<&Path> = cache.iter().map(|p| p.as_path()).collect();
-    let mut command = sandbox.command_as_caller(dir, python, args, &hidden)?;
-    if std::env::var_os("PYTHONUSERBASE").is_none() {
-        if let Some(home) = std::env::var_os("HOME") {
-            command.env("PYTHONUSERBASE", Path::new(&home).join(".local"));
-        }
-    }
-    Ok(command)
-}
-
-/// Runs `python tool args...` with its output in `dir/log.txt`, in its own process group, which
-/// is killed after `limit_s` seconds.
-fn run_tool(args: &[String], dir: &Path, limit_s: f64) -> Result<(), CompileFailure> {
-    let log = std::fs::File::create(dir.join("log.txt"))
-        .map_err(|e| CompileFailure::Failed(format!("{}: {e}", dir.display())))?;
-    let err_log = log
-        .try_clone()
-        .map_err(|e| CompileFailure::Failed(e.to_string()))?;
-    let python = python();
-    let mut command = sandboxed(&python, args, dir)
-        .map_err(|e| CompileFailure::Failed(format!("{}: {e}", dir.display())))?;
-    command
-        .env("TRITON_CACHE_DIR", dir.join("cache"))
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err_log);
-    let status = match crate::toolchain::limited::run(&mut command, limit_s) {
-        Ok(Ending::Exited(status)) => status,
-        // The tool's own process group (ptxas included) was killed.
-        Ok(Ending::Killed) => {
-            return Err(CompileFailure::Failed(format!(
-                "{TRITON_COMPILE} did not finish within {limit_s:.0} s: killed"
-            )))
-        }
-        Err(e) => {
-            return Err(CompileFailure::NoTriton(format!(
-                "{NO_TRITON} here: `{python}` could not be started or waited for ({e})"
-            )))
-        }
-    };
-    if status.code() == Some(EXIT_NO_TRITON) || status.success() {
-        // The answer file says what happened (a missing Triton is an answer too).
-        return Ok(());
-    }
-    let log = std::fs::read_to_string(dir.join("log.txt")).unwrap_or_default();
-    if !dir.join("answer.json").exists() {
-        return Err(CompileFailure::Failed(format!(
-            "{TRITON_COMPILE} failed ({status}):\n{}",
-            tail(&log)
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
 
     /// An answer recorded from `tools/triton_compile.py` (Triton 3.5 layout: both scratch
     /// parameters declared), trimmed: the cubin is the first bytes of an ELF.
@@ -621,77 +509,6 @@ mod tests {
         assert!(trailing_args(&[s("g", u64::MAX)], [2, 1, 1], &mut never)
             .unwrap_err()
             .contains("overflows"));
-    }
-
-    fn python_present() -> bool {
-        let ok = Command::new(python())
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!("SKIPPED: {} is not on PATH", python());
-        }
-        ok
-    }
-
-    #[test]
-    fn the_tool_compiles_the_example_or_says_triton_is_not_installed() {
-        if !python_present() {
-            return;
-        }
-        let help = Command::new(python())
-            .arg(tool_path())
-            .arg("--help")
-            .output()
-            .unwrap();
-        assert!(help.status.success());
-        assert!(String::from_utf8_lossy(&help.stdout).contains("--signature"));
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../candidates/examples/fm_interaction/triton_fused");
-        let cand = crate::candidate::load_candidate(&dir).unwrap();
-        let super::super::ModuleSource::Triton { file, spec } = cand.source else {
-            panic!("not a Triton source")
-        };
-        match compile(&file, &spec, 90) {
-            Err(CompileFailure::NoTriton(m)) => {
-                assert!(m.starts_with(NO_TRITON), "{m}");
-                eprintln!("SKIPPED the compilation: {m}");
-            }
-            Ok(c) => {
-                // Triton is installed: the real compilation of the example.
-                check_against(&spec, &c).unwrap();
-                let ptx = c.ptx.as_deref().unwrap();
-                let params = super::super::ptx_params::entry_params(ptx, &c.kernel).unwrap();
-                assert_eq!(params.len(), c.params.len() + c.scratch.len());
-                assert!(c.cubin.is_some());
-            }
-            Err(CompileFailure::Failed(m)) => panic!("{m}"),
-        }
-        // A bad request is refused by the tool's own checks, Triton or not, naming the field.
-        let mut bad = spec.clone();
-        bad.signature[0].1 = "*float".into();
-        match compile(&file, &bad, 90) {
-            Err(CompileFailure::Failed(m)) => assert!(m.contains("signature['x']"), "{m}"),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_compilation_past_its_time_limit_is_killed() {
-        if !python_present() {
-            return;
-        }
-        let dir =
-            std::env::temp_dir().join(format!("dlrm-bench-triton-slow-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let args = vec!["-c".to_string(), "import time; time.sleep(30)".to_string()];
-        let started = Instant::now();
-        match run_tool(&args, &dir, 0.5) {
-            Err(CompileFailure::Failed(m)) => assert!(m.contains("did not finish"), "{m}"),
-            other => panic!("{other:?}"),
-        }
-        assert!(started.elapsed() < Duration::from_secs(10));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -24,7 +24,7 @@ use indicatif::ProgressStyle;
 use indicatif::{MultiProgress, ProgressBar};
 use serde_json::json;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -93,6 +93,12 @@ pub(crate) fn execute(
     let bars = MultiProgress::new();
     let bar = bars.add(progress_bar(total, "{bar:30} {pos}/{len} ETA {eta} {msg}"));
     let log = Mutex::new(log);
+    // A Triton candidate's compile sees none of the run's inputs, results or seed.
+    let sandbox_hide: Vec<PathBuf> = [Some(cache_root.to_path_buf()), Some(dir.to_path_buf())]
+        .into_iter()
+        .chain([opts.secret_seed_file.clone()])
+        .flatten()
+        .collect();
     let ctx = UnitContext {
         opts,
         exe,
@@ -108,6 +114,7 @@ pub(crate) fn execute(
         peer_file: &peer_file,
         torch,
         builds: &builds,
+        sandbox_hide: &sandbox_hide,
     };
     let helpers = Overlapped {
         to_build: &to_build,

@@ -51,9 +51,14 @@ pub struct RunOptions {
     /// checking, timing) before it is killed.
     #[serde(default = "default_answer_timeout_s")]
     pub answer_timeout_s: f64,
-    /// Run KernelBench answers even where no sandbox works (resource limits alone).
+    /// Run KernelBench answers, and compile Triton candidates, even where no sandbox works
+    /// (resource limits alone).
     #[serde(default)]
     pub unsandboxed: bool,
+    /// The file the secret seed was read from (`--secret-seed-file`), hidden from sandboxed
+    /// processes; never written to run.json.
+    #[serde(default, skip_serializing)]
+    pub secret_seed_file: Option<PathBuf>,
     /// The basis of the headline metrics (every basis measured is reported).
     #[serde(default)]
     pub basis: Basis,

@@ -63,6 +63,8 @@ pub(crate) struct ProblemSession<'a> {
     pub(super) input_cache: PathBuf,
     /// The run's PTX cache ([`crate::runner::prebuild`]).
     pub(super) ptx_cache: PathBuf,
+    /// What a Triton compile must not see ([`WorkerSpec::sandbox_hide`]).
+    pub(super) sandbox_hide: &'a [PathBuf],
     /// Phases of work done for the problem but not yet in a record (a worker's preparation):
     /// added to the next record logged.
     pub(super) carried: PhaseTimes,
@@ -173,6 +175,7 @@ impl ProblemSession<'_> {
             ceilings: self.ceilings,
             input_cache: Some(self.input_cache.clone()),
             ptx_cache: Some(self.ptx_cache.clone()),
+            sandbox_hide: self.sandbox_hide.to_vec(),
             wait_after_prepare: self.peer.is_some(),
             device: self.device,
             ..base_spec(self.opts, self.secret_seed)

@@ -32,8 +32,13 @@ pub(crate) fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Work
     if let Some(dir) = &spec.ptx_cache {
         command.env(crate::toolchain::ptx_cache::PTX_CACHE_ENV, dir);
     }
-    if let Some(dir) = &spec.input_cache {
-        command.env(crate::backend::triton::INPUT_CACHE_ENV, dir);
+    if !spec.sandbox_hide.is_empty() {
+        let paths = std::env::join_paths(&spec.sandbox_hide)
+            .map_err(|e| anyhow::anyhow!("a path the sandbox hides: {e}"))?;
+        command.env(crate::backend::triton_tool::SANDBOX_HIDE_ENV, paths);
+    }
+    if spec.unsandboxed {
+        command.env(crate::backend::triton_tool::UNSANDBOXED_ENV, "1");
     }
     let mut child = command
         .arg("worker")
@@ -121,6 +126,8 @@ pub(crate) fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
         device: opts.devices.first().copied().unwrap_or(0),
         ceilings: None,
         input_cache: None,
+        sandbox_hide: Vec::new(),
+        unsandboxed: opts.unsandboxed,
         wait_after_prepare: false,
     }
 }

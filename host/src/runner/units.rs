@@ -25,7 +25,7 @@ use bench_problems::Problem;
 use indicatif::ProgressBar;
 use serde_json::json;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -138,6 +138,8 @@ pub(super) struct UnitContext<'a> {
     pub(super) torch: bool,
     /// The KernelBench answers' builds, made ahead.
     pub(super) builds: &'a AheadBuilds,
+    /// What a Triton candidate's compile must not see ([`crate::runner::worker::WorkerSpec`]).
+    pub(super) sandbox_hide: &'a [PathBuf],
 }
 
 impl UnitContext<'_> {
@@ -281,6 +283,7 @@ impl UnitContext<'_> {
                 .and_then(|r| r.timing.as_ref().map(|t| t.median_ms)),
             input_cache: cache_root.clone(),
             ptx_cache: self.cache_root.join(super::prebuild::PTX_DIR),
+            sandbox_hide: self.sandbox_hide,
             carried: PhaseTimes::default(),
             // The peer's time goes beside the reference: only a problem whose reference is to
             // come.

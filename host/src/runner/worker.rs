@@ -54,6 +54,14 @@ pub(crate) struct WorkerSpec {
     /// it, so the worker loads a CUDA C++ candidate compiled ahead instead of compiling it.
     #[serde(default)]
     pub ptx_cache: Option<PathBuf>,
+    /// What a Triton candidate's compile must not see (the run's input cache and results
+    /// directory, a secret-seed file): the worker's environment names them
+    /// ([`crate::backend::triton_tool`]).
+    #[serde(default)]
+    pub sandbox_hide: Vec<PathBuf>,
+    /// The run was given `--unsandboxed`: a Triton compile may run under weak isolation.
+    #[serde(default)]
+    pub unsandboxed: bool,
     /// After [`Event::Prepared`], wait for a line on stdin before going on: meanwhile the
     /// orchestrator times PyTorch on the input files the worker just stored (`run --torch`).
     #[serde(default)]

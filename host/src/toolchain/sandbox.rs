@@ -117,29 +117,39 @@ impl Sandbox {
     {
         // SAFETY: geteuid has no preconditions.
         let uid = (unsafe { libc::geteuid() } == 0).then(next_uid);
-        self.command_as(scratch, program, args, uid, &[])
+        self.command_as(scratch, program, args, uid, &View::default())
     }
 
-    /// [`Sandbox::command`] keeping the caller's uid: for a tool that must import the caller's
-    /// own packages (Triton installed under a private home, mode 0700, which another uid
-    /// cannot read). The caller's files are then readable, so the directories in `hidden` (the
-    /// run's input cache: sets and oracles) are covered by empty ones under bubblewrap, and
-    /// `/dev/shm` always is. Limits are the same, but a root caller's `RLIMIT_NPROC` does not
-    /// bind (Linux exempts root), so only its wall-clock limit stops a process bomb.
+    /// [`Sandbox::command`] for a tool that runs untrusted Python as the caller (the Triton
+    /// compile: it must import the caller's Python and Triton wherever they are installed, a
+    /// private home included, which another uid cannot read). The caller's files are then
+    /// readable, so under bubblewrap it sees less: `/dev/shm` and every directory of `hidden`
+    /// (the run's input cache and results: sets, oracles, the secret seed) are covered by empty
+    /// read-only ones and every file of `hidden` by an empty file; `/dev` is a fresh minimal one
+    /// (no GPU, no disks); a root caller's capabilities are dropped. Limits are the same, but
+    /// Linux exempts root from `RLIMIT_NPROC`: for a root caller only the wall-clock limit
+    /// stops a process bomb.
     pub fn command_as_caller<I, S>(
         &self,
         scratch: &Path,
         program: &str,
         args: I,
-        hidden: &[&Path],
+        hidden: &[PathBuf],
     ) -> std::io::Result<Command>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut hide = vec![Path::new("/dev/shm")];
+        let mut hide = vec![PathBuf::from("/dev/shm")];
         hide.extend_from_slice(hidden);
-        self.command_as(scratch, program, args, None, &hide)
+        let view = View {
+            strip_own_env: true,
+            minimal_dev: true,
+            // SAFETY: geteuid has no preconditions.
+            drop_caps: unsafe { libc::geteuid() } == 0,
+            hidden: hide,
+        };
+        self.command_as(scratch, program, args, None, &view)
     }
 
     fn command_as<I, S>(
@@ -148,7 +158,7 @@ impl Sandbox {
         program: &str,
         args: I,
         uid: Option<u32>,
-        hidden: &[&Path],
+        view: &View,
     ) -> std::io::Result<Command>
     where
         I: IntoIterator<Item = S>,
@@ -162,30 +172,7 @@ impl Sandbox {
         let mut cmd = match self.isolation {
             Isolation::Bubblewrap => {
                 let mut c = Command::new("bwrap");
-                c.args([
-                    "--ro-bind",
-                    "/",
-                    "/",
-                    "--dev-bind",
-                    "/dev",
-                    "/dev",
-                    "--proc",
-                    "/proc",
-                ])
-                // /dev/shm holds the run's input cache: read-only like the rest.
-                .args(shm_read_only())
-                // Daemons' Unix sockets (D-Bus, docker) live under /run: a read-only mount
-                // does not stop connect(2), so it is hidden behind an empty read-only tmpfs.
-                .args(hide_run())
-                .args(cover(hidden))
-                .arg("--bind")
-                .arg(&scratch)
-                .arg(&scratch)
-                .args(["--unshare-net", "--unshare-pid", "--unshare-ipc"])
-                .args(["--die-with-parent", "--new-session", "--chdir"])
-                .arg(&scratch)
-                .arg("--")
-                .arg(program);
+                c.args(view.bwrap_args(&scratch)).arg("--").arg(program);
                 c
             }
             Isolation::Namespaces => {
@@ -201,7 +188,8 @@ impl Sandbox {
             .env("HOME", &scratch)
             .env("TMPDIR", &scratch);
         for (name, _) in std::env::vars_os() {
-            if secret_name(&name.to_string_lossy()) {
+            let own = view.strip_own_env && name.to_string_lossy().starts_with("DLRM_BENCH_");
+            if own || secret_name(&name.to_string_lossy()) {
                 cmd.env_remove(&name);
             }
         }
@@ -259,19 +247,89 @@ fn hide_run() -> Vec<&'static str> {
     out
 }
 
-/// bwrap arguments covering each existing directory of `dirs` with an empty read-only tmpfs.
-fn cover(dirs: &[&Path]) -> Vec<std::ffi::OsString> {
-    let mut out = Vec::new();
-    for d in dirs.iter().filter(|d| d.is_dir()) {
-        let d = std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf());
-        out.extend([
-            "--tmpfs".into(),
-            d.clone().into_os_string(),
-            "--remount-ro".into(),
-            d.into_os_string(),
+/// What a command sees of the machine under bubblewrap: `/` read-only, `/proc` its own, the
+/// scratch directory writable, `/run` hidden (daemons' sockets), no network, PID or IPC
+/// namespace of the host's, and what the fields add.
+#[derive(Default)]
+struct View {
+    /// Remove the suite's own variables (`DLRM_BENCH_*`: the run's paths among them) from the
+    /// environment, beside the secrets every sandbox removes.
+    strip_own_env: bool,
+    /// A fresh `/dev` (null, zero, random, tty...) instead of the host's.
+    minimal_dev: bool,
+    /// Drop every capability (a root caller keeps them all in bwrap otherwise).
+    drop_caps: bool,
+    /// Directories covered by empty read-only ones, files by an empty file (`/dev/shm`
+    /// otherwise stays visible, read-only).
+    hidden: Vec<PathBuf>,
+}
+
+impl View {
+    fn bwrap_args(&self, scratch: &Path) -> Vec<std::ffi::OsString> {
+        let mut a: Vec<std::ffi::OsString> = Vec::new();
+        let mut push = |items: &[&OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
+        push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
+        if self.minimal_dev {
+            push(&["--dev".as_ref(), "/dev".as_ref()]);
+        } else {
+            push(&["--dev-bind".as_ref(), "/dev".as_ref(), "/dev".as_ref()]);
+            // /dev/shm holds the run's input cache: read-only like the rest.
+            for s in shm_read_only() {
+                push(&[s.as_ref()]);
+            }
+        }
+        push(&["--proc".as_ref(), "/proc".as_ref()]);
+        // Daemons' Unix sockets (D-Bus, docker) live under /run: a read-only mount does not
+        // stop connect(2), so it is hidden behind an empty read-only tmpfs.
+        for s in hide_run() {
+            push(&[s.as_ref()]);
+        }
+        let (dirs, files) = self.hidden_paths();
+        // Covers first, then the scratch (which may lie under one), then the covers made
+        // read-only: bwrap makes the scratch's mount point in a cover while it is writable.
+        for d in &dirs {
+            push(&["--tmpfs".as_ref(), d.as_os_str()]);
+        }
+        for f in &files {
+            push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), f.as_os_str()]);
+        }
+        push(&["--bind".as_ref(), scratch.as_os_str(), scratch.as_os_str()]);
+        for d in &dirs {
+            push(&["--remount-ro".as_ref(), d.as_os_str()]);
+        }
+        if self.drop_caps {
+            push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
+        }
+        push(&[
+            "--unshare-net".as_ref(),
+            "--unshare-pid".as_ref(),
+            "--unshare-ipc".as_ref(),
         ]);
+        push(&[
+            "--die-with-parent".as_ref(),
+            "--new-session".as_ref(),
+            "--chdir".as_ref(),
+        ]);
+        push(&[scratch.as_os_str()]);
+        a
     }
-    out
+
+    /// The hidden paths that exist, absolute: (directories, files). Symlinks are resolved,
+    /// so the cover lands on what they name.
+    fn hidden_paths(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let (mut dirs, mut files) = (Vec::new(), Vec::new());
+        for p in &self.hidden {
+            let Ok(real) = std::fs::canonicalize(p) else {
+                continue;
+            };
+            if real.is_dir() {
+                dirs.push(real);
+            } else {
+                files.push(real);
+            }
+        }
+        (dirs, files)
+    }
 }
 
 /// bwrap arguments keeping `/dev/shm` (bound writable with `/dev`) read-only, when it exists.
@@ -325,4 +383,47 @@ fn chown_tree(dir: &Path, uid: u32) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory inside a hidden one (a TMPDIR under `/dev/shm`, or under the input
+    /// cache) still works: bwrap makes its mount point while the cover is writable, then the
+    /// cover becomes read-only around it; a sibling in the hidden directory is not seen.
+    #[test]
+    fn a_scratch_inside_a_hidden_directory_still_works() {
+        let s = detected();
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
+            return;
+        }
+        let hidden = std::env::temp_dir().join(format!("dlrm-sandbox-hide-{}", std::process::id()));
+        let scratch = hidden.join("scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::write(hidden.join("sibling"), b"secret").unwrap();
+        let script = "echo made > out && cat ../sibling; touch ../planted; true";
+        let out = s
+            .command_as_caller(
+                &scratch,
+                "sh",
+                ["-c", script],
+                std::slice::from_ref(&hidden),
+            )
+            .unwrap()
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("secret"),
+            "{out:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(scratch.join("out")).unwrap(),
+            "made\n"
+        );
+        assert!(!hidden.join("planted").exists());
+        std::fs::remove_dir_all(&hidden).unwrap();
+    }
 }

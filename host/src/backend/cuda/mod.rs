@@ -262,8 +262,9 @@ impl CudaBackend {
     ) -> BackendResult<triton::Compiled> {
         let (major, minor) = self.info.compute_capability.unwrap_or((9, 0));
         let arch = (major * 10 + minor) as u32;
-        let c = triton::compile(file, spec, arch).map_err(|f| match f {
-            triton::CompileFailure::NoTriton(m) => {
+        let weak = super::triton_tool::WeakSandbox::Refuse;
+        let c = super::triton_tool::compile(file, spec, arch, weak).map_err(|f| match f {
+            triton::CompileFailure::NoTriton(m) | triton::CompileFailure::Refused(m) => {
                 BackendError::Unsupported(format!("{}: {m}", file.display()))
             }
             triton::CompileFailure::Failed(m) => {
