@@ -12,7 +12,12 @@
 //!   `problem`, `preset`, `seed`, `sizes`, ...), plus `scalars`, `work` and `shared`;
 //! - `shared-<key>.safetensors`: one tensor the sets share (a table), stored once; a set's
 //!   `shared` metadata maps tensor names to these files.
-//! - `<label>-<key>.oracle.safetensors`: the set's oracle ([`super::oracle_cache`]).
+//!
+//! Oracles are apart, in `<root>/.oracles/<problem dir>/<label>-<key>.oracle.safetensors`
+//! ([`super::oracle_cache`]): KernelBench answers read the sets (their Python runs in a sandbox
+//! that must see the input files) but never the expected outputs. The `.oracles` directory is
+//! private to the caller (mode 0700: a root caller's sandboxed uid cannot enter it) and the
+//! answers' sandbox covers it (for a caller that keeps its uid) ([`ORACLES_DIR`]).
 //!
 //! Every file is written under a temporary name and renamed, and the set file comes last, so a
 //! set whose file exists is complete (a worker killed while writing leaves no half entry).
@@ -34,7 +39,11 @@ pub(super) struct CachedSet {
 #[derive(Clone, Debug)]
 pub struct InputCache {
     dir: PathBuf,
+    oracle_dir: PathBuf,
 }
+
+/// The directory under a cache root that holds the oracles, private to the caller.
+pub const ORACLES_DIR: &str = ".oracles";
 
 /// Metadata key of a set file's shared tensors: `{"weight": "shared-<key>.safetensors"}`.
 const SHARED: &str = "shared";
@@ -46,8 +55,15 @@ impl InputCache {
     pub fn new(root: &Path, problem: &dyn Problem) -> Self {
         let key = crate::results::record::unit_key(problem.name(), problem.shape_name());
         InputCache {
-            dir: root.join(key),
+            dir: root.join(&key),
+            oracle_dir: root.join(ORACLES_DIR).join(key),
         }
+    }
+
+    /// Removes the problem's files, its oracles too.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.oracle_dir);
     }
 
     /// The directory of the problem's files.
@@ -71,8 +87,11 @@ impl InputCache {
 
     /// The file of set `plan`'s oracle ([`super::oracle_cache`]).
     fn oracle_path(&self, problem: &dyn Problem, preset: Preset, plan: &SetPlan) -> PathBuf {
-        self.set_path(problem, preset, plan)
-            .with_extension("oracle.safetensors")
+        self.oracle_dir.join(format!(
+            "{}-{}.oracle.safetensors",
+            plan.label,
+            set_key(problem, preset, plan)
+        ))
     }
 
     /// The oracle of set `plan` as stored, or `None` when it is not there.
@@ -100,8 +119,11 @@ impl InputCache {
         plan: &SetPlan,
         oracle: &Oracle,
     ) -> anyhow::Result<()> {
-        std::fs::create_dir_all(&self.dir)
-            .with_context(|| format!("creating {}", self.dir.display()))?;
+        if let Some(root) = self.oracle_dir.parent() {
+            oracles_root(root.parent().unwrap_or(Path::new(".")))?;
+        }
+        std::fs::create_dir_all(&self.oracle_dir)
+            .with_context(|| format!("creating {}", self.oracle_dir.display()))?;
         let file = super::oracle_cache::to_file(oracle)?;
         write_atomically(&file, &self.oracle_path(problem, preset, plan))
     }
@@ -191,6 +213,17 @@ impl InputCache {
         meta.insert("recipe".into(), problem.recipe(preset).to_string());
         write_atomically(&own, &path)
     }
+}
+
+/// The oracles' directory of the cache under `root` ([`ORACLES_DIR`]), made if need be and
+/// private to the caller (mode 0700).
+pub fn oracles_root(root: &Path) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = root.join(ORACLES_DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("making {} private", dir.display()))?;
+    Ok(dir)
 }
 
 /// What the writer of a [`StoreQueue`] writes: a set (with its work), or a set's oracle.
@@ -325,6 +358,40 @@ mod tests {
             InputCache::new(root, &other).dir(),
             root.join("fm_interaction@k5")
         );
+    }
+
+    /// Oracles live apart from the sets KernelBench answers read, in a directory private to
+    /// the caller, and go with their unit's files.
+    #[test]
+    fn oracles_are_stored_apart_in_a_private_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let problem = bench_problems::find_problem("fm_interaction").unwrap();
+        let root = data_gen::tensor::scratch_path("oracle-cache");
+        let cache = InputCache::new(&root, problem);
+        let plan = &super::super::config::ci_config(1, 0).input_sets(problem)[0];
+        let set = problem
+            .generate(Preset::Ci, &plan.sizes, plan.seeds())
+            .unwrap();
+        let oracle = problem.oracle(&set).unwrap();
+        cache
+            .store_oracle(problem, Preset::Ci, plan, &oracle)
+            .unwrap();
+        let back = cache
+            .load_oracle(problem, Preset::Ci, plan)
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.len(), oracle.len());
+        let oracles = root.join(ORACLES_DIR);
+        let mode = std::fs::metadata(&oracles).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{oracles:?}");
+        let in_sets = std::fs::read_dir(cache.dir()).map_or(0, |d| d.count());
+        assert_eq!(in_sets, 0, "no oracle beside the sets");
+        cache.remove();
+        assert!(cache
+            .load_oracle(problem, Preset::Ci, plan)
+            .unwrap()
+            .is_none());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -26,8 +26,8 @@ mod specs;
 mod timing;
 mod verify;
 
-pub(crate) use cache::InputCache;
 use cache::StoreQueue;
+pub(crate) use cache::{oracles_root, InputCache, ORACLES_DIR};
 pub(crate) use config::public_seed;
 pub use config::{table_seed, EvalConfig};
 pub use inputs::canary_pattern;

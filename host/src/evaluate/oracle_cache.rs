@@ -1,6 +1,6 @@
-//! Oracles in the input cache: beside a set's file, `<label>-<key>.oracle.safetensors` holds
-//! what the problem's oracle said of it, bit for bit, so a worker that reads the set from the
-//! cache (a restarted worker, a resumed run, a run given the cache of an earlier one) does not
+//! Oracles in the input cache: apart from the sets (in `.oracles/`, [`super::cache`]),
+//! `<label>-<key>.oracle.safetensors` holds what the problem's oracle said of a set, bit for
+//! bit, so a worker that reads the set from the cache (a restarted worker, a resumed run, a run given the cache of an earlier one) does not
 //! compute the oracle again — the longest step of preparing a set at `full`. The set's key
 //! (problem, preset, label, sizes, seeds, commit) names both files, so an oracle is never read
 //! for another set or another build.

@@ -93,12 +93,7 @@ pub(crate) fn execute(
     let bars = MultiProgress::new();
     let bar = bars.add(progress_bar(total, "{bar:30} {pos}/{len} ETA {eta} {msg}"));
     let log = Mutex::new(log);
-    // A Triton candidate's compile sees none of the run's inputs, results or seed.
-    let sandbox_hide: Vec<PathBuf> = [Some(cache_root.to_path_buf()), Some(dir.to_path_buf())]
-        .into_iter()
-        .chain([opts.secret_seed_file.clone()])
-        .flatten()
-        .collect();
+    let sandbox_hide = sandbox_hide(p);
     let ctx = UnitContext {
         opts,
         exe,
@@ -167,10 +162,24 @@ fn progress_bar(len: usize, template: &str) -> ProgressBar {
 /// Removes the (emptied) input caches of `devices` and their root.
 fn remove_input_caches(devices: &[usize], cache_root: &Path) {
     let _ = std::fs::remove_dir_all(cache_root.join(super::prebuild::PTX_DIR));
+    let oracles = crate::evaluate::ORACLES_DIR;
     for &d in devices {
+        let _ = std::fs::remove_dir(cache_root.join(device_cache(d)).join(oracles));
         let _ = std::fs::remove_dir(cache_root.join(device_cache(d)));
     }
+    let _ = std::fs::remove_dir(cache_root.join(oracles));
     let _ = std::fs::remove_dir(cache_root);
+}
+
+/// What untrusted Python run for this run (a Triton candidate's compile, a KernelBench
+/// answer's build) must not see: the run's input cache (sets and oracles), its results
+/// directory (the secret seed's file among them) and a `--secret-seed-file`.
+fn sandbox_hide(p: &Prepared) -> Vec<PathBuf> {
+    [Some(p.cache_root.clone()), Some(p.dir.clone())]
+        .into_iter()
+        .chain([p.opts.secret_seed_file.clone()])
+        .flatten()
+        .collect()
 }
 
 /// This shard's KernelBench answers that will run and need their `load_inline` builds; none
@@ -213,7 +222,7 @@ fn build_answers(
         script: Path::new(kernelbench::KERNELBENCH_EVAL),
         cache: &cache,
         arch: format!("{major}.{minor}"),
-        sandbox: units::answer_sandbox(),
+        sandbox: &units::answer_sandbox().hiding(sandbox_hide(p)),
         limit_s: p.opts.answer_timeout_s,
         jobs,
     };

@@ -324,7 +324,7 @@ impl UnitContext<'_> {
                             .unwrap_or_else(|_| self.dir.join("kernelbench").join(&name));
                         Evaluator::new(
                             Path::new(kernelbench::KERNELBENCH_EVAL),
-                            answer_sandbox(),
+                            &answer_sandbox().hiding(self.hidden_from_answers(&cache_root)),
                             &scratch,
                             unit.device,
                         )
@@ -338,7 +338,7 @@ impl UnitContext<'_> {
             fresh.push(r);
         }
         if !opts.keep_inputs {
-            let _ = std::fs::remove_dir_all(cache.dir());
+            cache.remove();
         }
         Ok(fresh)
     }
@@ -394,6 +394,24 @@ pub(crate) fn evaluate_answer<'e>(
     r.phases = Some(phases);
     r.sandbox = Some(answer_sandbox().isolation);
     r
+}
+
+impl UnitContext<'_> {
+    /// What an answer's Python must not see: the oracles of the cache under `cache_root` (it
+    /// reads the sets), and the run's results and seed ([`Self::sandbox_hide`] less the cache).
+    fn hidden_from_answers(&self, cache_root: &Path) -> Vec<PathBuf> {
+        // Made now, so the cover has a directory to land on.
+        let oracles = crate::evaluate::oracles_root(cache_root)
+            .unwrap_or_else(|_| cache_root.join(crate::evaluate::ORACLES_DIR));
+        std::iter::once(oracles)
+            .chain(
+                self.sandbox_hide
+                    .iter()
+                    .filter(|p| !cache_root.starts_with(p) && !p.starts_with(cache_root))
+                    .cloned(),
+            )
+            .collect()
+    }
 }
 
 /// Why `answer` cannot run (no torch, a failed reference, missing inputs, no sandbox), if so.

@@ -82,6 +82,9 @@ fn next_uid() -> u32 {
 pub struct Sandbox {
     pub isolation: Isolation,
     pub limits: Limits,
+    /// Paths its commands do not see under bubblewrap: directories covered by empty read-only
+    /// ones, files by an empty file (a run's oracles, results and seed: [`Sandbox::hiding`]).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Sandbox {
@@ -91,7 +94,11 @@ impl Sandbox {
         let probe_dir =
             std::env::temp_dir().join(format!("dlrm-sandbox-probe-{}", std::process::id()));
         for isolation in [Isolation::Bubblewrap, Isolation::Namespaces] {
-            let s = Sandbox { isolation, limits };
+            let s = Sandbox {
+                isolation,
+                limits,
+                hidden: Vec::new(),
+            };
             let ok = s
                 .command(&probe_dir, "true", std::iter::empty::<&OsStr>())
                 .and_then(|mut c| c.stdout(Stdio::null()).stderr(Stdio::null()).status())
@@ -105,6 +112,7 @@ impl Sandbox {
         Sandbox {
             isolation: Isolation::LimitsOnly,
             limits,
+            hidden: Vec::new(),
         }
     }
 
@@ -117,7 +125,18 @@ impl Sandbox {
     {
         // SAFETY: geteuid has no preconditions.
         let uid = (unsafe { libc::geteuid() } == 0).then(next_uid);
-        self.command_as(scratch, program, args, uid, &View::default())
+        let view = View {
+            hidden: self.hidden.clone(),
+            ..View::default()
+        };
+        self.command_as(scratch, program, args, uid, &view)
+    }
+
+    /// This sandbox hiding `paths` as well (those that exist when a command starts).
+    pub fn hiding(&self, paths: impl IntoIterator<Item = PathBuf>) -> Sandbox {
+        let mut s = self.clone();
+        s.hidden.extend(paths);
+        s
     }
 
     /// [`Sandbox::command`] for a tool that runs untrusted Python as the caller (the Triton
@@ -141,6 +160,7 @@ impl Sandbox {
         S: AsRef<OsStr>,
     {
         let mut hide = vec![PathBuf::from("/dev/shm")];
+        hide.extend_from_slice(&self.hidden);
         hide.extend_from_slice(hidden);
         let view = View {
             strip_own_env: true,
@@ -425,5 +445,56 @@ mod tests {
         );
         assert!(!hidden.join("planted").exists());
         std::fs::remove_dir_all(&hidden).unwrap();
+    }
+
+    /// A sandbox `hiding` a directory and a file (the oracles of KernelBench answers, a seed
+    /// file): a command sees an empty directory and reads nothing from the file, whether it
+    /// runs as another uid or as the caller.
+    #[test]
+    fn hidden_paths_are_not_seen_by_either_kind_of_command() {
+        let s = detected();
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("dlrm-sandbox-hiding-{}", std::process::id()));
+        let (dir, file, scratch) = (
+            base.join("oracles"),
+            base.join("seed"),
+            base.join("scratch"),
+        );
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("expected"), b"secret-outputs").unwrap();
+        std::fs::write(&file, b"secret-seed").unwrap();
+        // Readable by anyone: only the cover stops it.
+        use std::os::unix::fs::PermissionsExt;
+        for p in [&base, &dir] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        for p in [dir.join("expected"), file.clone()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let script = format!(
+            "cat {0}/expected {1}; ls {0}; echo done",
+            dir.display(),
+            file.display()
+        );
+        let hiding = s.hiding([dir.clone(), file.clone()]);
+        for command in [
+            hiding.command(&scratch, "sh", ["-c", &script]).unwrap(),
+            s.command_as_caller(
+                &scratch,
+                "sh",
+                ["-c", &script],
+                &[dir.clone(), file.clone()],
+            )
+            .unwrap(),
+        ] {
+            let out = { command }.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("done"), "{out:?}");
+            assert!(!text.contains("secret"), "{out:?}");
+        }
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
