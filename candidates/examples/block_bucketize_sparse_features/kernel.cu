@@ -8,7 +8,7 @@
 // grouped by (rank, t, b) with the original order inside each group, and unbucketize_permute
 // (input i -> its output position).
 //
-// Plan (W <= 32):
+// Plan (any W; the per-rank counters in shared memory take ranks 32 at a time):
 //   1-3. exclusive scan of lengths -> seg_off [T*B + 1] (tile sums, one-block scan of the
 //        tile sums, per-tile scan);
 //   4.   bb_count: one thread per segment counts its ids per rank (counters in shared memory)
@@ -151,16 +151,21 @@ bb_count(const int* __restrict__ lengths, const long long* __restrict__ seg_off,
     __shared__ int cnt[BB_MAX_W][BB_THREADS];
     const long long TB = T * B;
     const long long seg = (long long)blockIdx.x * BB_THREADS + threadIdx.x;
-    for (int r = 0; r < W; ++r) cnt[r][threadIdx.x] = 0;
-    if (seg < TB) {
-        const long long s = block_sizes[seg / B];
-        const long long begin = seg_off[seg], end = begin + lengths[seg];
-        for (long long i = begin; i < end; ++i) {
-            long long r, nid;
-            bb_rule(__ldg(indices + i), s, W, &r, &nid);
-            cnt[r][threadIdx.x] += 1;
+    // Ranks in passes of BB_MAX_W (one pass for W <= 32): each thread owns its column of the
+    // counters, so no barrier is needed.
+    for (long long r0 = 0; r0 < W; r0 += BB_MAX_W) {
+        const int nr = (int)(W - r0 < BB_MAX_W ? W - r0 : BB_MAX_W);
+        for (int r = 0; r < nr; ++r) cnt[r][threadIdx.x] = 0;
+        if (seg < TB) {
+            const long long s = block_sizes[seg / B];
+            const long long begin = seg_off[seg], end = begin + lengths[seg];
+            for (long long i = begin; i < end; ++i) {
+                long long r, nid;
+                bb_rule(__ldg(indices + i), s, W, &r, &nid);
+                if (r >= r0 && r < r0 + nr) cnt[r - r0][threadIdx.x] += 1;
+            }
+            for (int r = 0; r < nr; ++r) new_lengths[(r0 + r) * TB + seg] = cnt[r][threadIdx.x];
         }
-        for (int r = 0; r < W; ++r) new_lengths[r * TB + seg] = cnt[r][threadIdx.x];
     }
 }
 
@@ -174,17 +179,23 @@ bb_scatter(const int* __restrict__ lengths, const long long* __restrict__ seg_of
     __shared__ int seen[BB_MAX_W][BB_THREADS];
     const long long TB = T * B;
     const long long seg = (long long)blockIdx.x * BB_THREADS + threadIdx.x;
-    for (int r = 0; r < W; ++r) seen[r][threadIdx.x] = 0;
-    if (seg < TB) {
-        const long long s = block_sizes[seg / B];
-        const long long begin = seg_off[seg], end = begin + lengths[seg];
-        for (long long i = begin; i < end; ++i) {
-            long long r, nid;
-            bb_rule(__ldg(indices + i), s, W, &r, &nid);
-            const long long pos = new_off[r * TB + seg] + seen[r][threadIdx.x]++;
-            new_indices[pos] = nid;
-            new_weights[pos] = __ldg(weights + i);
-            unbucketize_permute[i] = pos;
+    // Ranks in passes of BB_MAX_W, as in bb_count; each pass walks the segment in order, so a
+    // rank's ids keep their order.
+    for (long long r0 = 0; r0 < W; r0 += BB_MAX_W) {
+        const int nr = (int)(W - r0 < BB_MAX_W ? W - r0 : BB_MAX_W);
+        for (int r = 0; r < nr; ++r) seen[r][threadIdx.x] = 0;
+        if (seg < TB) {
+            const long long s = block_sizes[seg / B];
+            const long long begin = seg_off[seg], end = begin + lengths[seg];
+            for (long long i = begin; i < end; ++i) {
+                long long r, nid;
+                bb_rule(__ldg(indices + i), s, W, &r, &nid);
+                if (r < r0 || r >= r0 + nr) continue;
+                const long long pos = new_off[r * TB + seg] + seen[r - r0][threadIdx.x]++;
+                new_indices[pos] = nid;
+                new_weights[pos] = __ldg(weights + i);
+                unbucketize_permute[i] = pos;
+            }
         }
     }
 }

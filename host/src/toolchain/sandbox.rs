@@ -192,7 +192,9 @@ impl Sandbox {
         let mut cmd = match self.isolation {
             Isolation::Bubblewrap => {
                 let mut c = Command::new("bwrap");
-                c.args(view.bwrap_args(&scratch)).arg("--").arg(program);
+                c.args(view.bwrap_args(&scratch, uid.is_some()))
+                    .arg("--")
+                    .arg(program);
                 c
             }
             Isolation::Namespaces => {
@@ -285,7 +287,8 @@ struct View {
 }
 
 impl View {
-    fn bwrap_args(&self, scratch: &Path) -> Vec<std::ffi::OsString> {
+    /// `other_uid`: the command runs as another uid than the caller's (bwrap too, unprivileged).
+    fn bwrap_args(&self, scratch: &Path, other_uid: bool) -> Vec<std::ffi::OsString> {
         let mut a: Vec<std::ffi::OsString> = Vec::new();
         let mut push = |items: &[&OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
         push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
@@ -304,7 +307,7 @@ impl View {
         for s in hide_run() {
             push(&[s.as_ref()]);
         }
-        let (dirs, files) = self.hidden_paths();
+        let (dirs, files) = self.hidden_paths(other_uid);
         // Covers first, then the scratch (which may lie under one), then the covers made
         // read-only: bwrap makes the scratch's mount point in a cover while it is writable.
         for d in &dirs {
@@ -335,13 +338,18 @@ impl View {
     }
 
     /// The hidden paths that exist, absolute: (directories, files). Symlinks are resolved,
-    /// so the cover lands on what they name.
-    fn hidden_paths(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    /// so the cover lands on what they name. For a command of `other_uid`, a path it cannot
+    /// reach anyway (a directory above it not searchable by others, such as a private home) is
+    /// left out: bwrap, running as that uid, could not make the cover's mount point there.
+    fn hidden_paths(&self, other_uid: bool) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let (mut dirs, mut files) = (Vec::new(), Vec::new());
         for p in &self.hidden {
             let Ok(real) = std::fs::canonicalize(p) else {
                 continue;
             };
+            if other_uid && !reachable_by_others(&real) {
+                continue;
+            }
             if real.is_dir() {
                 dirs.push(real);
             } else {
@@ -350,6 +358,14 @@ impl View {
         }
         (dirs, files)
     }
+}
+
+/// Whether every directory above `path` is searchable by other users (mode o+x).
+fn reachable_by_others(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
 }
 
 /// bwrap arguments keeping `/dev/shm` (bound writable with `/dev`) read-only, when it exists.
@@ -495,6 +511,37 @@ mod tests {
             assert!(text.contains("done"), "{out:?}");
             assert!(!text.contains("secret"), "{out:?}");
         }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A hidden path under a directory other users cannot enter (a run directory in a private
+    /// home): a command of another uid still starts (its bwrap cannot make a mount point
+    /// there, and needs none: it cannot reach the path), and cannot read it.
+    #[test]
+    fn a_hidden_path_in_a_private_directory_does_not_stop_a_command() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = detected();
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
+            return;
+        }
+        let base =
+            std::env::temp_dir().join(format!("dlrm-sandbox-private-{}", std::process::id()));
+        let run = base.join("home").join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join(".secret_seed"), b"secret-seed").unwrap();
+        let home = base.join("home");
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let script = format!("cat {}/.secret_seed; echo done", run.display());
+        let out = s
+            .hiding([run.clone()])
+            .command(&base.join("scratch"), "sh", ["-c", &script])
+            .unwrap()
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("done"), "{out:?}");
+        assert!(!text.contains("secret"), "{out:?}");
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
