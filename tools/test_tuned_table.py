@@ -54,6 +54,16 @@ class TunedTable(unittest.TestCase):
                       "4.00 [3.90, 4.10] | 3.00 | 2.00 | 40.0 |", text)
         self.assertIn("| 2 | q | 1.000 | 1.050 | 0.95 | - | - | - | - | - | - | - |", text)
 
+    def test_best_and_group_rows_read_the_default_shape_only(self):
+        ref = record("p", "reference", "reference", ms=2.0, eager=1.5)
+        other_ref = dict(record("p", "reference", "reference", ms=0.2, eager=0.1), shape="b4")
+        small = dict(record("p", "fast", "tuned", ms=0.05), shape="b4")
+        records = [ref, record("p", "fast", "tuned", ms=1.0), other_ref, small]
+        self.assertEqual(best_rows(records)[0][:6], ("p", 2.0, 1.5, None, "tuned/fast", 1.0))
+        table = rows(records)
+        self.assertEqual([(t[1], t[3]) for t in table], [("fast", 1.0)])
+        self.assertAlmostEqual(table[0][8], 1.5)
+
 
 def shaped(problem, candidate, group, shape, speedup, status="correct", floor=0.5):
     r = record(problem, candidate, group, ms=1.0, floor=floor,

@@ -1,6 +1,8 @@
 """Prints markdown tables generated from a result set's results.jsonl, so that figures quoted in
 notes, the README and predictions files come from the committed set, never by hand.
 
+    In a set run at several shapes, the first two read the default shape's records only.
+
     python3 tools/tuned_table.py RESULT_DIR [GROUP]   one group's records (tuned by default): per
         problem the candidate, status, median ms, % of the physical floor, the paired speedup
         over the reference with its 95% interval, and the speedup over eager (eager's median
@@ -40,7 +42,8 @@ def _interval(lo, hi):
 
 def rows(records, group="tuned"):
     """(problem, candidate, status, ms, % floor, speedup, ci_low, ci_high, over eager) per record
-    of `group`, in the set's order; missing figures are None."""
+    of `group` at the default shape, in the set's order; missing figures are None."""
+    records = at_default_shape(records)
     eager = {r["problem"]: _ms(r, "pytorch") for r in records if r["candidate"] == "reference"}
     out = []
     for r in records:
@@ -68,9 +71,17 @@ def _problems(records):
     return problems
 
 
+def at_default_shape(records):
+    """The records measured at each problem's default shape (all of them in a set without
+    shapes)."""
+    return [r for r in records if r.get("shape", "default") == "default"]
+
+
 def best_rows(records):
     """Per problem, in the set's order: (problem, reference ms, eager ms, compile ms, best
-    candidate "group/name" or None, its ms, speedup, ci_low, ci_high, % floor)."""
+    candidate "group/name" or None, its ms, speedup, ci_low, ci_high, % floor), at the
+    default shape."""
+    records = at_default_shape(records)
     problems = _problems(records)
     out = []
     for p in problems:

@@ -115,8 +115,36 @@ fn a_slow_correct_candidate_is_not_killed_but_a_hang_is() {
         assert!(phases[p].is_null(), "{p} again after the restart: {slow}");
     }
     assert!(
-        !root.join("cache").join("embedding_bag_sum").exists(),
-        "the problem's cache is removed once it is done"
+        !root.join("cache").join("embedding_bag_sum").exists()
+            && !root.join("cache/.oracles/embedding_bag_sum").exists(),
+        "the problem's cache and oracles are removed once it is done"
+    );
+    // Every second of the sessions is in a phase (the hang's wait, both workers' starts and
+    // ends: `worker`), bar the last worker's end, which no record follows.
+    let run_dir = std::fs::read_dir(root.join("results"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    let all = run["phases"]["all_s"].as_f64().unwrap();
+    let sessions: f64 = run["phases"]["sessions_s"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v.as_f64())
+        .sum();
+    assert!(
+        all >= 0.95 * sessions,
+        "phases {all:.2} s of the sessions' {sessions:.2} s: {}",
+        run["phases"]
+    );
+    // The hang's record carries its worker's life: its wait to the 1 s limit among it.
+    assert!(
+        hang["phases"]["worker"].as_f64().is_some_and(|s| s > 1.0),
+        "{hang}"
     );
     std::fs::remove_dir_all(&root).unwrap();
 }

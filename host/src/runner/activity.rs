@@ -60,6 +60,10 @@ pub enum Phase {
     AnswerOurs,
     /// A KernelBench answer under KernelBench's own protocol.
     AnswerKernelBench,
+    /// Worker processes outside what they report: starting (exec, the CUDA context) and
+    /// ending (freeing the device and the host's sets), and the wait on one that hangs until
+    /// its limit; measured by the orchestrator around each worker.
+    Worker,
 }
 
 impl Phase {
@@ -81,6 +85,7 @@ impl Phase {
             Phase::EvaluatorStart => "starting the answers' evaluator",
             Phase::AnswerOurs => "answers: our protocol",
             Phase::AnswerKernelBench => "answers: KernelBench's protocol",
+            Phase::Worker => "starting and ending workers",
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::results::record::Ceilings;
 use crate::results::record::Record;
 use crate::results::record::RecordLog;
 use crate::results::record::Status;
-use crate::runner::activity::PhaseTimes;
+use crate::runner::activity::{Phase, PhaseTimes};
 use crate::runner::peer::attach_peer;
 use crate::runner::peer::load_peers;
 use crate::runner::peer::peer_files;
@@ -68,6 +68,9 @@ pub(crate) struct ProblemSession<'a> {
     /// Phases of work done for the problem but not yet in a record (a worker's preparation):
     /// added to the next record logged.
     pub(super) carried: PhaseTimes,
+    /// Seconds of the phases the session's workers and peer reported so far: what a worker's
+    /// lifetime leaves beyond them is [`Phase::Worker`].
+    pub(super) accounted_s: f64,
     /// PyTorch's peer, to run once the first worker has stored the inputs (`run --torch`).
     pub(super) peer: Option<PeerJob<'a>>,
 }
@@ -180,6 +183,8 @@ impl ProblemSession<'_> {
             device: self.device,
             ..base_spec(self.opts, self.secret_seed)
         };
+        let spawned = Instant::now();
+        let accounted_before = self.accounted_s;
         let mut worker = spawn_worker(self.exe, &spec)?;
         let mut w = Watch {
             current: None,
@@ -224,9 +229,17 @@ impl ProblemSession<'_> {
                 Err(RecvTimeoutError::Disconnected) => break None,
             }
         };
+        let status = worker.child.wait().ok();
+        // The worker's life beyond what it (and the peer) reported: its start and end, a hang.
+        let unreported = spawned.elapsed().as_secs_f64() - (self.accounted_s - accounted_before);
+        if unreported > 0.0 {
+            self.carried
+                .add(&PhaseTimes([(Phase::Worker, unreported)].into()));
+            self.accounted_s += unreported;
+        }
         Ok(Attempt {
             outcome,
-            status: worker.child.wait().ok(),
+            status,
             tail: worker.stderr_tail(),
             watch: w,
         })
@@ -266,6 +279,7 @@ impl ProblemSession<'_> {
                 w.current = None;
                 w.running = None;
                 w.phase = None;
+                self.accounted_s += record.phases.as_ref().map_or(0.0, PhaseTimes::total);
                 self.record(record, out)?;
             }
             Event::Start { candidate } => {
@@ -284,19 +298,22 @@ impl ProblemSession<'_> {
             Event::Done => w.running = None,
             Event::Ready => w.ready = true,
             Event::Prepared { phases } => {
+                self.accounted_s += phases.total();
                 self.carried.add(&phases);
                 if let Some(job) = self.peer.take() {
                     self.bar
                         .set_message(format!("{}: PyTorch eager", self.problem.name()));
                     let opts = self.opts;
-                    self.carried.add(&run_peer(
+                    let peer = run_peer(
                         job.server,
                         &opts.eval,
                         self.problem,
                         &job.cache,
                         &job.file,
                         opts.torch_compile,
-                    ));
+                    );
+                    self.accounted_s += peer.total();
+                    self.carried.add(&peer);
                     *self.peers = load_peers(&peer_files(&opts.peer, &job.file));
                     w.started = Instant::now();
                 }

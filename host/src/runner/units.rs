@@ -209,9 +209,12 @@ impl UnitContext<'_> {
         let mut sessions = serde_json::Map::new();
         // This device's answers' evaluator, started at its first answer.
         let mut evaluator: Option<Evaluator> = None;
+        // A unit's last worker ends after its last record: those seconds go with the next
+        // unit's first record (the last unit's are not logged).
+        let mut leftover = PhaseTimes::default();
         for unit in units {
             let clock = Instant::now();
-            fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator)?);
+            fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator, &mut leftover)?);
             let secs = clock.elapsed().as_secs_f64()
                 + sessions
                     .get(unit.problem.name())
@@ -228,6 +231,7 @@ impl UnitContext<'_> {
         peers: &mut Vec<PeerMedian>,
         peer_server: &mut PeerServer,
         evaluator: &mut Option<Evaluator>,
+        leftover: &mut PhaseTimes,
     ) -> anyhow::Result<Vec<Record>> {
         let (opts, problem) = (self.opts, unit.problem);
         let key = unit_key(problem.name(), problem.shape_name());
@@ -284,7 +288,9 @@ impl UnitContext<'_> {
             input_cache: cache_root.clone(),
             ptx_cache: self.cache_root.join(super::prebuild::PTX_DIR),
             sandbox_hide: self.sandbox_hide,
-            carried: PhaseTimes::default(),
+            // What the unit before left unlogged (its last worker's end) goes with this one.
+            carried: std::mem::take(leftover),
+            accounted_s: 0.0,
             // The peer's time goes beside the reference: only a problem whose reference is to
             // come.
             peer: (self.torch && !reference_done && unit.keeps_reference).then(|| PeerJob {
@@ -294,6 +300,7 @@ impl UnitContext<'_> {
             }),
         };
         let mut fresh = session.evaluate(&mut pending)?;
+        *leftover = std::mem::take(&mut session.carried);
         for answer in answers {
             self.bar.set_message(format!(
                 "{}: KernelBench answer {}/{}",
@@ -333,6 +340,11 @@ impl UnitContext<'_> {
             );
             r.device = Some(unit.device);
             r.shape = problem.shape_name().map(str::to_string);
+            if !leftover.is_empty() {
+                r.phases
+                    .get_or_insert_with(PhaseTimes::default)
+                    .add(&std::mem::take(leftover));
+            }
             append(self.log, &r)?;
             self.bar.inc(1);
             fresh.push(r);
@@ -376,6 +388,8 @@ pub(crate) fn evaluate_answer<'e>(
     if waited > 0.0 {
         phases.0.insert(Phase::AnswerBuild, waited);
     }
+    let clock = Instant::now();
+    let reported = phases.total();
     let (ours, kb) = kernelbench::evaluate(
         &request,
         build.as_ref(),
@@ -383,6 +397,11 @@ pub(crate) fn evaluate_answer<'e>(
         opts.answer_timeout_s,
         &mut phases,
     );
+    // An evaluator that failed to start or answer, or was restarted: its processes' time.
+    let unreported = clock.elapsed().as_secs_f64() - (phases.total() - reported);
+    if unreported > 0.0 {
+        *phases.0.entry(Phase::Worker).or_default() += unreported;
+    }
     let mut r = kernelbench::answer_record(
         answer,
         &ours,
