@@ -18,16 +18,22 @@
 //! count (≈ 2,800 warp instructions per sample, ≈ 0.18 ms over 528 schedulers) stays under the
 //! memory time, so the kernel is meant to stream at HBM speed.
 //!
+//! The same path takes D = 64 and D = 32 at F = 26 (lanes own 2 or 1 columns: 54 or 27
+//! registers of T, 8-byte or 4-byte loads): an H200 run at every shape
+//! (`results/20261205T110304Z-gpu-full-shapes-cut`) measured the plain path below at 0.20x the
+//! reference for D = 64.
+//!
 //! # Every other shape
-//! Any F, D and alignment take a plain path in the same launch: lane l computes pairs l, l+32,
-//! … from global memory (the sample's rows stay in L1), one FMA chain per pair in k order.
+//! Any other F, D and alignment take a plain path in the same launch: lane l computes pairs l,
+//! l+32, … from global memory (the sample's rows stay in L1), one FMA chain per pair in k
+//! order.
 use crate::dev::*;
 use crate::kernels::dot_interaction::tril_pair;
 use seq_macro::seq;
 
 /// Rows of T = [x; emb] on the fast path: DLRM's 26 sparse features and the dense one.
 pub const FAST_ROWS: usize = 27;
-/// Columns on the fast path: 32 lanes × 4.
+/// Columns on the widest fast path: 32 lanes × 4 (D = 64 and 32 take 2 and 1 a lane).
 pub const FAST_DIM: usize = 128;
 /// Pairs of the strictly lower triangle on the fast path.
 const FAST_PAIRS: usize = FAST_ROWS * (FAST_ROWS - 1) / 2;
@@ -62,8 +68,8 @@ const fn pair_rows() -> [(usize, usize); FAST_GROUPS * 32] {
 
 kernel! {
     /// Launch: block (128, 1, 1), grid ceil_div(B, 4); no shared memory, no scratch. Takes the
-    /// register fast path when F + 1 = 27, D = 128 and x and emb are 16-byte aligned, the
-    /// plain path otherwise.
+    /// register fast path when F + 1 = 27 and D = 128, 64 or 32 with x and emb aligned to a
+    /// lane's columns (16, 8 or 4 bytes), the plain path otherwise.
     pub unsafe fn dot_interaction_tuned_warp_per_sample(
         x: *const f32,
         emb: *const f32,
@@ -76,11 +82,13 @@ kernel! {
         if sample >= batch {
             return; // whole warps leave together
         }
-        let aligned = ((x as usize) | (emb as usize)).is_multiple_of(16);
-        if features as usize + 1 == FAST_ROWS && dim as usize == FAST_DIM && aligned {
-            fast_sample(x, emb, out, sample as usize);
-        } else {
-            plain_sample(x, emb, out, sample as usize, features as usize, dim as usize);
+        let aligned = |bytes: usize| ((x as usize) | (emb as usize)).is_multiple_of(bytes);
+        let rows = features as usize + 1 == FAST_ROWS;
+        match dim {
+            128 if rows && aligned(16) => fast_sample::<4>(x, emb, out, sample as usize),
+            64 if rows && aligned(8) => fast_sample::<2>(x, emb, out, sample as usize),
+            32 if rows => fast_sample::<1>(x, emb, out, sample as usize),
+            _ => plain_sample(x, emb, out, sample as usize, features as usize, dim as usize),
         }
     }
 }
@@ -112,43 +120,71 @@ pub fn reduce_scatter_32(v: [f32; 32], lane: u32) -> f32 {
     v[0]
 }
 
-/// Σ a[c]·b[c] over one lane's four columns: one FMA chain.
+/// Σ a[c]·b[c] over one lane's `C` columns: one FMA chain.
 #[inline(always)]
-fn dot4(a: [f32; 4], b: [f32; 4]) -> f32 {
+fn dot<const C: usize>(a: [f32; C], b: [f32; C]) -> f32 {
     let mut sum = a[0] * b[0];
-    sum = fma_f32(a[1], b[1], sum);
-    sum = fma_f32(a[2], b[2], sum);
-    fma_f32(a[3], b[3], sum)
+    for c in 1..C {
+        sum = fma_f32(a[c], b[c], sum);
+    }
+    sum
 }
 
-/// The fast path for one sample (see the module doc). Needs 16-byte aligned x and emb. `seq!`
-/// spells out literal group and slot numbers, so clippy sees `0 * 32` and the like in the
-/// expansion.
+/// A lane's `C` consecutive columns at `p` (C = 4, 2 or 1) in one read-only load of 16, 8 or
+/// 4 bytes; `p` aligned to it.
+#[inline(always)]
+unsafe fn load_cols<const C: usize>(p: *const f32) -> [f32; C] {
+    let mut v = [0.0f32; C];
+    if C == 4 {
+        let q = load_nc_f32x4(p);
+        for c in 0..C.min(4) {
+            v[c] = q[c];
+        }
+    } else if C == 2 {
+        let q = load_nc_u32x2(p as *const u32);
+        for c in 0..C.min(2) {
+            v[c] = f32::from_bits(q[c]);
+        }
+    } else {
+        v[0] = load_nc_f32(p);
+    }
+    v
+}
+
+/// The fast path for one sample (see the module doc) at D = 32·C: lane l owns columns
+/// C·l .. C·l + C. Needs x and emb aligned to 4·C bytes. `seq!` spells out literal group and
+/// slot numbers, so clippy sees `0 * 32` and the like in the expansion.
 #[inline(always)]
 #[allow(clippy::identity_op, clippy::erasing_op, clippy::eq_op)]
-unsafe fn fast_sample(x: *const f32, emb: *const f32, out: *mut f32, sample: usize) {
+unsafe fn fast_sample<const C: usize>(
+    x: *const f32,
+    emb: *const f32,
+    out: *mut f32,
+    sample: usize,
+) {
+    let dim = WARP_SIZE as usize * C;
     let lane = lane_id();
-    let col = 4 * lane as usize;
-    let mut t = [[0.0f32; 4]; FAST_ROWS];
-    t[0] = load_nc_f32x4(x.add(sample * FAST_DIM + col));
-    let rows = emb.add(sample * (FAST_ROWS - 1) * FAST_DIM + col);
+    let col = C * lane as usize;
+    let mut t = [[0.0f32; C]; FAST_ROWS];
+    t[0] = load_cols::<C>(x.add(sample * dim + col));
+    let rows = emb.add(sample * (FAST_ROWS - 1) * dim + col);
     for (r, row) in t.iter_mut().enumerate().skip(1) {
-        *row = load_nc_f32x4(rows.add((r - 1) * FAST_DIM));
+        *row = load_cols::<C>(rows.add((r - 1) * dim));
     }
-    // Output rows are D + P = 479 floats: not 16-byte aligned, so scalar stores.
-    let o = out.add(sample * (FAST_DIM + FAST_PAIRS));
+    // Output rows are D + P floats (479 at D = 128): not aligned, so scalar stores.
+    let o = out.add(sample * (dim + FAST_PAIRS));
     for (c, value) in t[0].iter().enumerate() {
         *o.add(col + c) = *value;
     }
     seq!(G in 0..11 {
         let mut partial = [0.0f32; 32];
         seq!(S in 0..32 {
-            partial[S] = dot4(t[PAIR_ROWS[G * 32 + S].0], t[PAIR_ROWS[G * 32 + S].1]);
+            partial[S] = dot::<C>(t[PAIR_ROWS[G * 32 + S].0], t[PAIR_ROWS[G * 32 + S].1]);
         });
         let sum = reduce_scatter_32(partial, lane);
         let p = G * 32 + lane as usize;
         if p < FAST_PAIRS {
-            *o.add(FAST_DIM + p) = sum;
+            *o.add(dim + p) = sum;
         }
     });
 }
@@ -264,8 +300,23 @@ mod tests {
     }
 
     #[test]
+    fn the_register_path_matches_f64_at_d64_and_d32() {
+        for d in [64, 32] {
+            let (got, want) = run(6, FAST_ROWS - 1, d, 0);
+            assert_close(&got, &want, &format!("F = 26, D = {d}"));
+        }
+    }
+
+    #[test]
     fn the_plain_path_matches_f64_on_uneven_and_unaligned_shapes() {
-        for (b, f, d, offset) in [(5, 6, 36, 0), (3, 33, 20, 0), (5, 1, 8, 0), (3, 26, 128, 1)] {
+        // (3, 26, 64, 1): D = 64 off 8-byte alignment takes the plain path.
+        for (b, f, d, offset) in [
+            (5, 6, 36, 0),
+            (3, 33, 20, 0),
+            (5, 1, 8, 0),
+            (3, 26, 128, 1),
+            (3, 26, 64, 1),
+        ] {
             let (got, want) = run(b, f, d, offset);
             assert_close(&got, &want, &format!("B {b} F {f} D {d} offset {offset}"));
         }
