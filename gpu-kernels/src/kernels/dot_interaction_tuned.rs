@@ -131,8 +131,10 @@ fn dot<const C: usize>(a: [f32; C], b: [f32; C]) -> f32 {
 }
 
 /// A lane's `C` consecutive columns at `p` (C = 4, 2 or 1) in one read-only load of 16, 8 or
-/// 4 bytes; `p` aligned to it.
+/// 4 bytes; `p` aligned to it. Indexed loops, not slice copies: they unroll and stay in
+/// registers.
 #[inline(always)]
+#[allow(clippy::manual_memcpy)]
 unsafe fn load_cols<const C: usize>(p: *const f32) -> [f32; C] {
     let mut v = [0.0f32; C];
     if C == 4 {
