@@ -149,6 +149,7 @@ fn the_limits_hold_without_namespaces() {
         isolation: Isolation::LimitsOnly,
         limits,
         hidden: Vec::new(),
+        exposed: Vec::new(),
     };
     let (parent, scratch) = dirs("limits");
     std::env::set_var("DLRM_SANDBOX_TEST_API_KEY", "sk-never-inside");

@@ -222,7 +222,11 @@ fn build_answers(
         script: Path::new(kernelbench::KERNELBENCH_EVAL),
         cache: &cache,
         arch: format!("{major}.{minor}"),
-        sandbox: &units::answer_sandbox().hiding(sandbox_hide(p)),
+        sandbox: &units::answer_sandbox().hiding(
+            sandbox_hide(p)
+                .into_iter()
+                .chain([PathBuf::from("/dev/shm")]),
+        ),
         limit_s: p.opts.answer_timeout_s,
         jobs,
     };

@@ -301,23 +301,64 @@ impl UnitContext<'_> {
         };
         let mut fresh = session.evaluate(&mut pending)?;
         *leftover = std::mem::take(&mut session.carried);
+        let answers = UnitAnswers {
+            unit,
+            answers,
+            cache: &cache,
+            cache_root: &cache_root,
+            key: &key,
+        };
+        self.run_answers(answers, &mut fresh, evaluator, leftover)?;
+        if !opts.keep_inputs {
+            cache.remove();
+        }
+        Ok(fresh)
+    }
+}
+
+/// A unit's KernelBench answers still to evaluate, and where its inputs are.
+struct UnitAnswers<'u, 'c> {
+    unit: &'u Unit<'c>,
+    answers: Vec<&'c kernelbench::Answer>,
+    cache: &'u InputCache,
+    cache_root: &'u Path,
+    key: &'u str,
+}
+
+impl UnitContext<'_> {
+    /// Evaluates a unit's answers after its native candidates, appending their records to
+    /// `fresh`; the first carries what the unit's workers left unlogged (`leftover`).
+    fn run_answers(
+        &self,
+        todo: UnitAnswers,
+        fresh: &mut Vec<Record>,
+        evaluator: &mut Option<Evaluator>,
+        leftover: &mut PhaseTimes,
+    ) -> anyhow::Result<()> {
+        let UnitAnswers {
+            unit,
+            answers,
+            cache,
+            cache_root,
+            key,
+        } = todo;
         for answer in answers {
             self.bar.set_message(format!(
                 "{}: KernelBench answer {}/{}",
-                problem.name(),
+                unit.problem.name(),
                 answer.group,
                 answer.name()
             ));
             let reference = fresh
                 .iter()
                 .chain(self.previous.iter())
-                .find(|r| r.unit_key() == key && r.is_reference());
+                .find(|r| r.unit_key() == *key && r.is_reference());
             let mut r = evaluate_answer(
                 answer,
-                problem,
+                unit.problem,
                 AnswerContext {
-                    opts,
-                    cache: &cache,
+                    opts: self.opts,
+                    cache,
                     reference,
                     ceilings: self.ceilings,
                     torch: self.torch,
@@ -331,7 +372,7 @@ impl UnitContext<'_> {
                             .unwrap_or_else(|_| self.dir.join("kernelbench").join(&name));
                         Evaluator::new(
                             Path::new(kernelbench::KERNELBENCH_EVAL),
-                            &answer_sandbox().hiding(self.hidden_from_answers(&cache_root)),
+                            &self.answers_sandbox(cache_root),
                             &scratch,
                             unit.device,
                         )
@@ -339,7 +380,7 @@ impl UnitContext<'_> {
                 },
             );
             r.device = Some(unit.device);
-            r.shape = problem.shape_name().map(str::to_string);
+            r.shape = unit.problem.shape_name().map(str::to_string);
             if !leftover.is_empty() {
                 r.phases
                     .get_or_insert_with(PhaseTimes::default)
@@ -349,10 +390,7 @@ impl UnitContext<'_> {
             self.bar.inc(1);
             fresh.push(r);
         }
-        if !opts.keep_inputs {
-            cache.remove();
-        }
-        Ok(fresh)
+        Ok(())
     }
 }
 
@@ -416,20 +454,27 @@ pub(crate) fn evaluate_answer<'e>(
 }
 
 impl UnitContext<'_> {
-    /// What an answer's Python must not see: the oracles of the cache under `cache_root` (it
-    /// reads the sets), and the run's results and seed ([`Self::sandbox_hide`] less the cache).
-    fn hidden_from_answers(&self, cache_root: &Path) -> Vec<PathBuf> {
+    /// The sandbox of this run's answers, whose Python reads the sets of the cache under
+    /// `cache_root` and nothing else of the run: `/dev/shm` hidden (other runs' caches, one
+    /// left by a crash among them) with `cache_root` shown again, its oracles hidden, and the
+    /// run's results and seed ([`Self::sandbox_hide`] less the cache; the seed's file always,
+    /// even where the cache lies inside the run directory).
+    fn answers_sandbox(&self, cache_root: &Path) -> Sandbox {
         // Made now, so the cover has a directory to land on.
         let oracles = crate::evaluate::oracles_root(cache_root)
             .unwrap_or_else(|_| cache_root.join(crate::evaluate::ORACLES_DIR));
-        std::iter::once(oracles)
+        let seed = self.dir.join(crate::results::run_dir::SECRET_FILE);
+        let hidden = [PathBuf::from("/dev/shm"), oracles, seed]
+            .into_iter()
             .chain(
                 self.sandbox_hide
                     .iter()
                     .filter(|p| !cache_root.starts_with(p) && !p.starts_with(cache_root))
                     .cloned(),
-            )
-            .collect()
+            );
+        answer_sandbox()
+            .hiding(hidden)
+            .exposing([cache_root.to_path_buf()])
     }
 }
 

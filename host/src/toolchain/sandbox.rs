@@ -85,6 +85,9 @@ pub struct Sandbox {
     /// Paths its commands do not see under bubblewrap: directories covered by empty read-only
     /// ones, files by an empty file (a run's oracles, results and seed: [`Sandbox::hiding`]).
     pub hidden: Vec<PathBuf>,
+    /// Paths seen again inside a hidden directory, read-only (a run's input cache inside a
+    /// hidden `/dev/shm`); hidden paths inside them are covered in turn.
+    pub exposed: Vec<PathBuf>,
 }
 
 impl Sandbox {
@@ -98,6 +101,7 @@ impl Sandbox {
                 isolation,
                 limits,
                 hidden: Vec::new(),
+                exposed: Vec::new(),
             };
             let ok = s
                 .command(&probe_dir, "true", std::iter::empty::<&OsStr>())
@@ -113,6 +117,7 @@ impl Sandbox {
             isolation: Isolation::LimitsOnly,
             limits,
             hidden: Vec::new(),
+            exposed: Vec::new(),
         }
     }
 
@@ -127,6 +132,7 @@ impl Sandbox {
         let uid = (unsafe { libc::geteuid() } == 0).then(next_uid);
         let view = View {
             hidden: self.hidden.clone(),
+            exposed: self.exposed.clone(),
             ..View::default()
         };
         self.command_as(scratch, program, args, uid, &view)
@@ -136,6 +142,13 @@ impl Sandbox {
     pub fn hiding(&self, paths: impl IntoIterator<Item = PathBuf>) -> Sandbox {
         let mut s = self.clone();
         s.hidden.extend(paths);
+        s
+    }
+
+    /// This sandbox showing `paths` again (read-only) inside what it hides.
+    pub fn exposing(&self, paths: impl IntoIterator<Item = PathBuf>) -> Sandbox {
+        let mut s = self.clone();
+        s.exposed.extend(paths);
         s
     }
 
@@ -163,6 +176,7 @@ impl Sandbox {
         hide.extend_from_slice(&self.hidden);
         hide.extend_from_slice(hidden);
         let view = View {
+            exposed: self.exposed.clone(),
             strip_own_env: true,
             minimal_dev: true,
             // SAFETY: geteuid has no preconditions.
@@ -284,6 +298,8 @@ struct View {
     /// Directories covered by empty read-only ones, files by an empty file (`/dev/shm`
     /// otherwise stays visible, read-only).
     hidden: Vec<PathBuf>,
+    /// Paths bound again, read-only, after the covers ([`Sandbox::exposed`]).
+    exposed: Vec<PathBuf>,
 }
 
 impl View {
@@ -308,9 +324,18 @@ impl View {
             push(&[s.as_ref()]);
         }
         let (dirs, files) = self.hidden_paths(other_uid);
-        // Covers first, then the scratch (which may lie under one), then the covers made
-        // read-only: bwrap makes the scratch's mount point in a cover while it is writable.
-        for d in &dirs {
+        let exposed = existing(&self.exposed, other_uid);
+        let inside_exposed = |d: &Path| exposed.iter().any(|e| d.starts_with(e) && d != e);
+        // Covers first (those inside an exposed path after it is bound again), then the
+        // scratch (which may lie under one), then the covers made read-only: bwrap makes mount
+        // points in a cover while it is writable.
+        for d in dirs.iter().filter(|d| !inside_exposed(d)) {
+            push(&["--tmpfs".as_ref(), d.as_os_str()]);
+        }
+        for e in &exposed {
+            push(&["--ro-bind".as_ref(), e.as_os_str(), e.as_os_str()]);
+        }
+        for d in dirs.iter().filter(|d| inside_exposed(d)) {
             push(&["--tmpfs".as_ref(), d.as_os_str()]);
         }
         for f in &files {
@@ -342,22 +367,20 @@ impl View {
     /// reach anyway (a directory above it not searchable by others, such as a private home) is
     /// left out: bwrap, running as that uid, could not make the cover's mount point there.
     fn hidden_paths(&self, other_uid: bool) -> (Vec<PathBuf>, Vec<PathBuf>) {
-        let (mut dirs, mut files) = (Vec::new(), Vec::new());
-        for p in &self.hidden {
-            let Ok(real) = std::fs::canonicalize(p) else {
-                continue;
-            };
-            if other_uid && !reachable_by_others(&real) {
-                continue;
-            }
-            if real.is_dir() {
-                dirs.push(real);
-            } else {
-                files.push(real);
-            }
-        }
-        (dirs, files)
+        existing(&self.hidden, other_uid)
+            .into_iter()
+            .partition(|p| p.is_dir())
     }
+}
+
+/// The paths of `paths` that exist, resolved, and (for a command of `other_uid`) reachable by
+/// other users ([`View::hidden_paths`]).
+fn existing(paths: &[PathBuf], other_uid: bool) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .filter(|p| !other_uid || reachable_by_others(p))
+        .collect()
 }
 
 /// Whether every directory above `path` is searchable by other users (mode o+x).
@@ -541,6 +564,47 @@ mod tests {
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("done"), "{out:?}");
+        assert!(!text.contains("secret"), "{out:?}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A hidden directory (`/dev/shm`) with a path inside shown again (this run's cache) and a
+    /// hidden one inside that (its oracles): the command reads the shown files only.
+    #[test]
+    fn an_exposed_path_inside_a_hidden_one_is_seen_and_its_hidden_part_is_not() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = detected();
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("dlrm-sandbox-expose-{}", std::process::id()));
+        let (shm, run, oracles) = (
+            base.join("shm"),
+            base.join("shm/run"),
+            base.join("shm/run/.o"),
+        );
+        std::fs::create_dir_all(&oracles).unwrap();
+        std::fs::create_dir_all(base.join("shm/old-run")).unwrap();
+        std::fs::write(base.join("shm/old-run/set"), b"old-secret").unwrap();
+        std::fs::write(run.join("set"), b"inputs").unwrap();
+        std::fs::write(oracles.join("oracle"), b"oracle-secret").unwrap();
+        for d in [&base, &shm, &run, &oracles, &base.join("shm/old-run")] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let script = format!(
+            "cat {0}/run/set {0}/old-run/set {0}/run/.o/oracle; echo; echo done",
+            shm.display()
+        );
+        let out = s
+            .hiding([shm.clone(), oracles.clone()])
+            .exposing([run.clone()])
+            .command(&base.join("scratch"), "sh", ["-c", &script])
+            .unwrap()
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("inputs") && text.contains("done"), "{out:?}");
         assert!(!text.contains("secret"), "{out:?}");
         std::fs::remove_dir_all(&base).unwrap();
     }
