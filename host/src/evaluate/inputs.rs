@@ -241,6 +241,19 @@ fn host_side(
     })
 }
 
+impl HostSide {
+    /// Queues what this side made (the set, its oracle) for the cache; nothing when it was
+    /// read from there.
+    pub(super) fn store(&self, store: &StoreQueue) {
+        if self.generated {
+            store.submit(&self.plan, &self.set.input, &self.set.work);
+        }
+        if self.computed_oracle {
+            store.submit_oracle(&self.plan, &self.set.oracle);
+        }
+    }
+}
+
 impl DeviceSet {
     /// Puts a set prepared on the host ([`host_sides`]) on the device, queueing it on `store`
     /// for the cache first when it was generated; the seconds of the upload are added to
@@ -253,20 +266,10 @@ impl DeviceSet {
         uploads: &mut SharedUploads,
         phases: &mut PhaseTimes,
     ) -> anyhow::Result<Self> {
-        let HostSide {
-            plan,
-            set,
-            generated,
-            computed_oracle,
-        } = side;
         if let Some(store) = store {
-            if generated {
-                store.submit(&plan, &set.input, &set.work);
-            }
-            if computed_oracle {
-                store.submit_oracle(&plan, &set.oracle);
-            }
+            side.store(store);
         }
+        let HostSide { plan, set, .. } = side;
         phases.time(Phase::Upload, || {
             Self::upload(backend, problem, plan.label, set, uploads)
         })

@@ -531,6 +531,27 @@ impl<'a> ProblemRun<'a> {
     }
 }
 
+/// Makes `problem`'s input sets and their oracles into `cache` on the host alone (no device):
+/// a unit prepared ahead while another is measured, so that its worker reads every set from
+/// the cache. The seconds of each phase, which overlapped other work.
+pub(crate) fn prepare_ahead(
+    problem: &'static dyn Problem,
+    cfg: EvalConfig,
+    cache: &InputCache,
+) -> anyhow::Result<PhaseTimes> {
+    let cfg = cfg.at_shape(problem);
+    let mut phases = PhaseTimes::default();
+    std::thread::scope(|scope| {
+        let queue = StoreQueue::start(scope, cache, problem, cfg.preset);
+        let plans = cfg.input_sets(problem);
+        for side in inputs::host_sides(problem, cfg.preset, plans, Some(cache), &mut phases)? {
+            side.store(&queue);
+        }
+        phases.time(Phase::Store, || queue.finish())
+    })?;
+    Ok(phases)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,8 @@ pub enum Phase {
     /// The f64 / exact oracle of every set.
     Oracle,
     /// Waiting for the writes of new input sets to the run's input cache (on a thread of
-    /// their own, overlapping the other preparation phases: only the wait is counted).
+    /// their own, overlapping the other preparation phases: only the wait is counted), or for
+    /// a unit's sets made ahead (`runner::ahead`).
     Store,
     /// Copies to the device, input fingerprints, output buffers.
     Upload,

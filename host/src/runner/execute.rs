@@ -94,6 +94,7 @@ pub(crate) fn execute(
     let bar = bars.add(progress_bar(total, "{bar:30} {pos}/{len} ETA {eta} {msg}"));
     let log = Mutex::new(log);
     let sandbox_hide = sandbox_hide(p);
+    let ahead_totals = Mutex::new(super::ahead::AheadTotals::default());
     let ctx = UnitContext {
         opts,
         exe,
@@ -110,6 +111,8 @@ pub(crate) fn execute(
         torch,
         builds: &builds,
         sandbox_hide: &sandbox_hide,
+        prepare_ahead: super::ahead::enabled(on_gpu, opts.devices.len()),
+        ahead_totals: &ahead_totals,
     };
     let helpers = Overlapped {
         to_build: &to_build,
@@ -323,6 +326,13 @@ impl Overlapped<'_> {
         }
         if let Some(s) = prebuilt {
             setup.insert("native_builds_overlapped".into(), json!({ "seconds": s }));
+        }
+        let ahead = ctx.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
+        if ahead.units > 0 {
+            setup.insert(
+                "inputs_prepared_ahead".into(),
+                json!({ "units": ahead.units, "seconds": ahead.seconds }),
+            );
         }
         ran
     }

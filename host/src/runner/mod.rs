@@ -30,6 +30,7 @@ mod execute;
 use execute::execute;
 mod finish;
 pub use finish::*;
+mod ahead;
 mod prebuild;
 mod session;
 mod shapes;

@@ -115,6 +115,7 @@ impl Worker {
 pub(crate) fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
     WorkerSpec {
         ceilings_only: false,
+        prepare_only: false,
         problem: String::new(),
         shape: None,
         ptx_cache: None,

@@ -2,10 +2,14 @@
 //! ([`plan`]), and their running ([`UnitContext::run_all`]): one after the other on one device,
 //! or one thread per device (`run --devices`), each running its units' workers in turn.
 
+use super::ahead::{Ahead, AheadTotals};
 use super::options::RunOptions;
 use super::session::PeerJob;
 use super::session::ProblemSession;
 use super::shard;
+use super::spawn::base_spec;
+use super::worker::WorkerSpec;
+use super::PREPARE_TIMEOUT_S;
 use crate::candidate::Candidate;
 use crate::evaluate::InputCache;
 use crate::kernelbench;
@@ -140,6 +144,9 @@ pub(super) struct UnitContext<'a> {
     pub(super) builds: &'a AheadBuilds,
     /// What a Triton candidate's compile must not see ([`crate::runner::worker::WorkerSpec`]).
     pub(super) sandbox_hide: &'a [PathBuf],
+    /// Make each next unit's inputs while a unit is measured ([`super::ahead`]).
+    pub(super) prepare_ahead: bool,
+    pub(super) ahead_totals: &'a Mutex<AheadTotals>,
 }
 
 impl UnitContext<'_> {
@@ -212,8 +219,17 @@ impl UnitContext<'_> {
         // A unit's last worker ends after its last record: those seconds go with the next
         // unit's first record (the last unit's are not logged).
         let mut leftover = PhaseTimes::default();
-        for unit in units {
+        let mut ahead: Option<Ahead> = None;
+        for (i, unit) in units.iter().enumerate() {
             let clock = Instant::now();
+            if let Some(a) = ahead.take() {
+                // This unit's sets, made ahead: the wait goes with its first record.
+                let mut totals = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
+                leftover.add(&a.finish(PREPARE_TIMEOUT_S.max(self.opts.timeout_s), &mut totals));
+            }
+            if self.prepare_ahead {
+                ahead = units.get(i + 1).and_then(|next| self.start_ahead(next));
+            }
             fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator, &mut leftover)?);
             let secs = clock.elapsed().as_secs_f64()
                 + sessions
@@ -454,6 +470,18 @@ pub(crate) fn evaluate_answer<'e>(
 }
 
 impl UnitContext<'_> {
+    /// Starts making `next`'s inputs ahead ([`super::ahead`]).
+    fn start_ahead(&self, next: &Unit) -> Option<Ahead> {
+        let spec = WorkerSpec {
+            problem: next.problem.name().to_string(),
+            shape: next.problem.shape_name().map(str::to_string),
+            input_cache: Some(self.cache_root.to_path_buf()),
+            device: next.device,
+            ..base_spec(self.opts, self.secret_seed)
+        };
+        Ahead::start(self.exe, spec)
+    }
+
     /// The sandbox of this run's answers, whose Python reads the sets of the cache under
     /// `cache_root` and nothing else of the run: `/dev/shm` hidden (other runs' caches, one
     /// left by a crash among them) with `cache_root` shown again, its oracles hidden, and the

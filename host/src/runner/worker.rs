@@ -28,6 +28,10 @@ pub(crate) struct WorkerSpec {
     /// Only measure the device ceilings and report them.
     #[serde(default)]
     pub ceilings_only: bool,
+    /// Only make the input sets and oracles into the input cache (no device), report
+    /// [`Event::Prepared`] and end: a unit prepared ahead ([`crate::evaluate::prepare_ahead`]).
+    #[serde(default)]
+    pub prepare_only: bool,
     pub problem: String,
     /// The problem's shape to evaluate at (`None`: its sizes at the preset, the default shape).
     #[serde(default)]
@@ -189,6 +193,34 @@ fn watch_parent() -> std::sync::mpsc::Receiver<()> {
 }
 
 /// Entry point of `dlrm-bench worker`: reads the spec from stdin and runs it.
+/// The problem of `spec` at its shape (boxed once per worker process).
+fn spec_problem(spec: &WorkerSpec) -> anyhow::Result<&'static dyn bench_problems::Problem> {
+    let problem = bench_problems::find_problem(&spec.problem)
+        .ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
+    Ok(match &spec.shape {
+        Some(shape) => Box::leak(Box::new(bench_problems::at_shape(
+            problem,
+            spec.eval.preset,
+            shape,
+        )?)),
+        None => problem,
+    })
+}
+
+/// [`WorkerSpec::prepare_only`]: the sets and oracles into the cache, then `Prepared`.
+fn prepare_only(spec: &WorkerSpec) -> anyhow::Result<()> {
+    let problem = spec_problem(spec)?;
+    let root = spec
+        .input_cache
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("preparing ahead needs an input cache"))?;
+    let mut eval = spec.eval.clone();
+    eval.secret_seed = spec.secret_seed;
+    let phases = crate::evaluate::prepare_ahead(problem, eval, &InputCache::new(root, problem))?;
+    emit(&Event::Prepared { phases });
+    Ok(())
+}
+
 pub fn main() -> anyhow::Result<()> {
     take_event_channel()?;
     crate::runner::activity::set_observer(emit_activity);
@@ -206,6 +238,9 @@ pub fn main() -> anyhow::Result<()> {
         println!("\n{line}");
     }
     let go = watch_parent();
+    if spec.prepare_only {
+        return prepare_only(&spec);
+    }
     let mut backend = backend::open(spec.force_cpu, spec.device)?;
     if spec.ceilings_only {
         let ceilings = crate::backend::ceilings::measure(&mut *backend)
@@ -213,16 +248,7 @@ pub fn main() -> anyhow::Result<()> {
         emit(&Event::Ceilings { ceilings });
         return Ok(());
     }
-    let mut problem = bench_problems::find_problem(&spec.problem)
-        .ok_or_else(|| anyhow::anyhow!("unknown problem {}", spec.problem))?;
-    if let Some(shape) = &spec.shape {
-        // One per worker process.
-        problem = Box::leak(Box::new(bench_problems::at_shape(
-            problem,
-            spec.eval.preset,
-            shape,
-        )?));
-    }
+    let problem = spec_problem(&spec)?;
     let mut eval = spec.eval.clone();
     eval.secret_seed = spec.secret_seed;
     let cache = spec
