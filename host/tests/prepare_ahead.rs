@@ -64,6 +64,10 @@ fn the_next_shapes_sets_are_made_ahead_and_read_from_the_cache() {
         "{}",
         meta["phases"]
     );
+    let left: Vec<_> = std::fs::read_dir(root.join("cache"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "every unit's inputs removed: {left:?}");
     let (without, _) = run(&root, "0");
     for (a, b) in records.iter().zip(&without) {
         assert_eq!(a["status"], b["status"]);

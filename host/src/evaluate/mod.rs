@@ -541,14 +541,22 @@ pub(crate) fn prepare_ahead(
 ) -> anyhow::Result<PhaseTimes> {
     let cfg = cfg.at_shape(problem);
     let mut phases = PhaseTimes::default();
+    let plans = cfg.input_sets(problem);
     std::thread::scope(|scope| {
         let queue = StoreQueue::start(scope, cache, problem, cfg.preset);
-        let plans = cfg.input_sets(problem);
-        for side in inputs::host_sides(problem, cfg.preset, plans, Some(cache), &mut phases)? {
+        let sides =
+            inputs::host_sides(problem, cfg.preset, plans.clone(), Some(cache), &mut phases)?;
+        for side in sides {
             side.store(&queue);
         }
         phases.time(Phase::Store, || queue.finish())
     })?;
+    // A write that failed is only a warning to a measuring worker; here it fails the whole,
+    // so that no unit starts from a cache half made ahead.
+    for plan in &plans {
+        let path = cache.set_path(problem, cfg.preset, plan);
+        anyhow::ensure!(path.is_file(), "{} was not cached", path.display());
+    }
     Ok(phases)
 }
 

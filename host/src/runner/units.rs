@@ -224,11 +224,18 @@ impl UnitContext<'_> {
             let clock = Instant::now();
             if let Some(a) = ahead.take() {
                 // This unit's sets, made ahead: the wait goes with its first record.
-                let mut totals = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
+                let mut totals = AheadTotals::default();
                 leftover.add(&a.finish(PREPARE_TIMEOUT_S.max(self.opts.timeout_s), &mut totals));
+                let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
+                all.units += totals.units;
+                all.seconds += totals.seconds;
             }
             if self.prepare_ahead {
-                ahead = units.get(i + 1).and_then(|next| self.start_ahead(next));
+                // The next unit with work left (a resumed run's done units need no inputs).
+                ahead = units[i + 1..]
+                    .iter()
+                    .find(|u| self.has_work(u))
+                    .and_then(|next| self.start_ahead(next));
             }
             fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator, &mut leftover)?);
             let secs = clock.elapsed().as_secs_f64()
@@ -470,7 +477,7 @@ pub(crate) fn evaluate_answer<'e>(
 }
 
 impl UnitContext<'_> {
-    /// Starts making `next`'s inputs ahead ([`super::ahead`]).
+    /// Starts making `next`'s inputs ahead ([`super::ahead`]; one device, one cache root).
     fn start_ahead(&self, next: &Unit) -> Option<Ahead> {
         let spec = WorkerSpec {
             problem: next.problem.name().to_string(),
@@ -479,7 +486,20 @@ impl UnitContext<'_> {
             device: next.device,
             ..base_spec(self.opts, self.secret_seed)
         };
-        Ahead::start(self.exe, spec)
+        Ahead::start(
+            self.exe,
+            spec,
+            InputCache::new(self.cache_root, next.problem),
+        )
+    }
+
+    /// Whether `unit` has a record still to make: its reference, a candidate or an answer.
+    fn has_work(&self, unit: &Unit) -> bool {
+        let key = unit_key(unit.problem.name(), unit.problem.shape_name());
+        let done = |origin: &str| self.done.contains(&(key.clone(), origin.to_string()));
+        (unit.keeps_reference && !done("reference"))
+            || unit.candidates.iter().any(|c| !done(&c.origin))
+            || unit.answers.iter().any(|a| !done(&a.origin()))
     }
 
     /// The sandbox of this run's answers, whose Python reads the sets of the cache under
