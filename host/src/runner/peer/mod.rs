@@ -172,6 +172,12 @@ pub(crate) fn run_peer(
             inputs: rotation_files(problem, eval, cache),
             out: peer_file,
             check: true,
+            // At a problem's other shapes eager runs the same code: one set says it computes
+            // the problem (its f64 check is the peer's slowest stage there).
+            check_sets: problem
+                .shape_name()
+                .filter(|s| *s != bench_problems::DEFAULT_SHAPE)
+                .map(|_| 1),
             iters: PEER_ITERS,
             warmup: PEER_WARMUP,
             compile,
@@ -194,6 +200,9 @@ pub(crate) struct PeerRequest<'a> {
     pub inputs: Vec<PathBuf>,
     pub out: &'a Path,
     pub check: bool,
+    /// Check only the first that many sets (all of them when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_sets: Option<usize>,
     pub iters: u32,
     pub warmup: u32,
     /// Time the Model under `torch.compile` instead of eager.

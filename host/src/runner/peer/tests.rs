@@ -97,6 +97,7 @@ fn request<'a>(problem: &'a str, out: &'a Path) -> PeerRequest<'a> {
         inputs: vec![PathBuf::from("set0.safetensors")],
         out,
         check: true,
+        check_sets: None,
         iters: 3,
         warmup: 1,
         compile: false,
