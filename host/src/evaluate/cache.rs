@@ -86,7 +86,12 @@ impl InputCache {
     }
 
     /// The file of set `plan`'s oracle ([`super::oracle_cache`]).
-    fn oracle_path(&self, problem: &dyn Problem, preset: Preset, plan: &SetPlan) -> PathBuf {
+    pub(super) fn oracle_path(
+        &self,
+        problem: &dyn Problem,
+        preset: Preset,
+        plan: &SetPlan,
+    ) -> PathBuf {
         self.oracle_dir.join(format!(
             "{}-{}.oracle.safetensors",
             plan.label,
@@ -391,6 +396,34 @@ mod tests {
             .load_oracle(problem, Preset::Ci, plan)
             .unwrap()
             .is_none());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A unit prepared ahead holds every set and oracle of its plan, readable by its worker; a
+    /// second preparation into the same (kept) cache reads and makes nothing.
+    #[test]
+    fn a_unit_prepared_ahead_is_whole_and_not_made_twice() {
+        let problem = bench_problems::find_problem("fm_interaction").unwrap();
+        let root = data_gen::tensor::scratch_path("prepared-ahead");
+        let cache = InputCache::new(&root, problem);
+        let cfg = super::super::config::ci_config(2, 2);
+        let phases = super::super::prepare_ahead(problem, cfg.clone(), &cache).unwrap();
+        assert!(phases
+            .0
+            .contains_key(&crate::runner::activity::Phase::Generate));
+        for plan in &cfg.input_sets(problem) {
+            assert!(
+                cache.load(problem, Preset::Ci, plan).unwrap().is_some(),
+                "{}",
+                plan.label
+            );
+            assert!(cache
+                .load_oracle(problem, Preset::Ci, plan)
+                .unwrap()
+                .is_some());
+        }
+        let again = super::super::prepare_ahead(problem, cfg, &cache).unwrap();
+        assert!(again.is_empty(), "{again:?}");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -542,6 +542,14 @@ pub(crate) fn prepare_ahead(
     let cfg = cfg.at_shape(problem);
     let mut phases = PhaseTimes::default();
     let plans = cfg.input_sets(problem);
+    // A kept cache (`--keep-inputs`) may hold the unit already: nothing to read or make.
+    let cached = |plan: &config::SetPlan| {
+        cache.set_path(problem, cfg.preset, plan).is_file()
+            && cache.oracle_path(problem, cfg.preset, plan).is_file()
+    };
+    if plans.iter().all(cached) {
+        return Ok(phases);
+    }
     std::thread::scope(|scope| {
         let queue = StoreQueue::start(scope, cache, problem, cfg.preset);
         let sides =

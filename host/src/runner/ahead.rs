@@ -14,7 +14,25 @@ use super::spawn::{spawn_worker, Worker};
 use super::worker::{Event, WorkerSpec};
 use crate::evaluate::InputCache;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// The pid of the worker preparing ahead (0: none): an interrupted run stops it before it
+/// removes the input cache ([`stop_running`]).
+static RUNNING: AtomicU32 = AtomicU32::new(0);
+
+/// Kills the worker preparing ahead, if any, and waits for its end (an interrupted run, before
+/// it removes the input cache the worker writes into).
+pub(crate) fn stop_running() {
+    let pid = RUNNING.swap(0, Ordering::SeqCst);
+    if pid != 0 {
+        // SAFETY: kill and waitpid on our own child's pid.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+            libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+        }
+    }
+}
 
 /// The environment variable that forces preparing ahead on (`1`) or off (`0`).
 pub(crate) const PREPARE_AHEAD_ENV: &str = "DLRM_BENCH_PREPARE_AHEAD";
@@ -52,11 +70,14 @@ impl Ahead {
         spec.prepare_only = true;
         spec.candidates.clear();
         match spawn_worker(exe, &spec) {
-            Ok(worker) => Some(Ahead {
-                worker,
-                started: Instant::now(),
-                cache,
-            }),
+            Ok(worker) => {
+                RUNNING.store(worker.child.id(), Ordering::SeqCst);
+                Some(Ahead {
+                    worker,
+                    started: Instant::now(),
+                    cache,
+                })
+            }
             Err(e) => {
                 eprintln!("warning: {}: inputs not made ahead: {e:#}", spec.problem);
                 None
@@ -83,6 +104,7 @@ impl Ahead {
                 }
             }
         };
+        RUNNING.store(0, Ordering::SeqCst);
         self.worker.kill();
         if prepared {
             totals.units += 1;

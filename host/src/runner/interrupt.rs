@@ -76,6 +76,8 @@ fn end(sig: i32) -> ! {
     let state = STATE
         .get()
         .and_then(|s| s.lock().ok().and_then(|mut s| s.take()));
+    // A worker making the next unit's inputs would write into the cache while it is removed.
+    super::ahead::stop_running();
     if let Some(Interrupted { dir, cache }) = state {
         if let Some(cache) = &cache {
             let _ = std::fs::remove_dir_all(cache);
