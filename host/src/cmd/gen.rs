@@ -140,7 +140,7 @@ pub(crate) fn set_path(out: &Path, problem: &dyn Problem, preset: Preset, k: usi
 fn check_room(out: &Path, first: &InputSet, sets: usize) -> anyhow::Result<()> {
     let per_set = set_bytes(first);
     let need = per_set.saturating_mul(sets as u64);
-    let Some(free) = free_bytes(out) else {
+    let Some(free) = crate::evaluate::free_bytes(out) else {
         return Ok(());
     };
     anyhow::ensure!(
@@ -162,18 +162,6 @@ fn set_bytes(set: &InputSet) -> u64 {
         .values()
         .map(|t| t.bytes.len() as u64)
         .sum()
-}
-
-/// The bytes free to an unprivileged writer on the file system holding `dir`.
-fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs with a NUL-terminated path and a zeroed out-struct.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// `dlrm-bench gen`: writes the sets and prints a line (and optionally statistics) for each.
@@ -311,7 +299,7 @@ mod tests {
         let seeds = bench_problems::Seeds { set: 1, table: 2 };
         let set = p.generate(Preset::Ci, &p.sizes(Preset::Ci), seeds).unwrap();
         assert!(check_room(&dir, &set, 2).is_ok());
-        let free = free_bytes(&dir).unwrap();
+        let free = crate::evaluate::free_bytes(&dir).unwrap();
         let per_set = set_bytes(&set);
         let too_many = (free / per_set + 1) as usize;
         let e = check_room(&dir, &set, too_many).unwrap_err().to_string();

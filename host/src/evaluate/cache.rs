@@ -60,6 +60,11 @@ impl InputCache {
         }
     }
 
+    /// The bytes of the problem's files in the cache, its oracles with them.
+    pub fn bytes(&self) -> u64 {
+        bytes_under(&self.dir) + bytes_under(&self.oracle_dir)
+    }
+
     /// Removes the problem's files, its oracles too.
     pub fn remove(&self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -229,6 +234,32 @@ pub fn oracles_root(root: &Path) -> anyhow::Result<PathBuf> {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("making {} private", dir.display()))?;
     Ok(dir)
+}
+
+/// The bytes free to an unprivileged writer on the file system holding `dir`.
+pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs with a NUL-terminated path and a zeroed out-struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// The bytes of the files under `dir` (0 when it is not there).
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_dir() => bytes_under(&e.path()),
+                Ok(m) => m.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    })
 }
 
 /// What the writer of a [`StoreQueue`] writes: a set (with its work), or a set's oracle.
@@ -424,6 +455,9 @@ mod tests {
         }
         let again = super::super::prepare_ahead(problem, cfg, &cache).unwrap();
         assert!(again.is_empty(), "{again:?}");
+        let sets = std::fs::read_dir(cache.dir()).unwrap().flatten();
+        let files: u64 = sets.map(|e| e.metadata().unwrap().len()).sum();
+        assert!(cache.bytes() > files, "the oracles count too");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -27,7 +27,7 @@ mod timing;
 mod verify;
 
 use cache::StoreQueue;
-pub(crate) use cache::{oracles_root, InputCache, ORACLES_DIR};
+pub(crate) use cache::{free_bytes, oracles_root, InputCache, ORACLES_DIR};
 pub(crate) use config::public_seed;
 pub use config::{table_seed, EvalConfig};
 pub use inputs::canary_pattern;

@@ -47,6 +47,29 @@ pub(crate) fn enabled(on_gpu: bool, devices: usize) -> bool {
         }
 }
 
+/// Whether the machine has room for another unit's sets beside those of the unit being
+/// measured (`current_bytes` in the cache): the cache's file system and the memory (the
+/// preparing worker holds a unit's sets while it writes them) each with twice that free, and
+/// a margin. A unit of another shape may be larger: twice is the guess; without room the
+/// next unit's worker makes its own sets, as without this.
+pub(crate) fn room_for_another(cache_root: &Path, current_bytes: u64) -> bool {
+    let need = 2 * current_bytes;
+    let disk = crate::evaluate::free_bytes(cache_root).is_none_or(|free| free > need + (1 << 30));
+    let memory = mem_available().is_none_or(|free| free > need + (4 << 30));
+    disk && memory
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes.
+fn mem_available() -> Option<u64> {
+    parse_mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// A unit being prepared ahead.
 pub(crate) struct Ahead {
     worker: Worker,
@@ -122,5 +145,24 @@ impl Ahead {
             self.cache.remove();
         }
         PhaseTimes([(Phase::Store, waited.elapsed().as_secs_f64())].into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn available_memory_is_read_from_meminfo() {
+        let text = "MemTotal:       131072000 kB\nMemFree:  1000 kB\nMemAvailable:   65536000 kB\n";
+        assert_eq!(parse_mem_available(text), Some(65_536_000 * 1024));
+        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
+    }
+
+    #[test]
+    fn no_room_when_the_unit_would_not_fit_twice() {
+        let here = std::env::temp_dir();
+        assert!(room_for_another(&here, 0) || mem_available().is_some_and(|m| m < (4 << 30)));
+        assert!(!room_for_another(&here, u64::MAX / 4));
     }
 }

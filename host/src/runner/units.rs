@@ -231,10 +231,13 @@ impl UnitContext<'_> {
                 all.seconds += totals.seconds;
             }
             if self.prepare_ahead {
-                // The next unit with work left (a resumed run's done units need no inputs).
+                // The next unit with work left (a resumed run's done units need no inputs),
+                // where memory and the cache have room for its sets beside this unit's.
+                let bytes = InputCache::new(self.cache_root, unit.problem).bytes();
                 ahead = units[i + 1..]
                     .iter()
                     .find(|u| self.has_work(u))
+                    .filter(|_| super::ahead::room_for_another(self.cache_root, bytes))
                     .and_then(|next| self.start_ahead(next));
             }
             fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator, &mut leftover)?);
