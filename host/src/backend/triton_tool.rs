@@ -132,7 +132,8 @@ fn run_tool(python: &str, args: &[String], dir: &Path, limit_s: f64) -> Result<(
     let log = std::fs::File::create(dir.join("log.txt")).map_err(failed)?;
     let err_log = log.try_clone().map_err(failed)?;
     let mut command = crate::toolchain::sandbox::detected()
-        .command_as_caller(dir, python, args, &hidden_paths())
+        .hiding(hidden_paths())
+        .command_as_caller(dir, python, args)
         .map_err(failed)?;
     // HOME becomes the scratch directory: the caller's user site-packages (a `pip install
     // --user` Triton) stay where Python looks.

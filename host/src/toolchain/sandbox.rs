@@ -155,9 +155,9 @@ impl Sandbox {
     /// [`Sandbox::command`] for a tool that runs untrusted Python as the caller (the Triton
     /// compile: it must import the caller's Python and Triton wherever they are installed, a
     /// private home included, which another uid cannot read). The caller's files are then
-    /// readable, so under bubblewrap it sees less: `/dev/shm` and every directory of `hidden`
-    /// (the run's input cache and results: sets, oracles, the secret seed) are covered by empty
-    /// read-only ones and every file of `hidden` by an empty file; `/dev` is a fresh minimal one
+    /// readable, so under bubblewrap it sees less: `/dev/shm` is hidden as well as what the
+    /// sandbox hides ([`Sandbox::hiding`]: the run's input cache and results, the secret seed);
+    /// `/dev` is a fresh minimal one
     /// (no GPU, no disks); a root caller's capabilities are dropped. Limits are the same, but
     /// Linux exempts root from `RLIMIT_NPROC`: for a root caller only the wall-clock limit
     /// stops a process bomb.
@@ -166,7 +166,6 @@ impl Sandbox {
         scratch: &Path,
         program: &str,
         args: I,
-        hidden: &[PathBuf],
     ) -> std::io::Result<Command>
     where
         I: IntoIterator<Item = S>,
@@ -174,7 +173,6 @@ impl Sandbox {
     {
         let mut hide = vec![PathBuf::from("/dev/shm")];
         hide.extend_from_slice(&self.hidden);
-        hide.extend_from_slice(hidden);
         let view = View {
             exposed: self.exposed.clone(),
             strip_own_env: true,
@@ -464,12 +462,8 @@ mod tests {
         std::fs::write(hidden.join("sibling"), b"secret").unwrap();
         let script = "echo made > out && cat ../sibling; touch ../planted; true";
         let out = s
-            .command_as_caller(
-                &scratch,
-                "sh",
-                ["-c", script],
-                std::slice::from_ref(&hidden),
-            )
+            .hiding([hidden.clone()])
+            .command_as_caller(&scratch, "sh", ["-c", script])
             .unwrap()
             .output()
             .unwrap();
@@ -521,13 +515,9 @@ mod tests {
         let hiding = s.hiding([dir.clone(), file.clone()]);
         for command in [
             hiding.command(&scratch, "sh", ["-c", &script]).unwrap(),
-            s.command_as_caller(
-                &scratch,
-                "sh",
-                ["-c", &script],
-                &[dir.clone(), file.clone()],
-            )
-            .unwrap(),
+            hiding
+                .command_as_caller(&scratch, "sh", ["-c", &script])
+                .unwrap(),
         ] {
             let out = { command }.output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
