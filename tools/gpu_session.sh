@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbset|default|hostile|sandboxtests|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|default|hostile|sandboxtests|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -58,6 +58,11 @@ for what in "$@"; do
   kb)
     step kb target/release/dlrm-bench kernelbench "${answers[@]}" --torch=eager --timeout-s 60 \
       --out "$O/kb" > "$O/kb.log" 2>&1 ;;
+  kbcorpus)
+    # candidates/kernelbench: the answers with a known verdict (correct, wrong, all zeros,
+    # partial write, cached result, mutated input), each group one directory.
+    step kbcorpus target/release/dlrm-bench kernelbench candidates/kernelbench/*/ --torch=eager \
+      --timeout-s 60 --out "$O/kbcorpus" > "$O/kbcorpus.log" 2>&1 ;;
   kbset)
     # The 60 load_inline answers of tools/inline_set.py (issue 35's throughput set); SHARD=i/n
     # splits them (with DLRM_BENCH_SECRET_SEED) where one call's time is too short.
