@@ -23,7 +23,7 @@ under a time limit, and turns the result into a record of `results.jsonl` (origi
     by the judge's wall clock (the answer's less the round trip of an echo process), L2 flushed
     before each call, input sets rotated, row ids relabeled for every pair where the problem has
     them; the speedup is the median of the paired ratios eager/answer with a bootstrap 95%
-    interval; every timed call's outputs are compared with the oracle of the inputs it saw.
+    interval; every timed call's outputs are compared with eager's on the same inputs.
   The physical floor (`suspect`) is applied by the Rust side, which knows the problem's work.
 
 `--protocol kernelbench` (what KernelBench's own evaluator would have said, v0.1 settings:
