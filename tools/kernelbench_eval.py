@@ -5,25 +5,20 @@
 under a time limit, and turns the result into a record of `results.jsonl` (origin
 `kernelbench`, group = the answer's directory). Two protocols:
 
-`--protocol ours` (the suite's verdict and timing; tools/kb_ours.py): the answer runs in a
-  process of its own, forked before anything secret exists, which holds no oracle, verdict or
-  clock the judge believes; the judge (this process) drives it call by call
-  (tools/answer_channel.py):
+`--protocol ours` (the suite's verdict and timing):
   - the answer's `ModelNew` against the problem's float64 oracle (tools/torch_peer.py's) on every
-    check set of the run: public, secret, edge and special-value sets, each a fresh input, its
-    outputs copied to the judge and compared there;
+    check set of the run: public, secret, edge and special-value sets, each a fresh input;
   - floats by the suite's scale-invariant bounds (relative L2 and max|err|/max|ref| per output
     dtype, passed in the request from the Rust problem specs), integers and copies exactly;
-  - the answer's caching allocator is poisoned (its free memory filled with 0xFF bytes, NaN for
-    floats, -1 for integers) before every checked call, so an output the answer allocates with
+  - the caching allocator is poisoned (its free memory filled with 0xFF bytes, NaN for floats,
+    -1 for integers) before every checked call, so an output the answer allocates with
     `torch.empty` and does not write is seen as poison, never as an earlier result;
-  - windows of every input at random places are compared with the judge's copy after each
-    checked call (an in-place problem's declared in-out inputs excepted: those are the output);
-  - timing interleaves the answer with the eager `Model` (run by the judge), pair by pair, both
-    by the judge's wall clock (the answer's less the round trip of an echo process), L2 flushed
-    before each call, input sets rotated, row ids relabeled for every pair where the problem has
-    them; the speedup is the median of the paired ratios eager/answer with a bootstrap 95%
-    interval; every timed call's outputs are compared with eager's on the same inputs.
+  - every input is compared bit for bit with a pristine copy after each call (an in-place
+    problem's declared in-out inputs excepted: those are the output);
+  - timing interleaves the answer with the eager `Model` in this process, pair by pair, L2
+    flushed before each call, input sets rotated; the speedup is the median of the paired ratios
+    eager/answer with a bootstrap 95% interval; the outputs of the last timed call on each set
+    are rechecked afterwards (a result reused from an earlier call fails there).
   The physical floor (`suspect`) is applied by the Rust side, which knows the problem's work.
 
 `--protocol kernelbench` (what KernelBench's own evaluator would have said, v0.1 settings:
@@ -330,6 +325,202 @@ def dtype_name(torch, dtype):
             torch.float64: "float64"}.get(dtype, str(dtype))
 
 
+def evaluate_ours(req):
+    tp = torch_peer()
+    torch = tp.import_torch_cuda()
+    problem = req["problem"]
+    spec = tp.PROBLEMS[problem]
+    stages = {}
+    started = time.perf_counter()
+    kb = tp.import_kernelbench(tp.find_kernelbench_file(problem), problem)
+    shared = {}
+    labels = [s["label"] for s in req["check_sets"]]
+    sets = [tp.load_set(kb, s["path"], shared) for s in req["check_sets"]]
+    time_paths = [os.path.abspath(p) for p in req["time_sets"]]
+    check_paths = [os.path.abspath(s["path"]) for s in req["check_sets"]]
+    time_idx = [check_paths.index(p) for p in time_paths]
+    inout = spec.get("inout", ())
+    # Pristine copies of every distinct input tensor (sets share their tables).
+    pristine = {}
+    for s in sets:
+        for t in s:
+            if hasattr(t, "clone") and id(t) not in pristine:
+                pristine[id(t)] = (t, t.clone())
+    torch.cuda.synchronize()
+    stages["load"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    ops = TorchOps(torch)
+    oracles = []
+    with torch.inference_mode():
+        for s in sets:
+            oracles.append(spec["oracle_f64"](s) if "oracle_f64" in spec else None)
+    stages["oracle"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    answer = load_answer(req["answer"])
+    stages["compile"] = time.perf_counter() - started
+    try:
+        model_new = answer.ModelNew(*kb.get_init_inputs()).cuda().eval()
+    except Exception as e:  # noqa: BLE001
+        raise AnswerError("runtime_error", f"ModelNew(*get_init_inputs()) failed: "
+                          f"{type(e).__name__}: {e}") from e
+    model = kb.Model(*kb.get_init_inputs()).cuda().eval()
+
+    def restore_inputs(k):
+        for i in inout:
+            sets[k][i].copy_(pristine[id(sets[k][i])][1])
+
+    def raw(t):
+        return t.reshape(-1).view(torch.uint8) if t.numel() else t
+
+    def inputs_changed(k):
+        changed = []
+        for i, t in enumerate(sets[k]):
+            if i in inout or not hasattr(t, "clone"):
+                continue
+            copy = pristine[id(t)][1]
+            if not torch.equal(raw(t), raw(copy)):
+                changed.append(f"#{i} {list(t.shape)} {dtype_name(torch, t.dtype)}")
+                t.copy_(copy)
+        return changed
+
+    def call(k):
+        try:
+            out = model_new(*sets[k])
+            torch.cuda.synchronize()
+            return out
+        except Exception as e:  # noqa: BLE001
+            raise AnswerError("runtime_error", f"{labels[k]}: the answer raised "
+                              f"{type(e).__name__}: {e}") from e
+
+    def check(k, out):
+        outs = as_tuple(out)
+        initial = [pristine[id(t)][1] if hasattr(t, "clone") else t for t in sets[k]]
+        if "error" in spec:
+            # Exact outputs (integers, copies) and the in-place update: the share of elements
+            # that differ, or the update's relative L2 error.
+            poisoned = sum(ops.poisoned(o) for o in outs if hasattr(o, "numel"))
+            elements = sum(o.numel() for o in outs if hasattr(o, "numel"))
+            try:
+                err = spec["error"](out, initial)
+            except Exception as e:  # noqa: BLE001 - a malformed output
+                return False, f"the output could not be compared: {type(e).__name__}: {e}"
+            if "inout" in spec:
+                if poisoned:
+                    return False, f"{poisoned} of {elements} elements hold the poison"
+                bound = req["update_bounds"][0]
+                if not (err <= bound):
+                    return False, (f"the update is off: relative L2 {err:.3e} (bound "
+                                   f"{bound:.0e}), or a row that no lookup names changed")
+                return True, ""
+            return exact_verdict(err, poisoned, elements)
+        refs = as_tuple(oracles[k])
+        if len(outs) != len(refs):
+            return False, f"{len(outs)} output(s), the Model returns {len(refs)}"
+        for j, (o, r) in enumerate(zip(outs, refs)):
+            if not hasattr(o, "shape") or tuple(o.shape) != tuple(r.shape):
+                return False, (f"output {j} has shape {list(getattr(o, 'shape', []))}, "
+                               f"the Model's is {list(r.shape)}")
+            name = dtype_name(torch, o.dtype)
+            if name not in req["bounds"]:
+                return False, f"output {j} is {name}; the Model's outputs are " \
+                              f"{sorted(req['bounds'])}"
+            passed, reason = float_verdict(ops.float_stats(o, r), req["bounds"][name])
+            if not passed:
+                return False, f"output {j}: {reason}"
+        return True, ""
+
+    sizes = []
+    with torch.inference_mode():
+        # Expected output sizes for the poison blocks: from the eager Model on set 0.
+        restore_inputs(0)
+        sizes = [o.numel() * o.element_size() for o in as_tuple(model(*sets[0]))
+                 if hasattr(o, "numel")]
+        restore_inputs(0)
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        passed, message, per_set = judge_sets(call, check, labels, restore_inputs,
+                                              inputs_changed, lambda: ops.poison_allocator(sizes),
+                                              skip=set(time_idx))
+        stages["check"] = time.perf_counter() - started
+        result = {"protocol": "ours", "status": "correct" if passed else "incorrect",
+                  "message": message, "checks": per_set, "stages_s": stages}
+        if not passed:
+            return result
+
+        started = time.perf_counter()
+        flush = None if req["warm_l2"] else torch.empty(tp.L2_FLUSH_BYTES, dtype=torch.uint8,
+                                                        device="cuda")
+        last_out = {}
+        timed_calls = [0]
+
+        def timed(fn, k):
+            restore_inputs(time_idx[k])
+            if flush is not None:
+                flush.zero_()
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            out = fn(*sets[time_idx[k]])
+            b.record()
+            b.synchronize()
+            return a.elapsed_time(b), out
+
+        def time_eager(k):
+            return timed(model, k)[0]
+
+        def time_answer(k):
+            try:
+                ms, out = timed(model_new, k)
+            except Exception as e:  # noqa: BLE001
+                raise AnswerError("runtime_error", f"while timing: {type(e).__name__}: "
+                                  f"{e}") from e
+            # Every timed call is checked (outside the timed region): the timing's sets are
+            # ones no check showed the answer, so a result kept from an earlier call fails.
+            timed_calls[0] += 1
+            ok, reason = check(time_idx[k], out)
+            if not ok:
+                raise AnswerError("incorrect", f"timed call {timed_calls[0]} on "
+                                  f"{labels[time_idx[k]]}: {reason} (every timed call is "
+                                  "checked)")
+            # An in-place problem's outputs are its inputs, which the next call puts back:
+            # recheck a copy (taken outside the timed region).
+            last_out[k] = tuple(o.clone() for o in as_tuple(out)) if inout else out
+            return ms
+
+        for i in range(req["warmup"]):
+            time_eager(i % len(time_idx))
+            time_answer(i % len(time_idx))
+        last_out.clear()
+        eager, ans = interleaved_pairs(time_eager, time_answer, len(time_idx),
+                                       req["min_pairs"], req["max_pairs"], req["budget_s"],
+                                       req["target_half_width"])
+        stages["time"] = time.perf_counter() - started
+        result["timing"] = timing_summary(ans)
+        result["eager_timing"] = timing_summary(eager)
+        result["speedup_eager"] = paired_speedup(eager, ans, req["seed"])
+        result["timed_runs_checked"] = timed_calls[0]
+        result["answer_ms"] = ans
+        result["eager_ms"] = eager
+        # Recheck: the outputs of the last timed call on each rotated set.
+        started = time.perf_counter()
+        for k, out in sorted(last_out.items()):
+            set_k = time_idx[k]
+            ok, reason = check(set_k, out)
+            changed = inputs_changed(set_k)
+            if ok and changed:
+                ok, reason = False, f"the answer changed its input(s) {', '.join(changed)}"
+            if not ok:
+                result["status"] = "incorrect"
+                result["message"] = (f"recheck of the timed outputs on {labels[set_k]}: "
+                                     f"{reason} (the output of a timed call must still hold "
+                                     "its result after later calls)")
+                break
+        stages["recheck"] = time.perf_counter() - started
+    return result
+
+
 def evaluate_kernelbench(req):
     tp = torch_peer()
     torch = tp.import_torch_cuda()
@@ -442,12 +633,6 @@ def evaluate_import(req):
     sandbox test or a quick look at an answer wants."""
     load_answer(req["answer"])
     return {"protocol": "import", "status": "imported"}
-
-
-def evaluate_ours(req):
-    import kb_ours  # tools/kb_ours.py: the judge and the answer's process
-
-    return kb_ours.evaluate_ours(req)
 
 
 PROTOCOLS = {"ours": lambda req: evaluate_ours(req),
@@ -860,6 +1045,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    # One module, whichever name imports it (tools/kb_ours.py imports this one's helpers).
-    sys.modules.setdefault("kernelbench_eval", sys.modules[__name__])
     sys.exit(main())
