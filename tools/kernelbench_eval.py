@@ -108,6 +108,19 @@ def exact_verdict(mismatch_share, poisoned, elements):
     return True, ""
 
 
+def signature_verdict(got, expected):
+    """(passed, reason) for an answer's outputs against the Model's, each a list of dtype names
+    (a non-tensor output by its type): as many outputs, each of the Model's dtype. An int32
+    output where the Model returns int64 holds the same values in half the bytes: not the
+    Model's output."""
+    if len(got) != len(expected):
+        return False, f"{len(got)} output(s), the Model returns {len(expected)}"
+    for j, (g, e) in enumerate(zip(got, expected)):
+        if g != e:
+            return False, f"output {j} is {g}, the Model's is {e}"
+    return True, ""
+
+
 def median(vals):
     return percentile(sorted(vals), 50)
 
@@ -394,8 +407,15 @@ def evaluate_ours(req):
             raise AnswerError("runtime_error", f"{labels[k]}: the answer raised "
                               f"{type(e).__name__}: {e}") from e
 
+    def signature(out):
+        return [dtype_name(torch, o.dtype) if hasattr(o, "dtype") else type(o).__name__
+                for o in as_tuple(out)]
+
     def check(k, out):
         outs = as_tuple(out)
+        passed, reason = signature_verdict(signature(out), expected_signature)
+        if not passed:
+            return False, reason
         initial = [pristine[id(t)][1] if hasattr(t, "clone") else t for t in sets[k]]
         if "error" in spec:
             # Exact outputs (integers, copies) and the in-place update: the share of elements
@@ -435,8 +455,10 @@ def evaluate_ours(req):
     with torch.inference_mode():
         # Expected output sizes for the poison blocks: from the eager Model on set 0.
         restore_inputs(0)
-        sizes = [o.numel() * o.element_size() for o in as_tuple(model(*sets[0]))
-                 if hasattr(o, "numel")]
+        eager_out = model(*sets[0])
+        sizes = [o.numel() * o.element_size() for o in as_tuple(eager_out) if hasattr(o, "numel")]
+        expected_signature = signature(eager_out)
+        del eager_out
         restore_inputs(0)
         torch.cuda.synchronize()
         started = time.perf_counter()

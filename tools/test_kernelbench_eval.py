@@ -189,6 +189,21 @@ class FloatVerdict(unittest.TestCase):
         self.assertIn("poison", kb.exact_verdict(0.0, 1, 8)[1])
 
 
+class Signature(unittest.TestCase):
+    def test_an_answer_returns_as_many_outputs_as_the_model_each_of_its_dtype(self):
+        model = ["torch.int64", "torch.int64", "float32", "torch.int64"]
+        self.assertEqual(kb.signature_verdict(list(model), model), (True, ""))
+        # Two of bucketize's four outputs: the exact check's zip stopped at the shorter side.
+        passed, reason = kb.signature_verdict(model[:2], model)
+        self.assertFalse(passed)
+        self.assertEqual(reason, "2 output(s), the Model returns 4")
+        # The same values in half the bytes.
+        passed, reason = kb.signature_verdict(["torch.int32"] + model[1:], model)
+        self.assertFalse(passed)
+        self.assertEqual(reason, "output 0 is torch.int32, the Model's is torch.int64")
+        self.assertFalse(kb.signature_verdict(["list"], ["float32"])[0])
+
+
 class Statistics(unittest.TestCase):
     def test_paired_speedup_is_the_median_ratio_with_an_interval_around_it(self):
         eager = [2.0, 2.0, 3.0, 4.0, 10.0]

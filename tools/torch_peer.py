@@ -320,6 +320,14 @@ def _mismatch(pairs):
     return bad / max(total, 1)
 
 
+def _mismatch_all(outs, refs):
+    """_mismatch over every output: fewer or more outputs than the reference's count as 1."""
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(refs):
+        return 1.0
+    return _mismatch(zip(outs, refs))
+
+
 def _seq_logical_bytes(inputs):
     weight, indices, lengths, max_len = inputs
     b, d = lengths.numel(), weight.shape[1]
@@ -359,7 +367,7 @@ def _kjt_error(out, inputs):
     order = permute.tolist()
     ref = (lengths[permute], torch.cat([vals[p] for p in order]),
            torch.cat([wts[p] for p in order]))
-    return _mismatch(zip(out, ref))
+    return _mismatch_all(out, ref)
 
 
 def _bucketize_logical_bytes(inputs):
@@ -389,7 +397,7 @@ def _bucketize_error(out, inputs):
     back = torch.empty_like(order)
     back[order] = torch.arange(n, device=dev)
     ref = (new_lengths.to(lengths.dtype).view(w, t, b), new_id[order], weights[order], back)
-    return _mismatch(zip(out, ref))
+    return _mismatch_all(out, ref)
 
 
 def _unique_logical_bytes(inputs):
@@ -419,7 +427,7 @@ def _unique_error(out, inputs):
         ref = tuple(torch.from_numpy(a).to(indices.device)
                     for a in (u, inv.reshape(-1).astype(np.int64), cnt.astype(np.int64)))
         held = _UNIQUE_REFS[id(indices)] = (indices, ref)
-    return _mismatch(zip(out, held[1]))
+    return _mismatch_all(out, held[1])
 
 
 PROBLEMS = {
