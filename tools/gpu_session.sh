@@ -65,7 +65,8 @@ for what in "$@"; do
       --timeout-s 60 --out "$O/kbcorpus" > "$O/kbcorpus.log" 2>&1 ;;
   kbset)
     # The 60 load_inline answers of tools/inline_set.py (issue 35's throughput set); SHARD=i/n
-    # splits them (with DLRM_BENCH_SECRET_SEED) where one call's time is too short.
+    # splits them (with DLRM_BENCH_SECRET_SEED) where one call's time is too short;
+    # DLRM_BENCH_BUILD_JOBS=N builds N at a time (default half the cores).
     step kbset target/release/dlrm-bench kernelbench candidates/kernelbench-throughput/*/ \
       --torch=eager --timeout-s 60 ${SHARD:+--shard "$SHARD"} --out "$O/kbset" \
       > "$O/kbset.log" 2>&1 ;;

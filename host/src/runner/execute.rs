@@ -220,7 +220,8 @@ fn build_answers(
     let cache = crate::toolchain::sandbox::shared_dir(kernelbench::builds::CACHE_DIR)
         .unwrap_or_else(|_| p.dir.join(kernelbench::builds::CACHE_DIR));
     // Half the cores, at the lowest priority (builds.rs): the measurements keep the rest.
-    let jobs = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let jobs = build_jobs(std::env::var(BUILD_JOBS_ENV).ok().as_deref(), cores);
     let settings = kernelbench::builds::BuildSettings {
         script: Path::new(kernelbench::KERNELBENCH_EVAL),
         cache: &cache,
@@ -254,6 +255,28 @@ fn build_answers(
     ));
     serde_json::json!({"wall_s": secs, "answers": answers.len(), "built": made.len(),
                        "compile_errors": failed, "jobs": jobs})
+}
+
+/// The variable that sets how many answers are built at a time (default half the cores).
+pub(crate) const BUILD_JOBS_ENV: &str = "DLRM_BENCH_BUILD_JOBS";
+
+/// Builds at a time: `DLRM_BENCH_BUILD_JOBS` when it is a whole number from 1 to 4x the cores
+/// (else, with a warning, the default), otherwise half the `cores`.
+fn build_jobs(setting: Option<&str>, cores: usize) -> usize {
+    let default = (cores / 2).max(1);
+    match setting.map(|v| v.trim().parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if (1..=4 * cores).contains(&n) => n,
+        Some(_) => {
+            eprintln!(
+                "warning: {BUILD_JOBS_ENV}={} is not a number of builds from 1 to {}; building \
+                 {default} at a time",
+                setting.unwrap_or_default(),
+                4 * cores
+            );
+            default
+        }
+    }
 }
 
 /// Every item of the run, in shard order: each problem once, however many shapes it is run at
@@ -335,5 +358,21 @@ impl Overlapped<'_> {
             );
         }
         ran
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build_jobs;
+
+    #[test]
+    fn builds_at_a_time_are_half_the_cores_unless_a_sane_number_is_asked_for() {
+        assert_eq!(build_jobs(None, 16), 8);
+        assert_eq!(build_jobs(None, 1), 1);
+        assert_eq!(build_jobs(Some("16"), 16), 16);
+        assert_eq!(build_jobs(Some(" 3 "), 16), 3);
+        for bad in ["0", "65", "-2", "many", ""] {
+            assert_eq!(build_jobs(Some(bad), 16), 8, "{bad}");
+        }
     }
 }
