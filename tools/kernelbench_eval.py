@@ -16,9 +16,11 @@ under a time limit, and turns the result into a record of `results.jsonl` (origi
   - every input is compared bit for bit with a pristine copy after each call (an in-place
     problem's declared in-out inputs excepted: those are the output);
   - timing interleaves the answer with the eager `Model` in this process, pair by pair, L2
-    flushed before each call, input sets rotated; the speedup is the median of the paired ratios
-    eager/answer with a bootstrap 95% interval; the outputs of the last timed call on each set
-    are rechecked afterwards (a result reused from an earlier call fails there).
+    flushed before each call, input sets rotated, the row ids of the bag problems relabeled
+    before every pair (Relabeler: the request's `relabel`); the speedup is the median of the
+    paired ratios eager/answer with a bootstrap 95% interval; every timed call is checked (on
+    relabeled ids against the float64 oracle of those ids), and the outputs of the last timed
+    call on each set are rechecked afterwards (a result reused from an earlier call fails there).
   The physical floor (`suspect`) is applied by the Rust side, which knows the problem's work.
 
 `--protocol kernelbench` (what KernelBench's own evaluator would have said, v0.1 settings:
@@ -119,6 +121,69 @@ def signature_verdict(got, expected):
         if g != e:
             return False, f"output {j} is {g}, the Model's is {e}"
     return True, ""
+
+
+def affine_bijection(bound, rng):
+    """(a, b) of r -> (a*r + b) mod bound, a coprime to bound (not 1 unless none other is):
+    a bijection of 0..bound drawn from `rng`."""
+    b = rng.randrange(bound)
+    for _ in range(64):
+        a = 2 + rng.randrange(max(bound - 2, 1))
+        if a < bound and math.gcd(a, bound) == 1:
+            return a, b
+    return 1, b
+
+
+class Relabeler:
+    """Fresh row ids for every timed pair (the bag problems' `indices`, named by the request's
+    `relabel` with their bound): before a pair, set s's ids are rewritten from a kept copy of
+    the originals by a bijection drawn for that pair, so a result kept from an earlier call (a
+    memo keyed by the input's address or contents) is wrong for the next, while the workload
+    (which rows are hot, how long the bags are) stays as generated. Tensor operations come from
+    `torch`; positions and bounds from `relabels` [(input position, bound)]."""
+
+    def __init__(self, torch, sets, relabels, rng):
+        self.torch, self.sets, self.relabels, self.rng = torch, sets, relabels, rng
+        self.originals, self.expected = {}, {}
+
+    def begin(self, s):
+        """Relabels set s for a new pair; whether anything was relabeled."""
+        torch = self.torch
+        for pos, bound in self.relabels:
+            t = self.sets[s][pos]
+            orig = self.originals.setdefault((s, pos), t.clone())
+            a, b = affine_bijection(bound, self.rng)
+            t.copy_(((orig.to(torch.int64) * a + b) % bound).to(orig.dtype))
+            self.expected[(s, pos)] = t.clone()
+        return bool(self.relabels)
+
+    def changed(self, s):
+        """Relabeled inputs of set s that no longer hold this pair's ids (the answer wrote
+        them), each put back."""
+        names = []
+        for (k, pos), want in self.expected.items():
+            if k == s and not self.torch.equal(self.sets[s][pos], want):
+                names.append(f"#{pos} (relabeled row ids)")
+                self.sets[s][pos].copy_(want)
+        return names
+
+    def restore(self, s):
+        """The original ids back in set s."""
+        for (k, pos), orig in self.originals.items():
+            if k == s:
+                self.sets[s][pos].copy_(orig)
+
+
+def relabel_positions(kb, req):
+    """[(input position, bound)] of the request's `relabel` inputs, by the KernelBench file's
+    INPUT_NAMES (an input the file does not name, or a bound under 2, is left alone)."""
+    names = list(getattr(kb, "INPUT_NAMES", ()))
+    out = []
+    for r in req.get("relabel", []):
+        name, bound = r.get("name"), int(r.get("bound", 0))
+        if name in names and bound >= 2:
+            out.append((names.index(name), bound))
+    return out
 
 
 def median(vals):
@@ -411,12 +476,18 @@ def evaluate_ours(req):
         return [dtype_name(torch, o.dtype) if hasattr(o, "dtype") else type(o).__name__
                 for o in as_tuple(out)]
 
-    def check(k, out):
+    def check(k, out, relabeled=None):
+        """Against set k's oracle; for a timed call on relabeled ids (`relabeled`: the oracle
+        of those, or True for a problem checked without one) against the inputs as they are,
+        the in-out ones as they were before the call."""
         outs = as_tuple(out)
         passed, reason = signature_verdict(signature(out), expected_signature)
         if not passed:
             return False, reason
-        initial = [pristine[id(t)][1] if hasattr(t, "clone") else t for t in sets[k]]
+        if relabeled is None:
+            initial = [pristine[id(t)][1] if hasattr(t, "clone") else t for t in sets[k]]
+        else:
+            initial = [pristine[id(t)][1] if i in inout else t for i, t in enumerate(sets[k])]
         if "error" in spec:
             # Exact outputs (integers, copies) and the in-place update: the share of elements
             # that differ, or the update's relative L2 error.
@@ -435,7 +506,7 @@ def evaluate_ours(req):
                                    f"{bound:.0e}), or a row that no lookup names changed")
                 return True, ""
             return exact_verdict(err, poisoned, elements)
-        refs = as_tuple(oracles[k])
+        refs = as_tuple(oracles[k] if relabeled is None else relabeled)
         if len(outs) != len(refs):
             return False, f"{len(outs)} output(s), the Model returns {len(refs)}"
         for j, (o, r) in enumerate(zip(outs, refs)):
@@ -476,8 +547,22 @@ def evaluate_ours(req):
                                                         device="cuda")
         last_out = {}
         timed_calls = [0]
+        relabeler = Relabeler(torch, sets, relabel_positions(kb, req),
+                              random.Random(int.from_bytes(os.urandom(8), "little")))
+        # Per timing set, the oracle of its current (relabeled) ids, True where the problem is
+        # checked without one; absent for a set never relabeled.
+        pair = {"calls": 0, "oracle": {}}
+
+        def begin(k):
+            # The first call of each pair relabels its set, outside the timed region.
+            if pair["calls"] % 2 == 0 and relabeler.begin(time_idx[k]):
+                s_k = time_idx[k]
+                pair["oracle"][s_k] = spec["oracle_f64"](sets[s_k]) if "oracle_f64" in spec \
+                    else True
+            pair["calls"] += 1
 
         def timed(fn, k):
+            begin(k)
             restore_inputs(time_idx[k])
             if flush is not None:
                 flush.zero_()
@@ -501,7 +586,7 @@ def evaluate_ours(req):
             # Every timed call is checked (outside the timed region): the timing's sets are
             # ones no check showed the answer, so a result kept from an earlier call fails.
             timed_calls[0] += 1
-            ok, reason = check(time_idx[k], out)
+            ok, reason = check(time_idx[k], out, pair["oracle"].get(time_idx[k]))
             if not ok:
                 raise AnswerError("incorrect", f"timed call {timed_calls[0]} on "
                                   f"{labels[time_idx[k]]}: {reason} (every timed call is "
@@ -529,8 +614,10 @@ def evaluate_ours(req):
         started = time.perf_counter()
         for k, out in sorted(last_out.items()):
             set_k = time_idx[k]
-            ok, reason = check(set_k, out)
-            changed = inputs_changed(set_k)
+            ok, reason = check(set_k, out, pair["oracle"].get(set_k))
+            changed = relabeler.changed(set_k)
+            relabeler.restore(set_k)
+            changed += inputs_changed(set_k)
             if ok and changed:
                 ok, reason = False, f"the answer changed its input(s) {', '.join(changed)}"
             if not ok:

@@ -6,6 +6,7 @@ Run: python3 -m unittest discover -s tools -p 'test_*.py' (host/tests/check_cli.
 """
 
 import os
+import random
 import sys
 import unittest
 
@@ -202,6 +203,85 @@ class Signature(unittest.TestCase):
         self.assertFalse(passed)
         self.assertEqual(reason, "output 0 is torch.int32, the Model's is torch.int64")
         self.assertFalse(kb.signature_verdict(["list"], ["float32"])[0])
+
+
+class FakeIds:
+    """Just what Relabeler asks of a tensor of row ids, over a Python list."""
+
+    def __init__(self, values, dtype="int32"):
+        self.values, self.dtype = list(values), dtype
+
+    def clone(self):
+        return FakeIds(self.values, self.dtype)
+
+    def to(self, dtype):
+        return FakeIds(self.values, dtype)
+
+    def __mul__(self, a):
+        return FakeIds([v * a for v in self.values], self.dtype)
+
+    def __add__(self, b):
+        return FakeIds([v + b for v in self.values], self.dtype)
+
+    def __mod__(self, m):
+        return FakeIds([v % m for v in self.values], self.dtype)
+
+    def copy_(self, other):
+        self.values[:] = other.values
+
+
+class FakeTorch:
+    int64 = "int64"
+
+    @staticmethod
+    def equal(x, y):
+        return x.values == y.values
+
+
+class Relabel(unittest.TestCase):
+    def test_the_affine_map_is_a_bijection_other_than_the_identity(self):
+        rng = random.Random(7)
+        for bound in (2, 3, 10, 64, 97, 1000, 4096):
+            for _ in range(5):
+                a, b = kb.affine_bijection(bound, rng)
+                image = sorted((a * r + b) % bound for r in range(bound))
+                self.assertEqual(image, list(range(bound)), (bound, a, b))
+                if bound > 2:
+                    self.assertNotEqual(a, 1, bound)
+
+    def test_the_request_names_inputs_the_kernelbench_file_has(self):
+        class Kb:
+            INPUT_NAMES = ("weight", "indices", "offsets")
+
+        req = {"relabel": [{"name": "indices", "bound": 1000}, {"name": "rows", "bound": 9},
+                           {"name": "offsets", "bound": 1}]}
+        self.assertEqual(kb.relabel_positions(Kb, req), [(1, 1000)])
+        self.assertEqual(kb.relabel_positions(Kb, {}), [])
+        self.assertEqual(kb.relabel_positions(object(), req), [])
+
+    def test_every_pair_relabels_from_the_originals_and_a_write_is_seen_and_undone(self):
+        original = [0, 5, 9, 5, 3]
+        sets = [[None, FakeIds(original)], [None, FakeIds(original)]]
+        r = kb.Relabeler(FakeTorch, sets, [(1, 10)], random.Random(3))
+        seen = set()
+        for _ in range(6):
+            self.assertTrue(r.begin(0))
+            now = sets[0][1].values
+            # A bijection of the originals (equal ids stay equal), never compounded.
+            self.assertEqual(sorted(set(now)), sorted({v for v in now}))
+            self.assertEqual(now[1], now[3])
+            self.assertEqual(len(set(now)), len(set(original)))
+            seen.add(tuple(now))
+            self.assertEqual(r.changed(0), [])
+        self.assertGreater(len(seen), 1)  # fresh ids from pair to pair
+        self.assertEqual(sets[1][1].values, original)  # other sets untouched
+        relabeled = list(sets[0][1].values)
+        sets[0][1].values[2] += 1  # the answer writes its input
+        self.assertEqual(r.changed(0), ["#1 (relabeled row ids)"])
+        self.assertEqual(sets[0][1].values, relabeled)
+        r.restore(0)
+        self.assertEqual(sets[0][1].values, original)
+        self.assertFalse(kb.Relabeler(FakeTorch, sets, [], random.Random(3)).begin(0))
 
 
 class Statistics(unittest.TestCase):

@@ -173,6 +173,17 @@ pub(crate) fn request(
         }
     }
     let checks = check_set_files(problem, eval, cache);
+    // The row ids relabeled before each timed pair, with their bound at this shape.
+    let sizes = problem.sizes(eval.preset);
+    let relabel: Vec<Value> = problem
+        .relabeled_inputs()
+        .into_iter()
+        .filter_map(|(name, symbol)| {
+            sizes
+                .get(symbol)
+                .map(|bound| json!({"name": name, "bound": bound}))
+        })
+        .collect();
     let public0 = checks.first().map(|(_, p)| p.clone());
     json!({
         "problem": problem.name(),
@@ -180,6 +191,7 @@ pub(crate) fn request(
         "check_sets": checks.iter().map(|(label, path)| json!({"label": label, "path": path}))
             .collect::<Vec<_>>(),
         "time_sets": rotation_files(problem, eval, cache),
+        "relabel": relabel,
         "bounds": bounds,
         "update_bounds": [
             bench_problems::problems::embedding_backward_rowwise_adagrad::UPDATE_REL_L2,

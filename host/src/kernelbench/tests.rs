@@ -293,3 +293,35 @@ fn the_request_carries_every_check_set_and_the_float_bounds_by_dtype() {
     // fp16 round trip), not the fp32 default's 1e-5 / 1e-4.
     assert_eq!(req["bounds"], json!({"float32": [6e-4, 1e-3]}));
 }
+
+#[test]
+fn the_request_names_the_row_ids_relabeled_in_timing_with_the_shapes_bound() {
+    let cfg = EvalConfig::quick_ci(1, 2);
+    let bag = bench_problems::find_problem("embedding_bag_sum").unwrap();
+    // At a shape other than the default, the bound is that shape's table rows.
+    let shapes = bag.shapes(cfg.preset);
+    let other = shapes
+        .iter()
+        .find(|s| s.name != bench_problems::DEFAULT_SHAPE);
+    assert!(
+        other.is_some(),
+        "embedding_bag_sum has shapes besides the default"
+    );
+    for shape in std::iter::once(None).chain(other.map(Some)) {
+        let p: &'static dyn bench_problems::Problem = match shape {
+            None => bag,
+            Some(s) => Box::leak(Box::new(bench_problems::shapes::AtShape::new(
+                bag,
+                s.clone(),
+            ))),
+        };
+        let cache = InputCache::new(Path::new("/cache"), p);
+        let req = request(p, &answer(), &cfg, &cache);
+        let rows = p.sizes(cfg.preset)["E"];
+        assert_eq!(req["relabel"], json!([{"name": "indices", "bound": rows}]));
+    }
+    // A problem with no relabelable ids asks for none.
+    let dot = bench_problems::find_problem("dot_interaction").unwrap();
+    let cache = InputCache::new(Path::new("/cache"), dot);
+    assert_eq!(request(dot, &answer(), &cfg, &cache)["relabel"], json!([]));
+}
