@@ -449,6 +449,14 @@ pub(crate) fn evaluate_answer<'e>(
     let request = kernelbench::request(problem, answer, &opts.eval, cx.cache);
     let mut phases = PhaseTimes::default();
     let (build, waited) = cx.builds.wait(&answer.file);
+    if let Some(kernelbench::builds::Build::Undecided(why)) = &build {
+        // Its evaluation builds it (inside the protocols' time): say why the build ahead did not.
+        eprintln!(
+            "{}: no build made ahead ({}); its evaluation compiles it",
+            answer.file.display(),
+            why.lines().last().unwrap_or("no reason given")
+        );
+    }
     if waited > 0.0 {
         phases.0.insert(Phase::AnswerBuild, waited);
     }
