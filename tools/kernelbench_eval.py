@@ -151,7 +151,9 @@ class Relabeler:
         torch = self.torch
         for pos, bound in self.relabels:
             t = self.sets[s][pos]
-            orig = self.originals.setdefault((s, pos), t.clone())
+            if (s, pos) not in self.originals:
+                self.originals[(s, pos)] = t.clone()
+            orig = self.originals[(s, pos)]
             a, b = affine_bijection(bound, self.rng)
             t.copy_(((orig.to(torch.int64) * a + b) % bound).to(orig.dtype))
             self.expected[(s, pos)] = t.clone()
