@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|default|hostile|sandboxtests|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|default|hostile|sandboxtests|pytests|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -89,6 +89,10 @@ for what in "$@"; do
     for t in target/release/deps/sandbox-*; do
       [[ -x $t && $t != *.d ]] && step sandboxtests timeout 120 "$t" --nocapture > "$O/sandboxtests.log" 2>&1
     done ;;
+  pytests)
+    # The tools' Python tests with torch and CUDA (skipped on the CPU machines).
+    step pytests timeout 300 python3 -m unittest discover -v -s tools -p 'test_*.py' \
+      > "$O/pytests.log" 2>&1 ;;
   small|full)
     # Every shape by default; SHAPES=default,d32 picks, SHARD=i/n (with DLRM_BENCH_SECRET_SEED)
     # splits the corpus where one call's time is too short for every shape.

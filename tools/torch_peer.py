@@ -408,19 +408,55 @@ def _unique_logical_bytes(inputs):
     return indices.numel() * 16 + 2 * u * 8
 
 
-# numpy's answers, per input tensor (held, so its id is not reused): every timed call is
-# checked, and np.unique of 10 M indices takes about 2 s on the host. Cleared after each request
-# of the peer server; an evaluator job's process ends with its answer.
+# numpy's answers, per input tensor (held, so its id is not reused): only an output that fails
+# the proof below needs one, and np.unique of 10 M indices takes about 2 s on the host. Cleared
+# after each request of the peer server; an evaluator job's process ends with its answer.
 _UNIQUE_REFS = {}
 
 
+def _unique_proven(out, indices):
+    """Whether `out` is exactly torch.unique(indices, sorted, inverse, counts), proven on the
+    device without computing a unique: `unique` strictly increasing, every id found at its
+    inverse (`unique[inverse] == indices`: each id is in `unique`), `counts` the histogram of
+    `inverse` and none 0 (each entry of `unique` is some id). Those fix all three outputs.
+    Milliseconds where numpy's unique takes seconds; any doubt (a shape, a dtype, an exception)
+    is False, and the caller measures the mismatch against numpy."""
+    import torch
+
+    try:
+        if not isinstance(out, (tuple, list)) or len(out) != 3:
+            return False
+        u, inv, cnt = out
+        if any(not isinstance(t, torch.Tensor) or t.dtype != torch.int64
+               or t.device != indices.device for t in out):
+            return False
+        if u.dim() != 1 or cnt.shape != u.shape or inv.shape != indices.shape:
+            return False
+        n, k = indices.numel(), u.numel()
+        if n == 0 or k == 0:
+            return n == 0 and k == 0
+        inv = inv.reshape(-1)
+        if k > 1 and not bool((u[1:] > u[:-1]).all()):
+            return False
+        if int(inv.min()) < 0 or int(inv.max()) >= k:
+            return False
+        if not torch.equal(u[inv], indices.reshape(-1)):
+            return False
+        return bool((cnt > 0).all()) and torch.equal(torch.bincount(inv, minlength=k), cnt)
+    except Exception:  # noqa: BLE001 - e.g. a tensor the ops refuse: measured the slow way
+        return False
+
+
 def _unique_error(out, inputs):
-    """numpy's unique on the host, once per input tensor (the evaluator checks against pristine
-    copies of the inputs, which nothing writes; the peer server checks each set once)."""
+    """0 for an output proven exact on the device (`_unique_proven`); else the share of
+    mismatched elements against numpy's unique on the host, once per input tensor (the
+    evaluator checks against pristine copies of the inputs, which nothing writes)."""
     import numpy as np
     import torch
 
     (indices,) = inputs
+    if _unique_proven(out, indices):
+        return 0.0
     held = _UNIQUE_REFS.get(id(indices))
     if held is None or held[0] is not indices:
         u, inv, cnt = np.unique(indices.cpu().numpy(), return_inverse=True, return_counts=True)

@@ -10,6 +10,7 @@
 use super::Answer;
 use crate::toolchain::limited;
 use crate::toolchain::sandbox::Sandbox;
+use crate::toolchain::untrusted::read_untrusted;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,6 +22,10 @@ use std::time::Instant;
 
 /// The cache's directory name (under [`crate::toolchain::sandbox::shared_dir`]).
 pub const CACHE_DIR: &str = "kernelbench-builds";
+
+/// The most of a build's `result.json` read (its extensions' names and paths, or a compiler's
+/// message).
+const RESULT_MAX_BYTES: u64 = 4 << 20;
 
 /// What building one answer ahead gave.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,12 +218,20 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
         BUILDS.fetch_add(1, Ordering::Relaxed),
         dir.file_name().unwrap_or_default().to_string_lossy()
     ));
-    let _ = std::fs::remove_dir_all(&fresh);
-    match run_compile(answer, &fresh, s) {
-        Ok(()) => {}
-        Err(why) => {
-            let _ = std::fs::remove_dir_all(&fresh);
-            return Build::Undecided(why);
+    // A process that dies without a result (a signal, a crash) is tried once more: its
+    // evaluation would otherwise compile it on the GPU's time.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let _ = std::fs::remove_dir_all(&fresh);
+        match compile_into(answer, &fresh, s) {
+            Ok(()) => break,
+            Err((why, again)) => {
+                let _ = std::fs::remove_dir_all(&fresh);
+                if !(again && tries < 2) {
+                    return Build::Undecided(why);
+                }
+            }
         }
     }
     // A finished entry is never removed (an evaluation may be loading from it): the first
@@ -239,8 +252,38 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
     })
 }
 
-/// `kernelbench_eval.py --compile ANSWER` in the sandbox, the GPU hidden, into `dir`.
-fn run_compile(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), String> {
+/// [`run_compile`] into `dir`, its output kept beside `dir` (out of the build's reach) for the
+/// message of a build that ends without a readable result. Err: why, and whether trying again
+/// may help (the process ended without a result, not past its limit).
+fn compile_into(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), (String, bool)> {
+    let log = dir.with_extension("log");
+    let ran = std::fs::File::create(&log)
+        .map_err(|e| (format!("cannot create {}: {e}", log.display()), false))
+        .and_then(|f| run_compile(answer, dir, f, s).map_err(|e| (e, false)));
+    let text = read_untrusted(&log, 16 << 10, true).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    let status = ran?;
+    if read_result(dir).is_some() {
+        return Ok(());
+    }
+    Err((
+        format!(
+            "the build of {} left no readable result ({status}); its output ends:\n{}",
+            answer.display(),
+            limited::tail(&text, 20)
+        ),
+        true,
+    ))
+}
+
+/// `kernelbench_eval.py --compile ANSWER` in the sandbox, the GPU hidden, into `dir`, its
+/// output to `log`: how it exited.
+fn run_compile(
+    answer: &Path,
+    dir: &Path,
+    log: std::fs::File,
+    s: &BuildSettings,
+) -> Result<std::process::ExitStatus, String> {
     let script = std::path::absolute(s.script).unwrap_or_else(|_| s.script.to_path_buf());
     // At the lowest CPU priority: the builds run beside the measurements, which they must not
     // slow (eager PyTorch's launches are CPU-bound).
@@ -264,10 +307,13 @@ fn run_compile(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), Strin
         .env("TORCH_CUDA_ARCH_LIST", &s.arch)
         .env("MAX_JOBS", "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stdout(
+            log.try_clone()
+                .map_err(|e| format!("cannot share the build's log: {e}"))?,
+        )
+        .stderr(log);
     match limited::run(&mut c, s.limit_s) {
-        Ok(limited::Ending::Exited(_)) => Ok(()),
+        Ok(limited::Ending::Exited(status)) => Ok(status),
         Ok(limited::Ending::Killed) => Err(format!(
             "building {} ran past {:.0} s and was killed",
             answer.display(),
@@ -280,7 +326,7 @@ fn run_compile(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), Strin
 /// The build recorded in `dir/result.json`, its libraries made absolute under `dir/ext`;
 /// `None` without one (or with one the evaluator did not write whole).
 fn read_result(dir: &Path) -> Option<Build> {
-    let text = std::fs::read_to_string(dir.join("result.json")).ok()?;
+    let text = read_untrusted(&dir.join("result.json"), RESULT_MAX_BYTES, false).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
     let message = v["message"].as_str().unwrap_or("").to_string();
     Some(match v["status"].as_str()? {
@@ -407,6 +453,80 @@ mod tests {
         assert_eq!(read_result(&dir), Some(Build::Undecided("no GPU".into())));
         write("{\"status\": \"bui");
         assert_eq!(read_result(&dir), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A stand-in for the evaluator's `--compile`: the answer file's text says how it ends; it
+    /// counts its tries beside the answer.
+    const FAKE_COMPILE: &str = r#"
+import json, os, sys
+a = sys.argv
+answer, out = a[a.index("--compile") + 1], a[a.index("--out") + 1]
+mode = open(answer).read().strip()
+tries = answer + ".tries"
+n = int(open(tries).read())
+open(tries, "w").write(str(n + 1))
+print("building, try", n + 1, flush=True)
+if mode == "dies" or (mode == "flaky" and n == 0):
+    print("the compiler was killed", flush=True)
+    os._exit(9)
+json.dump({"status": "built", "builds": []}, open(out, "w"))
+"#;
+
+    #[test]
+    fn a_build_that_dies_without_a_result_is_tried_once_more_then_says_why() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("dlrm-builds-retry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("cache")).unwrap();
+        // As root the build runs as a uid of its own: it must write its tries here.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let script = dir.join("compile.py");
+        std::fs::write(&script, FAKE_COMPILE).unwrap();
+        let sandbox = Sandbox {
+            isolation: crate::toolchain::sandbox::Isolation::LimitsOnly,
+            limits: Default::default(),
+            hidden: Vec::new(),
+            exposed: Vec::new(),
+        };
+        let settings = BuildSettings {
+            script: &script,
+            cache: &dir.join("cache"),
+            arch: "9.0".into(),
+            sandbox: &sandbox,
+            limit_s: 60.0,
+            jobs: 1,
+        };
+        let tries = |name: &str| std::fs::read_to_string(dir.join(format!("{name}.tries")));
+        for name in ["flaky", "dies"] {
+            std::fs::write(dir.join(name), name).unwrap();
+            let count = dir.join(format!("{name}.tries"));
+            std::fs::write(&count, "0").unwrap();
+            std::fs::set_permissions(&count, std::fs::Permissions::from_mode(0o666)).unwrap();
+        }
+        assert_eq!(
+            build_one(&dir.join("flaky"), &settings),
+            Build::Built(vec![])
+        );
+        assert_eq!(tries("flaky").unwrap(), "2");
+        match build_one(&dir.join("dies"), &settings) {
+            Build::Undecided(why) => {
+                assert!(why.contains("left no readable result"), "{why}");
+                assert!(why.contains("exit status: 9"), "{why}");
+                assert!(why.contains("the compiler was killed"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(tries("dies").unwrap(), "2", "tried twice, no more");
+        // The finished build is kept: asked again, nothing runs.
+        assert_eq!(
+            build_one(&dir.join("flaky"), &settings),
+            Build::Built(vec![])
+        );
+        assert_eq!(tries("flaky").unwrap(), "2");
+        // Nothing of the failed tries is left in the cache but the finished build.
+        let left: Vec<_> = std::fs::read_dir(dir.join("cache")).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

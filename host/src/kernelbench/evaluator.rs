@@ -25,11 +25,13 @@ pub struct Evaluator {
 }
 
 /// What one job cost: its seconds in the child, and the server's start when this job started
-/// one (the rest of the wall time).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// one (the rest of the wall time); `stages` are the child's own account of its seconds (the
+/// result's `stages_s`: name and seconds, each finite and at least 0).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobTimes {
     pub job_s: f64,
     pub start_s: f64,
+    pub stages: Vec<(String, f64)>,
 }
 
 impl Evaluator {
@@ -89,9 +91,21 @@ impl Evaluator {
             .and_then(|r| r["seconds"].as_f64())
             .unwrap_or(wall)
             .min(wall);
+        let stages = reply
+            .as_ref()
+            .ok()
+            .and_then(|r| r["result"]["stages_s"].as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+                    .filter(|(_, v)| v.is_finite() && *v >= 0.0)
+                    .collect()
+            })
+            .unwrap_or_default();
         let times = JobTimes {
             job_s,
             start_s: if starts { wall - job_s } else { 0.0 },
+            stages,
         };
         let outcome = match reply {
             Ok(r) if r["id"] != json!(self.next_job) => Outcome::Failed(format!(

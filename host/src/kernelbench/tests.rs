@@ -325,3 +325,43 @@ fn the_request_names_the_row_ids_relabeled_in_timing_with_the_shapes_bound() {
     let cache = InputCache::new(Path::new("/cache"), dot);
     assert_eq!(request(dot, &answer(), &cfg, &cache)["relabel"], json!([]));
 }
+
+#[test]
+fn a_jobs_seconds_go_to_its_protocols_start_checks_and_timing_and_add_up() {
+    let times = |job_s: f64, stages: &[(&str, f64)]| JobTimes {
+        job_s,
+        start_s: 0.0,
+        stages: stages.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    };
+    let of = |v: &[(Phase, f64)], p: Phase| v.iter().find(|(q, _)| *q == p).map(|x| x.1);
+    let t = times(
+        10.0,
+        &[
+            ("load", 2.0),
+            ("check", 2.0),
+            ("recheck", 1.0),
+            ("time", 3.0),
+        ],
+    );
+    let v = job_phases("ours", &t);
+    assert_eq!(of(&v, Phase::AnswerOurs), Some(4.0));
+    assert_eq!(of(&v, Phase::AnswerOursCheck), Some(3.0));
+    assert_eq!(of(&v, Phase::AnswerOursTime), Some(3.0));
+    let v = job_phases(
+        "kernelbench",
+        &times(5.0, &[("trials", 1.5), ("time", 0.5)]),
+    );
+    assert_eq!(of(&v, Phase::AnswerKernelBench), Some(3.0));
+    assert_eq!(of(&v, Phase::AnswerKernelBenchCheck), Some(1.5));
+    assert_eq!(of(&v, Phase::AnswerKernelBenchTime), Some(0.5));
+    // An answer's process that claims more than the job's wall time is scaled to fit it: the
+    // phases still add up to the job, none negative.
+    let v = job_phases("ours", &times(4.0, &[("check", 30.0), ("time", 10.0)]));
+    assert_eq!(of(&v, Phase::AnswerOurs), Some(0.0));
+    assert!((of(&v, Phase::AnswerOursCheck).unwrap() - 3.0).abs() < 1e-12);
+    assert!((of(&v, Phase::AnswerOursTime).unwrap() - 1.0).abs() < 1e-12);
+    // No account (a crash): all of it is the start phase.
+    let v = job_phases("ours", &times(2.5, &[]));
+    assert_eq!(v.iter().map(|x| x.1).sum::<f64>(), 2.5);
+    assert_eq!(of(&v, Phase::AnswerOurs), Some(2.5));
+}

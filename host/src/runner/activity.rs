@@ -57,10 +57,20 @@ pub enum Phase {
     AnswerBuild,
     /// Starting the KernelBench answers' evaluator (torch imported once per server).
     EvaluatorStart,
-    /// A KernelBench answer under the suite's protocol (its process, checks and timing).
+    /// A KernelBench answer under the suite's protocol: its process, CUDA, the sets, the
+    /// oracles and the answer's import (its checks and timing are the next two).
     AnswerOurs,
-    /// A KernelBench answer under KernelBench's own protocol.
+    /// The suite's checks of a KernelBench answer: every check set, and the recheck.
+    AnswerOursCheck,
+    /// The suite's paired timing of a KernelBench answer and eager (each timed call checked).
+    AnswerOursTime,
+    /// A KernelBench answer under KernelBench's own protocol: its process, CUDA, the set and
+    /// the answer's import.
     AnswerKernelBench,
+    /// KernelBench's correctness trials.
+    AnswerKernelBenchCheck,
+    /// KernelBench's timing (means of the answer's and the Model's runs).
+    AnswerKernelBenchTime,
     /// Worker processes outside what they report: starting (exec, the CUDA context) and
     /// ending (freeing the device and the host's sets), and the wait on one that hangs until
     /// its limit; measured by the orchestrator around each worker.
@@ -84,8 +94,12 @@ impl Phase {
             Phase::Peer => "timing PyTorch eager",
             Phase::AnswerBuild => "answers: waiting for their builds",
             Phase::EvaluatorStart => "starting the answers' evaluator",
-            Phase::AnswerOurs => "answers: our protocol",
-            Phase::AnswerKernelBench => "answers: KernelBench's protocol",
+            Phase::AnswerOurs => "answers: our protocol's start",
+            Phase::AnswerOursCheck => "answers: our protocol's checks",
+            Phase::AnswerOursTime => "answers: our protocol's timing",
+            Phase::AnswerKernelBench => "answers: KernelBench's protocol's start",
+            Phase::AnswerKernelBenchCheck => "answers: KernelBench's trials",
+            Phase::AnswerKernelBenchTime => "answers: KernelBench's timing",
             Phase::Worker => "starting and ending workers",
         }
     }

@@ -13,3 +13,4 @@ pub mod ptx_cache;
 pub mod ptxas;
 pub mod sandbox;
 pub mod served;
+pub mod untrusted;

@@ -1,0 +1,82 @@
+"""Tests of tools/torch_peer.py's exact checks that need torch (run on the GPU host by
+`tools/gpu_session.sh pytests`; skipped, and reported as skipped, where torch is absent).
+
+    python3 -m unittest -v tools/test_torch_checks.py
+"""
+import importlib.util
+import sys
+import unittest
+from pathlib import Path
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None and \
+    importlib.util.find_spec("numpy") is not None
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@unittest.skipUnless(HAVE_TORCH, "no torch (and numpy) here")
+class UniqueCheck(unittest.TestCase):
+    def setUp(self):
+        import torch
+
+        import torch_peer
+
+        self.torch, self.tp = torch, torch_peer
+        self.dev = "cuda" if torch.cuda.is_available() else "cpu"
+        g = torch.Generator().manual_seed(7)
+        # Skewed ids with repeats, as the problem's Zipf draw has.
+        ids = torch.randint(0, 1000, (20000,), generator=g) ** 2 % 5003
+        self.indices = ids.to(self.dev)
+        self.good = torch.unique(self.indices, sorted=True, return_inverse=True,
+                                 return_counts=True)
+        torch_peer._UNIQUE_REFS.clear()
+
+    def error(self, out):
+        return self.tp._unique_error(out, (self.indices,))
+
+    def test_the_exact_answer_is_proven_on_the_device_without_numpy(self):
+        self.assertTrue(self.tp._unique_proven(self.good, self.indices))
+        self.assertEqual(self.error(self.good), 0.0)
+        self.assertEqual(self.tp._UNIQUE_REFS, {}, "a proven answer needs no numpy reference")
+
+    def test_every_kind_of_wrong_answer_fails_the_proof_and_counts_its_mismatch(self):
+        torch = self.torch
+        u, inv, cnt = (t.clone() for t in self.good)
+        k = u.numel()
+        swapped = u.clone()
+        swapped[[3, 4]] = swapped[[4, 3]]
+        extra_u = torch.cat([u, u[-1:] + 1])
+        extra_c = torch.cat([cnt, torch.zeros_like(cnt[:1])])
+        bad_inv = inv.clone()
+        bad_inv[0] = (bad_inv[0] + 1) % k
+        bad_cnt = cnt.clone()
+        bad_cnt[0] += 1
+        bad_cnt[1] -= 1
+        dup = u.clone()
+        dup[5] = dup[4]
+        wrong = {
+            "unsorted unique": (swapped, inv, cnt),
+            "an id that is not in the input, counted 0": (extra_u, inv, extra_c),
+            "one inverse off": (u, bad_inv, cnt),
+            "counts moved, same total": (u, inv, bad_cnt),
+            "a repeated entry": (dup, inv, cnt),
+            "int32 counts": (u, inv, cnt.to(torch.int32)),
+            "two outputs": (u, inv),
+            "inverse out of range": (u, torch.full_like(inv, k), cnt),
+            "negative inverse": (u, torch.full_like(inv, -1), cnt),
+            "all zeros": tuple(torch.zeros_like(t) for t in (u, inv, cnt)),
+        }
+        for what, out in wrong.items():
+            with self.subTest(what):
+                self.assertFalse(self.tp._unique_proven(out, self.indices))
+                self.assertGreater(self.error(out), 0.0)
+
+    def test_an_empty_input_has_an_empty_answer(self):
+        torch = self.torch
+        empty = torch.empty(0, dtype=torch.int64, device=self.dev)
+        self.assertTrue(self.tp._unique_proven((empty, empty, empty), empty))
+        one = torch.ones(1, dtype=torch.int64, device=self.dev)
+        self.assertFalse(self.tp._unique_proven((one, empty, one), empty))
+
+
+if __name__ == "__main__":
+    unittest.main()
