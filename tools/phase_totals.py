@@ -1,7 +1,9 @@
 """Seconds per phase summed over a result set's records (results.jsonl), per problem and shape
 and in all: where a run's time went when it has no run.json phase table (a run cut short).
+With --answers, one line per KernelBench answer: its build wait and each protocol's start,
+checks and timing.
 
-    python3 tools/phase_totals.py RESULT_DIR
+    python3 tools/phase_totals.py [--answers] RESULT_DIR
 """
 import collections
 import json
@@ -21,11 +23,51 @@ def totals(records):
     return units, every
 
 
+# An answer's phases: (column, phase names summed into it).
+ANSWER_COLUMNS = (
+    ("build wait", ("answer_build",)),
+    ("ours: start", ("answer_ours",)),
+    ("ours: checks", ("answer_ours_check",)),
+    ("ours: timing", ("answer_ours_time",)),
+    ("KernelBench: start", ("answer_kernel_bench",)),
+    ("KernelBench: trials", ("answer_kernel_bench_check",)),
+    ("KernelBench: timing", ("answer_kernel_bench_time",)),
+)
+
+
+def answer_rows(records):
+    """(problem, group, status, [seconds per ANSWER_COLUMNS], both protocols' total) for each
+    KernelBench answer's record (those with a `kernelbench` verdict)."""
+    rows = []
+    for r in records:
+        if not r.get("kernelbench"):
+            continue
+        ph = r.get("phases") or {}
+        cols = [sum(ph.get(p, 0.0) for p in names) for _, names in ANSWER_COLUMNS]
+        rows.append((r["problem"], r.get("group", ""), r["status"], cols, sum(cols[1:])))
+    return rows
+
+
+def print_answers(records):
+    print("| problem | group | status | " + " | ".join(c for c, _ in ANSWER_COLUMNS)
+          + " | both protocols |")
+    print("| --- " * (len(ANSWER_COLUMNS) + 4) + "|")
+    for problem, group, status, cols, both in answer_rows(records):
+        print(f"| {problem} | {group} | {status} | " + " | ".join(f"{c:.1f}" for c in cols)
+              + f" | {both:.1f} |")
+
+
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    answers = "--answers" in args
+    args = [a for a in args if a != "--answers"]
+    if len(args) != 1:
         sys.exit(__doc__)
-    path = Path(sys.argv[1]) / "results.jsonl"
+    path = Path(args[0]) / "results.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if answers:
+        print_answers(records)
+        return
     units, every = totals(records)
     print("| unit | seconds | largest phases |")
     print("| --- | --- | --- |")

@@ -364,10 +364,14 @@ impl View {
     /// so the cover lands on what they name. For a command of `other_uid`, a path it cannot
     /// reach anyway (a directory above it not searchable by others, such as a private home) is
     /// left out: bwrap, running as that uid, could not make the cover's mount point there.
+    /// Directories come parents first: a cover mounted after one inside it would hide the
+    /// inner mount point, which bwrap then fails to remount read-only.
     fn hidden_paths(&self, other_uid: bool) -> (Vec<PathBuf>, Vec<PathBuf>) {
-        existing(&self.hidden, other_uid)
+        let (mut dirs, files): (Vec<PathBuf>, Vec<PathBuf>) = existing(&self.hidden, other_uid)
             .into_iter()
-            .partition(|p| p.is_dir())
+            .partition(|p| p.is_dir());
+        dirs.sort_by_key(|d| d.components().count());
+        (dirs, files)
     }
 }
 
@@ -596,6 +600,51 @@ mod tests {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("inputs") && text.contains("done"), "{out:?}");
         assert!(!text.contains("secret"), "{out:?}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Hidden paths inside another hidden one, listed before it (a run's input cache under
+    /// `/dev/shm`, as the answers' builds are given them): the covers go on parents first, so
+    /// the inner cover's mount point is made inside the outer one (the other order covered the
+    /// inner mount, and bwrap failed to remount it: "realpath(destination): No such file").
+    #[test]
+    fn hidden_paths_inside_a_hidden_one_in_any_order_start_and_stay_hidden() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = detected();
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("dlrm-sandbox-nested-{}", std::process::id()));
+        let (shm, cache, seed) = (
+            base.join("shm"),
+            base.join("shm/run-1"),
+            base.join("shm/seed"),
+        );
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::write(cache.join("set"), b"cache-secret").unwrap();
+        std::fs::write(&seed, b"seed-secret").unwrap();
+        for d in [&base, &shm, &cache] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let script = format!(
+            "cat {0}/run-1/set {0}/seed; ls -R {0}; echo done",
+            shm.display()
+        );
+        let hiding = s.hiding([cache.clone(), seed.clone(), shm.clone()]);
+        for command in [
+            hiding
+                .command(&base.join("scratch"), "sh", ["-c", &script])
+                .unwrap(),
+            hiding
+                .command_as_caller(&base.join("scratch"), "sh", ["-c", &script])
+                .unwrap(),
+        ] {
+            let out = { command }.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("done"), "{out:?}");
+            assert!(!text.contains("secret"), "{out:?}");
+        }
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
