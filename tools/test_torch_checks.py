@@ -76,6 +76,14 @@ class UniqueCheck(unittest.TestCase):
         self.assertFalse(self.tp._unique_proven((u, inv, cnt.to(self.torch.int32)),
                                                 self.indices))
 
+    def test_a_tensor_subclass_is_not_proven(self):
+        class Agreeable(self.torch.Tensor):
+            pass
+
+        u, inv, cnt = self.good
+        self.assertFalse(self.tp._unique_proven((u.as_subclass(Agreeable), inv, cnt),
+                                                self.indices))
+
     def test_an_empty_input_has_an_empty_answer(self):
         torch = self.torch
         empty = torch.empty(0, dtype=torch.int64, device=self.dev)

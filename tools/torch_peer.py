@@ -427,7 +427,8 @@ def _unique_proven(out, indices):
         if not isinstance(out, (tuple, list)) or len(out) != 3:
             return False
         u, inv, cnt = out
-        if any(not isinstance(t, torch.Tensor) or t.dtype != torch.int64
+        # Plain tensors only: a subclass could answer the comparisons below as it likes.
+        if any(type(t) is not torch.Tensor or t.dtype != torch.int64
                or t.device != indices.device for t in out):
             return False
         if u.dim() != 1 or cnt.shape != u.shape or inv.shape != indices.shape:

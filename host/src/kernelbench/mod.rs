@@ -19,6 +19,7 @@ use bench_problems::{Problem, Role};
 use builds::Build;
 use evaluator::{Evaluator, JobTimes};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod builds;
@@ -336,6 +337,7 @@ pub(crate) fn answer_record(
         &answer.origin(),
     );
     r.kernelbench = Some(kernelbench_verdict(kb));
+    r.answer_stages = answer_stages(ours, kb);
     r.work = reference.and_then(|x| x.work);
     r.floor_ms = reference.and_then(|x| x.floor_ms);
     let v = match ours {
@@ -409,6 +411,29 @@ pub(crate) fn answer_record(
     r.win =
         r.status == Status::Correct && r.speedup.as_ref().is_some_and(|s| s.ci_low > win_threshold);
     r
+}
+
+/// Both protocols' `stages_s` (finite, non-negative seconds), by protocol; `None` when neither
+/// reported any.
+fn answer_stages(ours: &Outcome, kb: &Outcome) -> Option<BTreeMap<String, BTreeMap<String, f64>>> {
+    let stages = |o: &Outcome| -> BTreeMap<String, f64> {
+        let Outcome::Result(v) = o else {
+            return BTreeMap::new();
+        };
+        v["stages_s"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, s)| Some((k.clone(), s.as_f64()?)))
+            .filter(|(_, s)| s.is_finite() && *s >= 0.0)
+            .collect()
+    };
+    let all: BTreeMap<String, BTreeMap<String, f64>> = [("ours", ours), ("kernelbench", kb)]
+        .into_iter()
+        .map(|(name, o)| (name.to_string(), stages(o)))
+        .filter(|(_, s)| !s.is_empty())
+        .collect();
+    (!all.is_empty()).then_some(all)
 }
 
 /// The answer's speedup over the reference, timed in two processes (so unpaired): the ratio of

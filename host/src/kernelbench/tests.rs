@@ -365,3 +365,29 @@ fn a_jobs_seconds_go_to_its_protocols_start_checks_and_timing_and_add_up() {
     assert_eq!(v.iter().map(|x| x.1).sum::<f64>(), 2.5);
     assert_eq!(of(&v, Phase::AnswerOurs), Some(2.5));
 }
+
+#[test]
+fn each_protocols_stages_are_kept_on_the_record_without_bad_figures() {
+    let mut o = ours("correct", &[1.0; 30]);
+    if let Outcome::Result(v) = &mut o {
+        v["stages_s"] = json!({"cuda_init": 0.4, "load": 1.25, "check": -1.0, "time": "x"});
+    }
+    let k = Outcome::Result(json!({"passed": true, "stages_s": {"trials": 0.5}}));
+    let r = answer_record(&answer(), &o, &k, Some(&reference(1.0, 0.1)), None, 1.0);
+    let stages = r.answer_stages.expect("stages kept");
+    assert_eq!(
+        stages["ours"],
+        BTreeMap::from([("cuda_init".to_string(), 0.4), ("load".to_string(), 1.25)])
+    );
+    assert_eq!(stages["kernelbench"]["trials"], 0.5);
+    // A protocol that reported none (a crash, a timeout) has no entry.
+    let r = answer_record(
+        &answer(),
+        &Outcome::Timeout(60.0),
+        &kb(true),
+        Some(&reference(1.0, 0.1)),
+        None,
+        1.0,
+    );
+    assert!(r.answer_stages.is_none());
+}

@@ -3,6 +3,7 @@
 //! [`read_records`] reads it back (for `--resume`, `report` and `project`).
 use bench_problems::{CheckReport, Work};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
@@ -222,6 +223,12 @@ pub struct Record {
     /// What KernelBench's own protocol said of this answer (KernelBench answers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench: Option<KernelBenchVerdict>,
+    /// Each protocol's own account of a KernelBench answer's seconds (`ours`, `kernelbench`:
+    /// stage name to seconds, as the answer's process reported them: CUDA's start, the sets,
+    /// the oracles, the import, the checks, the timing); the phases above hold the same time,
+    /// bounded by the wall clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_stages: Option<BTreeMap<String, BTreeMap<String, f64>>>,
     /// How a KernelBench answer's processes were isolated (answers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::toolchain::sandbox::Isolation>,
@@ -288,6 +295,7 @@ impl Record {
             expected_status: None,
             phases: None,
             kernelbench: None,
+            answer_stages: None,
             sandbox: None,
             timed_runs_checked: None,
             shapes: Vec::new(),
