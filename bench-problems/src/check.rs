@@ -604,31 +604,33 @@ fn check_listed_rows<'a>(
 }
 
 /// The oracle's values rounded to `dtype` (round to nearest even): what a correct kernel writes.
+/// In parallel: an oracle of a few hundred million elements (bucketize's new lengths at
+/// W = 64) took seconds to encode serially, more than computing it.
 pub fn encode(
     oracle: &OracleOutput,
     dtype: DType,
     shape: Vec<usize>,
 ) -> Result<HostTensor, data_gen::DataGenError> {
     match (oracle, dtype) {
-        (OracleOutput::Float(v), DType::F64) => HostTensor::from_f64(shape, v.clone()),
         (OracleOutput::Float(v), DType::F32) => {
-            HostTensor::from_f32(shape, v.iter().map(|&x| x as f32).collect())
+            HostTensor::from_f32(shape, v.par_iter().map(|&x| x as f32).collect())
         }
-        (OracleOutput::Float(v), DType::BF16) => {
-            HostTensor::from_bf16(shape, v.iter().map(|&x| half::bf16::from_f64(x)).collect())
-        }
-        (OracleOutput::Float(v), DType::F16) => {
-            HostTensor::from_f16(shape, v.iter().map(|&x| half::f16::from_f64(x)).collect())
-        }
-        (OracleOutput::Int(v), DType::I64) => HostTensor::from_i64(shape, v.clone()),
+        (OracleOutput::Float(v), DType::BF16) => HostTensor::from_bf16(
+            shape,
+            v.par_iter().map(|&x| half::bf16::from_f64(x)).collect(),
+        ),
+        (OracleOutput::Float(v), DType::F16) => HostTensor::from_f16(
+            shape,
+            v.par_iter().map(|&x| half::f16::from_f64(x)).collect(),
+        ),
         (OracleOutput::Int(v), DType::I32) => {
-            HostTensor::from_i32(shape, v.iter().map(|&x| x as i32).collect())
+            HostTensor::from_i32(shape, v.par_iter().map(|&x| x as i32).collect())
         }
         (OracleOutput::Int(v), DType::U8) => {
-            HostTensor::from_u8(shape, v.iter().map(|&x| x as u8).collect())
+            HostTensor::from_u8(shape, v.par_iter().map(|&x| x as u8).collect())
         }
-        (OracleOutput::Float(v), _) => HostTensor::from_f64(shape, v.clone()),
-        (OracleOutput::Int(v), _) => HostTensor::from_i64(shape, v.clone()),
+        (OracleOutput::Float(v), _) => HostTensor::from_pod(DType::F64, shape, v),
+        (OracleOutput::Int(v), _) => HostTensor::from_pod(DType::I64, shape, v),
         (OracleOutput::Rows(_), _) => Err(data_gen::DataGenError::InvalidParameter {
             name: "oracle",
             value: "a row update".into(),
@@ -640,6 +642,37 @@ pub fn encode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoding_in_parallel_keeps_every_element_in_its_place() {
+        let n = 300_007;
+        let floats: Vec<f64> = (0..n).map(|i| (i as f64).sin() * 1e3).collect();
+        let ints: Vec<i64> = (0..n as i64).map(|i| i * 7919 - 1_000_000_000).collect();
+        let bytes = |o: &OracleOutput, d: DType| encode(o, d, vec![n]).unwrap().bytes.to_vec();
+        let (f, i) = (
+            OracleOutput::Float(floats.clone()),
+            OracleOutput::Int(ints.clone()),
+        );
+        let serial_f32: Vec<u8> = floats
+            .iter()
+            .flat_map(|&x| (x as f32).to_le_bytes())
+            .collect();
+        let serial_bf16: Vec<u8> = floats
+            .iter()
+            .flat_map(|&x| half::bf16::from_f64(x).to_le_bytes())
+            .collect();
+        let serial_i32: Vec<u8> = ints
+            .iter()
+            .flat_map(|&x| (x as i32).to_le_bytes())
+            .collect();
+        let serial_i64: Vec<u8> = ints.iter().flat_map(|&x| x.to_le_bytes()).collect();
+        let serial_f64: Vec<u8> = floats.iter().flat_map(|&x| x.to_le_bytes()).collect();
+        assert_eq!(bytes(&f, DType::F32), serial_f32);
+        assert_eq!(bytes(&f, DType::BF16), serial_bf16);
+        assert_eq!(bytes(&f, DType::F64), serial_f64);
+        assert_eq!(bytes(&i, DType::I32), serial_i32);
+        assert_eq!(bytes(&i, DType::I64), serial_i64);
+    }
 
     fn tensor(v: &[f32]) -> HostTensor {
         HostTensor::from_f32(vec![v.len()], v.to_vec()).unwrap()

@@ -149,8 +149,9 @@ impl HostTensor {
     }
 
     /// The bytes of `data`, copied in parallel (tensors of ~1 GB are common: a serial copy
-    /// and its page faults take a second).
-    fn from_pod<T: bytemuck::Pod>(
+    /// and its page faults take a second), as a tensor of `dtype` (whose element size must
+    /// divide them as `shape` says).
+    pub fn from_pod<T: bytemuck::Pod>(
         dtype: DType,
         shape: Vec<usize>,
         data: &[T],

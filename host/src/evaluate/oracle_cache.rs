@@ -9,7 +9,7 @@
 //! `r:<output>:rows` (i64) and `r:<output>:delta` (f64) for a row update, whose shape and
 //! tolerances are the metadata `r:<output>` (JSON).
 use bench_problems::{Oracle, OracleOutput, RowUpdate};
-use data_gen::{HostTensor, TensorSet};
+use data_gen::{DType, HostTensor, TensorSet};
 use serde::{Deserialize, Serialize};
 
 /// A row update's fields that are not arrays.
@@ -28,15 +28,15 @@ pub(super) fn to_file(oracle: &Oracle) -> anyhow::Result<TensorSet> {
         match out {
             OracleOutput::Float(v) => file.insert(
                 format!("f:{name}"),
-                HostTensor::from_f64(vec![v.len()], v.clone())?,
+                HostTensor::from_pod(DType::F64, vec![v.len()], v)?,
             ),
             OracleOutput::Int(v) => file.insert(
                 format!("i:{name}"),
-                HostTensor::from_i64(vec![v.len()], v.clone())?,
+                HostTensor::from_pod(DType::I64, vec![v.len()], v)?,
             ),
             OracleOutput::Rows(r) => {
-                let rows = HostTensor::from_i64(vec![r.rows.len()], r.rows.clone())?;
-                let delta = HostTensor::from_f64(vec![r.delta.len()], r.delta.clone())?;
+                let rows = HostTensor::from_pod(DType::I64, vec![r.rows.len()], &r.rows)?;
+                let delta = HostTensor::from_pod(DType::F64, vec![r.delta.len()], &r.delta)?;
                 file.insert(format!("r:{name}:rows"), rows);
                 file.insert(format!("r:{name}:delta"), delta);
                 let meta = RowsMeta {
