@@ -30,7 +30,7 @@ kernel! {
         let lane = lane_id() as i64;
         let (table, sample) = (bag / batch, bag % batch);
         let (begin, end) = (load_nc_i64(offsets.add(bag as usize)), load_nc_i64(offsets.add(bag as usize + 1)));
-        let rows = weight.add((*table_offsets.add(table as usize) * dim) as usize);
+        let rows = weight.add((load_nc_i64(table_offsets.add(table as usize)) * dim) as usize);
         let out = out.add((sample * num_tables * dim + table * dim) as usize);
         let vec4 = dim % 4 == 0;
         let (step, per_lane) = if vec4 { (WARP_SIZE as i64 * 4, 4) } else { (WARP_SIZE as i64, 1) };
