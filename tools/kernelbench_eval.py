@@ -341,6 +341,29 @@ def as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+def plain_output_problem(torch, out):
+    """Why `out` is not what a Model returns — a plain tensor, or an exact tuple or list of
+    plain tensors, none with attributes of its own — or "" when it is. Our checks read the
+    output after the timed call: a tuple subclass could compute its items only then (its work
+    outside the timed region), a tensor subclass or an instance attribute (`out.double = ...`)
+    could answer the checks' methods as it likes."""
+    # torch's own named tuples (`torch.return_types.sort`, ...) are built in C: as good as a
+    # tuple.
+    kind = type(out)
+    named = getattr(getattr(torch, "return_types", None), kind.__name__, None) is kind
+    sequence = kind in (tuple, list) or (named and isinstance(out, tuple))
+    items = tuple(out) if sequence else (out,)
+    for j, o in enumerate(items):
+        if type(o) is not torch.Tensor:
+            kind = type(o)
+            return (f"output {j} is a {kind.__module__}.{kind.__qualname__}, not a torch.Tensor "
+                    "(in a plain tuple or list); subclasses are not taken")
+        if vars(o):
+            names = ", ".join(sorted(vars(o)))[:200]
+            return f"output {j} carries attributes of its own ({names})"
+    return ""
+
+
 POISON_BYTE = 0xFF
 
 
@@ -484,6 +507,9 @@ def evaluate_ours(req):
         """Against set k's oracle; for a timed call on relabeled ids (`relabeled`: the oracle
         of those, or True for a problem checked without one) against the inputs as they are,
         the in-out ones as they were before the call."""
+        reason = plain_output_problem(torch, out)
+        if reason:
+            return False, reason
         outs = as_tuple(out)
         passed, reason = signature_verdict(signature(out), expected_signature)
         if not passed:
@@ -845,13 +871,14 @@ def compile_answer(answer, build_dir):
         load_answer(answer)
     except AnswerError as e:
         cause = e.__cause__
-        text = str(e)[-(64 << 10):]  # a compiler's message, its end
+        text = str(e)
         # Decided without a GPU: a failed build, Python that does not parse, no answer file.
+        # (Decided on the whole message: torch puts "Error building extension" before the
+        # compiler's output, which is kept only to its last 64 KiB.)
         decided = ("Error building extension" in text or isinstance(cause, SyntaxError)
                    or not os.path.isfile(answer))
-        if decided:
-            return {"status": "compile_error", "message": text, "builds": builds}
-        return {"status": "import_failed", "message": text, "builds": builds}
+        status = "compile_error" if decided else "import_failed"
+        return {"status": status, "message": text[-(64 << 10):], "builds": builds}
     return {"status": "built", "builds": builds}
 
 

@@ -425,5 +425,34 @@ class AheadBuilds(unittest.TestCase):
         self.assertEqual(module.__name__, "m")
 
 
+class PlainOutputs(unittest.TestCase):
+    """Our protocol takes only what a Model returns: plain tensors, alone or in an exact tuple
+    or list, with no attributes of their own."""
+
+    class FakeTorch:
+        class Tensor:
+            pass
+
+    def test_plain_tensors_pass_and_anything_else_is_named(self):
+        torch = self.FakeTorch
+        t, u = torch.Tensor(), torch.Tensor()
+        for ok in (t, (t, u), [t, u]):
+            self.assertEqual(kb.plain_output_problem(torch, ok), "")
+
+        class Lazy(tuple):
+            pass
+
+        class Sub(torch.Tensor):
+            pass
+
+        shadowed = torch.Tensor()
+        shadowed.double = lambda: None
+        for bad, says in ((Lazy((t, u)), "output 0 is a"), ((t, Sub()), "output 1 is a"),
+                          ((t, 3), "output 1 is a builtins.int"), (None, "output 0 is a"),
+                          ((shadowed,), "attributes of its own (double)")):
+            with self.subTest(bad=bad):
+                self.assertIn(says, kb.plain_output_problem(torch, bad))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -84,12 +84,48 @@ class UniqueCheck(unittest.TestCase):
         self.assertFalse(self.tp._unique_proven((u.as_subclass(Agreeable), inv, cnt),
                                                 self.indices))
 
+    def test_an_output_that_shadows_a_method_or_lies_in_its_iterator_is_not_proven(self):
+        torch, indices = self.torch, self.indices
+        u, inv, cnt = (t.clone() for t in self.good)
+        zeros = torch.zeros_like(inv)
+        # An instance attribute shadows the method the proof would call.
+        zeros.reshape = lambda *a: torch.unique(indices, return_inverse=True)[1]
+        self.assertFalse(self.tp._unique_proven((u, zeros, cnt), indices))
+        self.assertGreater(self.error((u, torch.zeros_like(inv), cnt)), 0.0)
+
+        class Fickle(tuple):
+            reads = 0
+
+            def __iter__(self):
+                Fickle.reads += 1
+                return iter(super().__iter__() if Fickle.reads == 1 else ())
+
+        self.assertFalse(self.tp._unique_proven(Fickle((u, inv, cnt)), indices))
+
     def test_an_empty_input_has_an_empty_answer(self):
         torch = self.torch
         empty = torch.empty(0, dtype=torch.int64, device=self.dev)
         self.assertTrue(self.tp._unique_proven((empty, empty, empty), empty))
         one = torch.ones(1, dtype=torch.int64, device=self.dev)
         self.assertFalse(self.tp._unique_proven((one, empty, one), empty))
+
+
+@unittest.skipUnless(HAVE_TORCH, "no torch (and numpy) here")
+class CompileVerdict(unittest.TestCase):
+    def test_a_long_compiler_error_is_still_a_compile_error_and_its_message_is_cut(self):
+        import tempfile
+
+        import kernelbench_eval as kb
+
+        with tempfile.TemporaryDirectory() as tmp:
+            answer = Path(tmp) / "01_embedding_bag_sum.py"
+            # torch's message: the phrase first, then the compiler's whole output.
+            answer.write_text("raise RuntimeError(\"Error building extension 'k': \" + "
+                              "'error: x\\n' * 20000)\n")
+            r = kb.compile_answer(str(answer), str(Path(tmp) / "ext"))
+        self.assertEqual(r["status"], "compile_error")
+        self.assertEqual(len(r["message"]), 64 << 10)
+        self.assertTrue(r["message"].endswith("error: x\n"))
 
 
 if __name__ == "__main__":

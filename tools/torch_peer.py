@@ -424,26 +424,31 @@ def _unique_proven(out, indices):
     import torch
 
     try:
-        if not isinstance(out, (tuple, list)) or len(out) != 3:
+        # Exactly a tuple or list, read once (a subclass's __iter__ could give other tensors
+        # each time it is read).
+        if type(out) not in (tuple, list) or len(out) != 3:
             return False
+        out = tuple(out)
         u, inv, cnt = out
-        # Plain tensors only: a subclass could answer the comparisons below as it likes.
-        if any(type(t) is not torch.Tensor or t.dtype != torch.int64
+        # Plain tensors without attributes of their own (a subclass, or an instance attribute
+        # such as `reshape`, could answer the tests below as it likes), used through torch's
+        # functions rather than their methods.
+        if any(type(t) is not torch.Tensor or vars(t) or t.dtype != torch.int64
                or t.device != indices.device for t in out):
             return False
-        if u.dim() != 1 or cnt.shape != u.shape or inv.shape != indices.shape:
+        if u.ndim != 1 or cnt.shape != u.shape or inv.shape != indices.shape:
             return False
-        n, k = indices.numel(), u.numel()
+        n, k = indices.numel(), torch.numel(u)
         if n == 0 or k == 0:
             return n == 0 and k == 0
-        inv = inv.reshape(-1)
-        if k > 1 and not bool((u[1:] > u[:-1]).all()):
+        inv = torch.reshape(inv, (-1,))
+        if k > 1 and not bool(torch.all(u[1:] > u[:-1])):
             return False
-        if int(inv.min()) < 0 or int(inv.max()) >= k:
+        if int(torch.min(inv)) < 0 or int(torch.max(inv)) >= k:
             return False
         if not torch.equal(u[inv], indices.reshape(-1)):
             return False
-        return bool((cnt > 0).all()) and torch.equal(torch.bincount(inv, minlength=k), cnt)
+        return bool(torch.all(cnt > 0)) and torch.equal(torch.bincount(inv, minlength=k), cnt)
     except Exception:  # noqa: BLE001 - e.g. a tensor the ops refuse: measured the slow way
         return False
 

@@ -260,7 +260,16 @@ fn compile_into(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), (Str
     let ran = std::fs::File::create(&log)
         .map_err(|e| (format!("cannot create {}: {e}", log.display()), false))
         .and_then(|f| run_compile(answer, dir, f, s).map_err(|e| (e, false)));
-    let text = read_untrusted(&log, 16 << 10, true).unwrap_or_default();
+    // The answer's own output: no escape sequence or carriage return reaches a terminal.
+    let text: String = read_untrusted(&log, 16 << 10, true)
+        .unwrap_or_default()
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            c if c.is_control() => '?',
+            c => c,
+        })
+        .collect();
     let _ = std::fs::remove_file(&log);
     let status = ran?;
     if read_result(dir).is_some() {
@@ -466,7 +475,7 @@ mode = open(answer).read().strip()
 tries = answer + ".tries"
 n = int(open(tries).read())
 open(tries, "w").write(str(n + 1))
-print("building, try", n + 1, flush=True)
+print("building, try", n + 1, "\x1b[2J", flush=True)
 if mode == "dies" or (mode == "flaky" and n == 0):
     print("the compiler was killed", flush=True)
     os._exit(9)
@@ -514,6 +523,7 @@ json.dump({"status": "built", "builds": []}, open(out, "w"))
                 assert!(why.contains("left no readable result"), "{why}");
                 assert!(why.contains("exit status: 9"), "{why}");
                 assert!(why.contains("the compiler was killed"), "{why}");
+                assert!(!why.contains('\x1b'), "no escape reaches the log: {why:?}");
             }
             other => panic!("{other:?}"),
         }

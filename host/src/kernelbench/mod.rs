@@ -269,21 +269,46 @@ pub(crate) fn job_phases(protocol: &str, t: &JobTimes) -> Vec<(Phase, f64)> {
             Phase::AnswerKernelBenchTime,
         )
     };
+    let job = if t.job_s.is_finite() {
+        t.job_s.max(0.0)
+    } else {
+        0.0
+    };
+    // Each stage within the job's wall time before any is added: two huge claims must not
+    // add up to infinity (then 0 · ∞ is NaN, which a results file cannot hold).
     let stage = |names: &[&str]| -> f64 {
         t.stages
             .iter()
             .filter(|(k, _)| names.contains(&k.as_str()))
-            .map(|(_, s)| s)
+            .map(|(_, s)| {
+                if s.is_finite() {
+                    s.clamp(0.0, job)
+                } else {
+                    0.0
+                }
+            })
             .sum()
     };
     let (mut c, mut m) = (stage(&["check", "recheck", "trials"]), stage(&["time"]));
-    let job = t.job_s.max(0.0);
     if c + m > job {
         let scale = job / (c + m);
         (c, m) = (c * scale, m * scale);
     }
-    vec![(start, job - c - m), (check, c), (time, m)]
+    vec![(start, (job - c - m).max(0.0)), (check, c), (time, m)]
 }
+
+/// The stage names a protocol's child may report (`stages_s`); others are dropped.
+const STAGES: [&str; 9] = [
+    "cuda_init",
+    "load",
+    "oracle",
+    "compile",
+    "check",
+    "time",
+    "recheck",
+    "trials",
+    "import",
+];
 
 fn f64_of(v: &Value) -> Option<f64> {
     v.as_f64()
@@ -413,8 +438,8 @@ pub(crate) fn answer_record(
     r
 }
 
-/// Both protocols' `stages_s` (finite, non-negative seconds), by protocol; `None` when neither
-/// reported any.
+/// Both protocols' `stages_s` (known names, seconds in [0, 10^6)), by protocol; `None` when
+/// neither reported any.
 fn answer_stages(ours: &Outcome, kb: &Outcome) -> Option<BTreeMap<String, BTreeMap<String, f64>>> {
     let stages = |o: &Outcome| -> BTreeMap<String, f64> {
         let Outcome::Result(v) = o else {
@@ -424,8 +449,9 @@ fn answer_stages(ours: &Outcome, kb: &Outcome) -> Option<BTreeMap<String, BTreeM
             .as_object()
             .into_iter()
             .flatten()
+            .filter(|(k, _)| STAGES.contains(&k.as_str()))
             .filter_map(|(k, s)| Some((k.clone(), s.as_f64()?)))
-            .filter(|(_, s)| s.is_finite() && *s >= 0.0)
+            .filter(|(_, s)| s.is_finite() && (0.0..1e6).contains(s))
             .collect()
     };
     let all: BTreeMap<String, BTreeMap<String, f64>> = [("ours", ours), ("kernelbench", kb)]

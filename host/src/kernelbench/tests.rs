@@ -354,12 +354,30 @@ fn a_jobs_seconds_go_to_its_protocols_start_checks_and_timing_and_add_up() {
     assert_eq!(of(&v, Phase::AnswerKernelBench), Some(3.0));
     assert_eq!(of(&v, Phase::AnswerKernelBenchCheck), Some(1.5));
     assert_eq!(of(&v, Phase::AnswerKernelBenchTime), Some(0.5));
-    // An answer's process that claims more than the job's wall time is scaled to fit it: the
-    // phases still add up to the job, none negative.
-    let v = job_phases("ours", &times(4.0, &[("check", 30.0), ("time", 10.0)]));
+    // An answer's process that claims more than the job's wall time: each stage is capped at
+    // the job, then both are scaled to fit it: the phases still add up to the job.
+    let v = job_phases("ours", &times(4.0, &[("check", 30.0), ("time", 1.0)]));
     assert_eq!(of(&v, Phase::AnswerOurs), Some(0.0));
-    assert!((of(&v, Phase::AnswerOursCheck).unwrap() - 3.0).abs() < 1e-12);
-    assert!((of(&v, Phase::AnswerOursTime).unwrap() - 1.0).abs() < 1e-12);
+    assert!((of(&v, Phase::AnswerOursCheck).unwrap() - 3.2).abs() < 1e-12);
+    assert!((of(&v, Phase::AnswerOursTime).unwrap() - 0.8).abs() < 1e-12);
+    // Claims that add up past any float (1e308 twice) or are not numbers: no NaN, no
+    // infinity, nothing negative, the total still the job's.
+    let v = job_phases(
+        "ours",
+        &times(
+            3.0,
+            &[
+                ("check", 1e308),
+                ("recheck", 1e308),
+                ("time", f64::INFINITY),
+            ],
+        ),
+    );
+    assert!(v.iter().all(|x| x.1.is_finite() && x.1 >= 0.0), "{v:?}");
+    assert!(
+        (v.iter().map(|x| x.1).sum::<f64>() - 3.0).abs() < 1e-9,
+        "{v:?}"
+    );
     // No account (a crash): all of it is the start phase.
     let v = job_phases("ours", &times(2.5, &[]));
     assert_eq!(v.iter().map(|x| x.1).sum::<f64>(), 2.5);
@@ -370,7 +388,8 @@ fn a_jobs_seconds_go_to_its_protocols_start_checks_and_timing_and_add_up() {
 fn each_protocols_stages_are_kept_on_the_record_without_bad_figures() {
     let mut o = ours("correct", &[1.0; 30]);
     if let Outcome::Result(v) = &mut o {
-        v["stages_s"] = json!({"cuda_init": 0.4, "load": 1.25, "check": -1.0, "time": "x"});
+        v["stages_s"] = json!({"cuda_init": 0.4, "load": 1.25, "check": -1.0, "time": "x",
+                               "recheck": 1e300, "made_up": 1.0});
     }
     let k = Outcome::Result(json!({"passed": true, "stages_s": {"trials": 0.5}}));
     let r = answer_record(&answer(), &o, &k, Some(&reference(1.0, 0.1)), None, 1.0);
