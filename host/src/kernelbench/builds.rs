@@ -234,6 +234,14 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
             }
         }
     }
+    // The build's files belong to its uid until taken back (`reclaim`).
+    if let Err(e) = crate::toolchain::sandbox::reclaim(&fresh) {
+        let _ = std::fs::remove_dir_all(&fresh);
+        return Build::Undecided(format!(
+            "cannot take back the build of {} from its sandbox's uid: {e}",
+            answer.display()
+        ));
+    }
     // A finished entry is never removed (an evaluation may be loading from it): the first
     // build to finish names the entry, a later one of the same key is dropped. Only an entry
     // left incomplete (no readable result) is replaced.
@@ -518,6 +526,17 @@ json.dump({"status": "built", "builds": []}, open(out, "w"))
             Build::Built(vec![])
         );
         assert_eq!(tries("flaky").unwrap(), "2");
+        // The kept build is the caller's, not its sandbox uid's (which a later command reuses).
+        {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            for e in std::fs::read_dir(dir.join("cache")).unwrap().flatten() {
+                for f in [e.path(), e.path().join("result.json")] {
+                    assert_eq!(std::fs::metadata(&f).unwrap().uid(), me, "{}", f.display());
+                }
+            }
+        }
         match build_one(&dir.join("dies"), &settings) {
             Build::Undecided(why) => {
                 assert!(why.contains("left no readable result"), "{why}");
