@@ -1,6 +1,8 @@
 //! KernelBench answers' `load_inline` extensions built before any answer meets the GPU
 //! ([`build_all`]): every answer imported once by `tools/kernelbench_eval.py --compile`, the
-//! GPU hidden, in the sandbox, as many at a time as the machine has cores, each build kept in a
+//! GPU hidden, in the sandbox, [`BuildSettings::jobs`] at a time, in the order the answers are
+//! evaluated and below the measurements' CPU priority, the first answers' before the rest
+//! (`Priority`), each build kept in a
 //! cache directory named by the hash of what decides it (the answer's bytes, the evaluator's,
 //! the target architecture), so a re-run or a resumed run builds nothing twice. The builds run
 //! on threads of their own while the GPU measures the references and candidates
@@ -174,7 +176,7 @@ pub fn build_all(
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(answer) = answers.get(i) else { return };
-                let b = build_one(&answer.file, settings);
+                let b = build_one(&answer.file, settings, Priority::of(i));
                 into.insert(answer.file.clone(), b);
                 done();
             });
@@ -199,7 +201,7 @@ fn cache_key(answer: &[u8], script: &[u8], arch: &str) -> String {
 
 /// One answer's build: from the cache when it holds one, else built now into a fresh
 /// directory that takes the cache's name once complete.
-fn build_one(answer: &Path, s: &BuildSettings) -> Build {
+fn build_one(answer: &Path, s: &BuildSettings, priority: Priority) -> Build {
     let (source, script) = match (std::fs::read(answer), std::fs::read(s.script)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) => return Build::Undecided(format!("{}: {e}", answer.display())),
@@ -224,7 +226,7 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
     loop {
         tries += 1;
         let _ = std::fs::remove_dir_all(&fresh);
-        match compile_into(answer, &fresh, s) {
+        match compile_into(answer, &fresh, s, priority) {
             Ok(()) => break,
             Err((why, again)) => {
                 let _ = std::fs::remove_dir_all(&fresh);
@@ -263,11 +265,16 @@ fn build_one(answer: &Path, s: &BuildSettings) -> Build {
 /// [`run_compile`] into `dir`, its output kept beside `dir` (out of the build's reach) for the
 /// message of a build that ends without a readable result. Err: why, and whether trying again
 /// may help (the process ended without a result, not past its limit).
-fn compile_into(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), (String, bool)> {
+fn compile_into(
+    answer: &Path,
+    dir: &Path,
+    s: &BuildSettings,
+    priority: Priority,
+) -> Result<(), (String, bool)> {
     let log = dir.with_extension("log");
     let ran = std::fs::File::create(&log)
         .map_err(|e| (format!("cannot create {}: {e}", log.display()), false))
-        .and_then(|f| run_compile(answer, dir, f, s).map_err(|e| (e, false)));
+        .and_then(|f| run_compile(answer, dir, f, s, priority).map_err(|e| (e, false)));
     // The answer's own output: no escape sequence or carriage return reaches a terminal.
     let text: String = read_untrusted(&log, 16 << 10, true)
         .unwrap_or_default()
@@ -293,6 +300,29 @@ fn compile_into(answer: &Path, dir: &Path, s: &BuildSettings) -> Result<(), (Str
     ))
 }
 
+/// How a build competes for the CPU: its `nice` level and the compiler processes it runs at
+/// once (`MAX_JOBS`, torch's ninja `-j`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Priority {
+    nice: u32,
+    max_jobs: u32,
+}
+
+impl Priority {
+    /// The build of the `position`-th answer in evaluation order. Every build runs below the
+    /// measurements (which must not slow: eager PyTorch's launches are CPU-bound), but the
+    /// first answers' builds, which the GPU waits for (64-90 s on an H100 and an H200 with all
+    /// at nice 19 beside the first problem's input generation), come before later ones, and
+    /// the first four compile their C++ and CUDA files at once. Later builds only have to
+    /// keep ahead of the evaluations, which they did.
+    fn of(position: usize) -> Priority {
+        Priority {
+            nice: (10 + position / 2).min(19) as u32,
+            max_jobs: if position < 4 { 2 } else { 1 },
+        }
+    }
+}
+
 /// `kernelbench_eval.py --compile ANSWER` in the sandbox, the GPU hidden, into `dir`, its
 /// output to `log`: how it exited.
 fn run_compile(
@@ -300,13 +330,13 @@ fn run_compile(
     dir: &Path,
     log: std::fs::File,
     s: &BuildSettings,
+    priority: Priority,
 ) -> Result<std::process::ExitStatus, String> {
     let script = std::path::absolute(s.script).unwrap_or_else(|_| s.script.to_path_buf());
-    // At the lowest CPU priority: the builds run beside the measurements, which they must not
-    // slow (eager PyTorch's launches are CPU-bound).
+    // Below the measurements' CPU priority, the first answers' builds first (`Priority`).
     let args = [
         "-n".into(),
-        "19".into(),
+        priority.nice.to_string().into(),
         "python3".into(),
         script.into_os_string(),
         "--compile".into(),
@@ -322,7 +352,7 @@ fn run_compile(
         .map_err(|e| format!("cannot prepare the sandbox: {e}"))?;
     c.env("CUDA_VISIBLE_DEVICES", "")
         .env("TORCH_CUDA_ARCH_LIST", &s.arch)
-        .env("MAX_JOBS", "1")
+        .env("MAX_JOBS", priority.max_jobs.to_string())
         .stdin(Stdio::null())
         .stdout(
             log.try_clone()
@@ -432,6 +462,22 @@ mod tests {
     }
 
     #[test]
+    fn the_first_answers_builds_come_first_and_every_build_stays_below_the_measurements() {
+        let p: Vec<Priority> = (0..30).map(Priority::of).collect();
+        assert_eq!(
+            p[0],
+            Priority {
+                nice: 10,
+                max_jobs: 2
+            }
+        );
+        assert!(p.windows(2).all(|w| w[0].nice <= w[1].nice));
+        assert!(p.iter().all(|q| (10..=19).contains(&q.nice)));
+        assert_eq!(p[29].nice, 19);
+        assert_eq!(p.iter().filter(|q| q.max_jobs == 2).count(), 4);
+    }
+
+    #[test]
     fn the_key_changes_with_each_part_and_not_otherwise() {
         let k = cache_key(b"answer", b"script", "9.0");
         assert_eq!(k, cache_key(b"answer", b"script", "9.0"));
@@ -522,7 +568,7 @@ json.dump({"status": "built", "builds": []}, open(out, "w"))
             std::fs::set_permissions(&count, std::fs::Permissions::from_mode(0o666)).unwrap();
         }
         assert_eq!(
-            build_one(&dir.join("flaky"), &settings),
+            build_one(&dir.join("flaky"), &settings, Priority::of(0)),
             Build::Built(vec![])
         );
         assert_eq!(tries("flaky").unwrap(), "2");
@@ -537,7 +583,7 @@ json.dump({"status": "built", "builds": []}, open(out, "w"))
                 }
             }
         }
-        match build_one(&dir.join("dies"), &settings) {
+        match build_one(&dir.join("dies"), &settings, Priority::of(9)) {
             Build::Undecided(why) => {
                 assert!(why.contains("left no readable result"), "{why}");
                 assert!(why.contains("exit status: 9"), "{why}");
@@ -549,7 +595,7 @@ json.dump({"status": "built", "builds": []}, open(out, "w"))
         assert_eq!(tries("dies").unwrap(), "2", "tried twice, no more");
         // The finished build is kept: asked again, nothing runs.
         assert_eq!(
-            build_one(&dir.join("flaky"), &settings),
+            build_one(&dir.join("flaky"), &settings, Priority::of(0)),
             Build::Built(vec![])
         );
         assert_eq!(tries("flaky").unwrap(), "2");
