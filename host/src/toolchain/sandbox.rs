@@ -462,16 +462,39 @@ fn chown_tree(dir: &Path, uid: u32) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// The detected sandbox when it is bubblewrap; else `None`, the test reported as skipped.
+    fn bwrap_or_skip() -> Option<&'static Sandbox> {
+        let s = detected();
+        if s.isolation != Isolation::Bubblewrap {
+            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
+            return None;
+        }
+        Some(s)
+    }
+
+    /// `sh -c script` in `s` as both kinds of command (another uid, the caller): what each
+    /// printed, after asserting it got to `echo done`.
+    fn stdout_of_both(s: &Sandbox, scratch: &Path, script: &str) -> Vec<String> {
+        [
+            s.command(scratch, "sh", ["-c", script]).unwrap(),
+            s.command_as_caller(scratch, "sh", ["-c", script]).unwrap(),
+        ]
+        .into_iter()
+        .map(|command| {
+            let out = { command }.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(text.contains("done"), "{out:?}");
+            text
+        })
+        .collect()
+    }
+
     /// A scratch directory inside a hidden one (a TMPDIR under `/dev/shm`, or under the input
     /// cache) still works: bwrap makes its mount point while the cover is writable, then the
     /// cover becomes read-only around it; a sibling in the hidden directory is not seen.
     #[test]
     fn a_scratch_inside_a_hidden_directory_still_works() {
-        let s = detected();
-        if s.isolation != Isolation::Bubblewrap {
-            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
-            return;
-        }
+        let Some(s) = bwrap_or_skip() else { return };
         let hidden = std::env::temp_dir().join(format!("dlrm-sandbox-hide-{}", std::process::id()));
         let scratch = hidden.join("scratch");
         std::fs::create_dir_all(&scratch).unwrap();
@@ -501,11 +524,7 @@ mod tests {
     /// runs as another uid or as the caller.
     #[test]
     fn hidden_paths_are_not_seen_by_either_kind_of_command() {
-        let s = detected();
-        if s.isolation != Isolation::Bubblewrap {
-            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
-            return;
-        }
+        let Some(s) = bwrap_or_skip() else { return };
         let base = std::env::temp_dir().join(format!("dlrm-sandbox-hiding-{}", std::process::id()));
         let (dir, file, scratch) = (
             base.join("oracles"),
@@ -529,16 +548,8 @@ mod tests {
             file.display()
         );
         let hiding = s.hiding([dir.clone(), file.clone()]);
-        for command in [
-            hiding.command(&scratch, "sh", ["-c", &script]).unwrap(),
-            hiding
-                .command_as_caller(&scratch, "sh", ["-c", &script])
-                .unwrap(),
-        ] {
-            let out = { command }.output().unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains("done"), "{out:?}");
-            assert!(!text.contains("secret"), "{out:?}");
+        for text in stdout_of_both(&hiding, &scratch, &script) {
+            assert!(!text.contains("secret"), "{text}");
         }
         std::fs::remove_dir_all(&base).unwrap();
     }
@@ -549,11 +560,7 @@ mod tests {
     #[test]
     fn a_hidden_path_in_a_private_directory_does_not_stop_a_command() {
         use std::os::unix::fs::PermissionsExt;
-        let s = detected();
-        if s.isolation != Isolation::Bubblewrap {
-            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
-            return;
-        }
+        let Some(s) = bwrap_or_skip() else { return };
         let base =
             std::env::temp_dir().join(format!("dlrm-sandbox-private-{}", std::process::id()));
         let run = base.join("home").join("run");
@@ -579,11 +586,7 @@ mod tests {
     #[test]
     fn an_exposed_path_inside_a_hidden_one_is_seen_and_its_hidden_part_is_not() {
         use std::os::unix::fs::PermissionsExt;
-        let s = detected();
-        if s.isolation != Isolation::Bubblewrap {
-            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
-            return;
-        }
+        let Some(s) = bwrap_or_skip() else { return };
         let base = std::env::temp_dir().join(format!("dlrm-sandbox-expose-{}", std::process::id()));
         let (shm, run, oracles) = (
             base.join("shm"),
@@ -622,11 +625,7 @@ mod tests {
     #[test]
     fn hidden_paths_inside_a_hidden_one_in_any_order_start_and_stay_hidden() {
         use std::os::unix::fs::PermissionsExt;
-        let s = detected();
-        if s.isolation != Isolation::Bubblewrap {
-            eprintln!("SKIPPED: bwrap does not work here ({:?})", s.isolation);
-            return;
-        }
+        let Some(s) = bwrap_or_skip() else { return };
         let base = std::env::temp_dir().join(format!("dlrm-sandbox-nested-{}", std::process::id()));
         let (shm, cache, seed) = (
             base.join("shm"),
@@ -644,18 +643,8 @@ mod tests {
             shm.display()
         );
         let hiding = s.hiding([cache.clone(), seed.clone(), shm.clone()]);
-        for command in [
-            hiding
-                .command(&base.join("scratch"), "sh", ["-c", &script])
-                .unwrap(),
-            hiding
-                .command_as_caller(&base.join("scratch"), "sh", ["-c", &script])
-                .unwrap(),
-        ] {
-            let out = { command }.output().unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains("done"), "{out:?}");
-            assert!(!text.contains("secret"), "{out:?}");
+        for text in stdout_of_both(&hiding, &base.join("scratch"), &script) {
+            assert!(!text.contains("secret"), "{text}");
         }
         std::fs::remove_dir_all(&base).unwrap();
     }
