@@ -30,6 +30,10 @@ finish() {
   (cd "$OUT" && tar czf r.tgz r && rm -rf r)
 }
 trap finish EXIT
+# Every call records its card and driver (a result set's README must name them), whatever steps
+# it runs.
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
+  >> "$O/env.txt" 2>&1
 
 for f in .bwrap/*.deb; do dpkg -x "$f" /tmp/bw; done
 export PATH=/tmp/bw/usr/bin:$PATH
