@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|default|hostile|sandboxtests|pytests|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|kbset-resume|default|hostile|sandboxtests|pytests|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -70,10 +70,24 @@ for what in "$@"; do
   kbset)
     # The 60 load_inline answers of tools/inline_set.py (issue 35's throughput set); SHARD=i/n
     # splits them (with DLRM_BENCH_SECRET_SEED) where one call's time is too short;
-    # DLRM_BENCH_BUILD_JOBS=N builds N at a time (default half the cores).
+    # DLRM_BENCH_BUILD_JOBS=N builds N at a time (default half the cores). The run lives in
+    # target/kbset-runs (ignored: it stays on a warm machine between calls), so a run cut by
+    # its call's time goes on in the next call with `kbset-resume`; a copy comes back.
+    mkdir -p target/kbset-runs
     step kbset target/release/dlrm-bench kernelbench candidates/kernelbench-throughput/*/ \
-      --torch=eager --timeout-s 60 ${SHARD:+--shard "$SHARD"} --out "$O/kbset" \
-      > "$O/kbset.log" 2>&1 ;;
+      --torch=eager --timeout-s 60 ${SHARD:+--shard "$SHARD"} --out target/kbset-runs \
+      > "$O/kbset.log" 2>&1
+    cp -r target/kbset-runs "$O/kbset" ;;
+  kbset-resume)
+    # The newest run of `kbset` on this warm machine, resumed (its records kept, its answers
+    # not yet done evaluated).
+    run=$(ls -dt target/kbset-runs/*/ 2>/dev/null | head -1)
+    if [[ -n $run ]]; then
+      step kbset-resume target/release/dlrm-bench run --resume "$run" > "$O/kbset-resume.log" 2>&1
+      cp -r target/kbset-runs "$O/kbset"
+    else
+      echo "kbset-resume: no run in target/kbset-runs on this machine" >> "$O/env.txt"
+    fi ;;
   default)
     # The default run (examples and tuned) at `full`, every shape: issue 39's wall-time target.
     # SHARD=i/n (with DLRM_BENCH_SECRET_SEED) splits it where one call is too short.
