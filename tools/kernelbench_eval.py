@@ -238,6 +238,35 @@ def interleaved_pairs(time_eager, time_answer, n_sets, min_pairs, max_pairs, bud
     return eager, answer
 
 
+# How much longer than eager's the device may stay busy after a timed call's end event (median
+# over the calls): a floor for the host's clock noise, and a share of the answer's own time.
+HIDDEN_FLOOR_MS = 0.1
+HIDDEN_SHARE = 0.25
+
+
+def hidden_work_verdict(answer_ms, answer_wall_ms, eager_ms, eager_wall_ms):
+    """(passed, reason, figures): whether an answer left work outside its timed region. Each
+    timed call is bracketed twice: by CUDA events on the current stream (the time credited)
+    and, on the host's clock, from an idle device to a device-wide synchronize. Kernels the
+    answer starts on a stream of its own run past its end event, so its host span exceeds its
+    event span by more than eager's does (which is the launch and synchronize latency alone).
+    The answer's excess (medians of wall - event, answer's less eager's) must stay under
+    max(HIDDEN_FLOOR_MS, HIDDEN_SHARE x its median event time)."""
+    if not answer_ms or not eager_ms:
+        return True, "", {}
+    gap_answer = median([w - e for e, w in zip(answer_ms, answer_wall_ms)])
+    gap_eager = median([w - e for e, w in zip(eager_ms, eager_wall_ms)])
+    excess = gap_answer - gap_eager
+    bound = max(HIDDEN_FLOOR_MS, HIDDEN_SHARE * median(answer_ms))
+    figures = {"answer_gap_ms": gap_answer, "eager_gap_ms": gap_eager, "bound_ms": bound}
+    if excess > bound:
+        return False, (f"the device stayed busy {gap_answer:.3f} ms (median) past the end of the "
+                       f"answer's timed calls, {excess:.3f} ms more than after eager's (bound "
+                       f"{bound:.3f} ms): work on another stream runs outside the CUDA events "
+                       "that time it"), figures
+    return True, "", figures
+
+
 def judge_sets(call, check, sets, restore_inputs, inputs_changed, poison, skip=()):
     """Our check over the check sets but those in `skip` (the timing's, which the answer
     first meets in a timed call), in order: for set k, put its in-out inputs back, poison
@@ -591,25 +620,35 @@ def evaluate_ours(req):
                     else True
             pair["calls"] += 1
 
-        def timed(fn, k):
+        # Each side's (event ms, host ms) per timed call, for hidden_work_verdict.
+        spans = {"eager": [], "answer": []}
+
+        def timed(fn, k, side):
             begin(k)
             restore_inputs(time_idx[k])
             if flush is not None:
                 flush.zero_()
             a = torch.cuda.Event(enable_timing=True)
             b = torch.cuda.Event(enable_timing=True)
+            # From an idle device: the host's span then covers all the call's work, on any
+            # stream, up to the device-wide synchronize.
+            torch.cuda.synchronize()
+            started = time.perf_counter()
             a.record()
             out = fn(*sets[time_idx[k]])
             b.record()
-            b.synchronize()
-            return a.elapsed_time(b), out
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - started) * 1000.0
+            ms = a.elapsed_time(b)
+            spans[side].append((ms, wall))
+            return ms, out
 
         def time_eager(k):
-            return timed(model, k)[0]
+            return timed(model, k, "eager")[0]
 
         def time_answer(k):
             try:
-                ms, out = timed(model_new, k)
+                ms, out = timed(model_new, k, "answer")
             except Exception as e:  # noqa: BLE001
                 raise AnswerError("runtime_error", f"while timing: {type(e).__name__}: "
                                   f"{e}") from e
@@ -630,10 +669,20 @@ def evaluate_ours(req):
             time_eager(i % len(time_idx))
             time_answer(i % len(time_idx))
         last_out.clear()
+        spans["eager"].clear()
+        spans["answer"].clear()
         eager, ans = interleaved_pairs(time_eager, time_answer, len(time_idx),
                                        req["min_pairs"], req["max_pairs"], req["budget_s"],
                                        req["target_half_width"])
         stages["time"] = time.perf_counter() - started
+        passed, reason, hidden = hidden_work_verdict(
+            [m for m, _ in spans["answer"]], [w for _, w in spans["answer"]],
+            [m for m, _ in spans["eager"]], [w for _, w in spans["eager"]])
+        result["hidden_work"] = hidden
+        if not passed:
+            result["status"] = "incorrect"
+            result["message"] = reason
+            return result
         result["timing"] = timing_summary(ans)
         result["eager_timing"] = timing_summary(eager)
         result["speedup_eager"] = paired_speedup(eager, ans, req["seed"])

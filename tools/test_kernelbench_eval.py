@@ -454,5 +454,38 @@ class PlainOutputs(unittest.TestCase):
                 self.assertIn(says, kb.plain_output_problem(torch, bad))
 
 
+class HiddenWork(unittest.TestCase):
+    """Work an answer runs on a stream of its own is outside the CUDA events that time it, not
+    outside the host's span to a device-wide synchronize."""
+
+    def test_an_honest_answer_and_eager_differ_only_by_noise(self):
+        eager = [1.0, 1.01, 0.99] * 10
+        answer = [0.3, 0.31, 0.29] * 10
+        # Both spans exceed their events by the launch and synchronize latency alone.
+        passed, reason, figures = kb.hidden_work_verdict(
+            answer, [m + 0.02 for m in answer], eager, [m + 0.018 for m in eager])
+        self.assertTrue(passed, reason)
+        self.assertAlmostEqual(figures["eager_gap_ms"], 0.018)
+        self.assertAlmostEqual(figures["bound_ms"], 0.1)
+
+    def test_work_on_a_side_stream_fails_with_what_was_seen(self):
+        eager = [1.0] * 20
+        # The events see 0.01 ms; the device was busy for 0.9 ms.
+        passed, reason, figures = kb.hidden_work_verdict(
+            [0.01] * 20, [0.9] * 20, eager, [1.02] * 20)
+        self.assertFalse(passed)
+        self.assertIn("another stream", reason)
+        self.assertAlmostEqual(figures["answer_gap_ms"], 0.89)
+
+    def test_the_bound_grows_with_the_answers_own_time(self):
+        eager = [10.0] * 20
+        # 2 ms past the events of a 10 ms answer: under 25% of it.
+        self.assertTrue(kb.hidden_work_verdict([10.0] * 20, [12.0] * 20, eager, eager)[0])
+        self.assertFalse(kb.hidden_work_verdict([10.0] * 20, [13.0] * 20, eager, eager)[0])
+
+    def test_no_timed_calls_no_verdict(self):
+        self.assertEqual(kb.hidden_work_verdict([], [], [], []), (True, "", {}))
+
+
 if __name__ == "__main__":
     unittest.main()

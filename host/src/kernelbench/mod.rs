@@ -438,27 +438,33 @@ pub(crate) fn answer_record(
     r
 }
 
-/// Both protocols' `stages_s` (known names, seconds in [0, 10^6)), by protocol; `None` when
-/// neither reported any.
+/// Both protocols' `stages_s` (known names, seconds in [0, 10^6)), by protocol, and our
+/// protocol's `hidden_work` figures (the medians of host span less event span, answer's and
+/// eager's, and the bound: milliseconds, for calibrating that check); `None` when there are none.
 fn answer_stages(ours: &Outcome, kb: &Outcome) -> Option<BTreeMap<String, BTreeMap<String, f64>>> {
-    let stages = |o: &Outcome| -> BTreeMap<String, f64> {
+    let figures = |o: &Outcome, field: &str, names: &[&str]| -> BTreeMap<String, f64> {
         let Outcome::Result(v) = o else {
             return BTreeMap::new();
         };
-        v["stages_s"]
+        v[field]
             .as_object()
             .into_iter()
             .flatten()
-            .filter(|(k, _)| STAGES.contains(&k.as_str()))
+            .filter(|(k, _)| names.contains(&k.as_str()))
             .filter_map(|(k, s)| Some((k.clone(), s.as_f64()?)))
             .filter(|(_, s)| s.is_finite() && (0.0..1e6).contains(s))
             .collect()
     };
-    let all: BTreeMap<String, BTreeMap<String, f64>> = [("ours", ours), ("kernelbench", kb)]
-        .into_iter()
-        .map(|(name, o)| (name.to_string(), stages(o)))
-        .filter(|(_, s)| !s.is_empty())
-        .collect();
+    let hidden = ["answer_gap_ms", "eager_gap_ms", "bound_ms"];
+    let all: BTreeMap<String, BTreeMap<String, f64>> = [
+        ("ours", figures(ours, "stages_s", &STAGES)),
+        ("kernelbench", figures(kb, "stages_s", &STAGES)),
+        ("hidden_work", figures(ours, "hidden_work", &hidden)),
+    ]
+    .into_iter()
+    .map(|(name, f)| (name.to_string(), f))
+    .filter(|(_, f)| !f.is_empty())
+    .collect();
     (!all.is_empty()).then_some(all)
 }
 

@@ -390,6 +390,7 @@ fn each_protocols_stages_are_kept_on_the_record_without_bad_figures() {
     if let Outcome::Result(v) = &mut o {
         v["stages_s"] = json!({"cuda_init": 0.4, "load": 1.25, "check": -1.0, "time": "x",
                                "recheck": 1e300, "made_up": 1.0});
+        v["hidden_work"] = json!({"answer_gap_ms": 0.02, "eager_gap_ms": 0.018, "x": 1.0});
     }
     let k = Outcome::Result(json!({"passed": true, "stages_s": {"trials": 0.5}}));
     let r = answer_record(&answer(), &o, &k, Some(&reference(1.0, 0.1)), None, 1.0);
@@ -399,6 +400,13 @@ fn each_protocols_stages_are_kept_on_the_record_without_bad_figures() {
         BTreeMap::from([("cuda_init".to_string(), 0.4), ("load".to_string(), 1.25)])
     );
     assert_eq!(stages["kernelbench"]["trials"], 0.5);
+    assert_eq!(
+        stages["hidden_work"],
+        BTreeMap::from([
+            ("answer_gap_ms".to_string(), 0.02),
+            ("eager_gap_ms".to_string(), 0.018)
+        ])
+    );
     // A protocol that reported none (a crash, a timeout) has no entry.
     let r = answer_record(
         &answer(),

@@ -225,8 +225,9 @@ pub struct Record {
     pub kernelbench: Option<KernelBenchVerdict>,
     /// Each protocol's own account of a KernelBench answer's seconds (`ours`, `kernelbench`:
     /// stage name to seconds, as the answer's process reported them: CUDA's start, the sets,
-    /// the oracles, the import, the checks, the timing); the phases above hold the same time,
-    /// bounded by the wall clock.
+    /// the oracles, the import, the checks, the timing; the phases above hold the same time,
+    /// bounded by the wall clock), and `hidden_work`: our timing's medians of host span less
+    /// event span for the answer and eager, and the bound their difference must keep (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_stages: Option<BTreeMap<String, BTreeMap<String, f64>>>,
     /// How a KernelBench answer's processes were isolated (answers only).
