@@ -18,7 +18,7 @@ step() { # name, command...
   shift
   s=$(date +%s)
   if (( $(left) > 10 )); then
-    timeout "$(left)" "$@"
+    timeout -k 10 "$(left)" "$@"
     rc=$?
   else
     rc=skipped
@@ -77,14 +77,15 @@ for what in "$@"; do
     step kbset target/release/dlrm-bench kernelbench candidates/kernelbench-throughput/*/ \
       --torch=eager --timeout-s 60 ${SHARD:+--shard "$SHARD"} --out target/kbset-runs \
       > "$O/kbset.log" 2>&1
-    cp -r target/kbset-runs "$O/kbset" ;;
+    newest=$(ls -dt target/kbset-runs/*/ 2>/dev/null | head -1)
+    [[ -n $newest ]] && mkdir -p "$O/kbset" && cp -r "$newest" "$O/kbset/" ;;
   kbset-resume)
     # The newest run of `kbset` on this warm machine, resumed (its records kept, its answers
     # not yet done evaluated).
     run=$(ls -dt target/kbset-runs/*/ 2>/dev/null | head -1)
     if [[ -n $run ]]; then
       step kbset-resume target/release/dlrm-bench run --resume "$run" > "$O/kbset-resume.log" 2>&1
-      cp -r target/kbset-runs "$O/kbset"
+      mkdir -p "$O/kbset" && cp -r "$run" "$O/kbset/"
     else
       echo "kbset-resume: no run in target/kbset-runs on this machine" >> "$O/env.txt"
     fi ;;

@@ -94,6 +94,11 @@ pub(crate) fn prepare(
     if let Some((dir, run)) = &original {
         run_dir::check_resume_backend(dir, run, on_gpu, &info, preset)?;
     }
+    // Recorded absolute, as the candidate roots are: a resume from another directory finds
+    // them.
+    opts.kernelbench = (opts.kernelbench.iter())
+        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+        .collect();
     let (answers, bad_answers) = kernelbench::discover(&opts.kernelbench);
     problems_of_answers(&mut opts, &answers, &bad_answers)?;
     let problems =

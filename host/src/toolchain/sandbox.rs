@@ -433,12 +433,12 @@ fn apply(l: Limits, uid: Option<u32>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Gives `dir` and what it holds to `uid` (its group too), so the sandboxed process can write
-/// its scratch.
 /// Gives `dir` (what a sandboxed command left in its scratch, e.g. an answer's build kept for
 /// later evaluations) back to the caller when the command ran as a uid of its own (the caller
 /// is root): uids repeat every 64 commands, and a later command of the same uid must not be
-/// able to rewrite it. Nothing to do for any other caller.
+/// able to rewrite it. Nothing to do for any other caller. Sound under bubblewrap, whose PID
+/// namespace ends every process of the command with it; under the weaker isolations a process
+/// the command left behind could still race the walk.
 pub(crate) fn reclaim(dir: &Path) -> std::io::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -447,6 +447,8 @@ pub(crate) fn reclaim(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Gives `dir` and what it holds to `uid` (its group too), so the sandboxed process can write
+/// its scratch. Links are not followed.
 fn chown_tree(dir: &Path, uid: u32) -> std::io::Result<()> {
     let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
     while let Some(p) = stack.pop() {
