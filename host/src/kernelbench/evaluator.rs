@@ -26,7 +26,7 @@ pub struct Evaluator {
 
 /// What one job cost: its seconds in the child, and the server's start when this job started
 /// one (the rest of the wall time); `stages` are the child's own account of its seconds (the
-/// result's `stages_s`: name and seconds, each finite and at least 0).
+/// result's `stages_s`: known names, seconds in [0, 10^6)).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobTimes {
     pub job_s: f64,
@@ -93,15 +93,10 @@ impl Evaluator {
             .min(wall);
         let stages = reply
             .as_ref()
-            .ok()
-            .and_then(|r| r["result"]["stages_s"].as_object())
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
-                    .filter(|(_, v)| v.is_finite() && *v >= 0.0)
-                    .collect()
-            })
-            .unwrap_or_default();
+            .map(|r| super::known_figures(&r["result"]["stages_s"], &super::STAGES))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let times = JobTimes {
             job_s,
             start_s: if starts { wall - job_s } else { 0.0 },

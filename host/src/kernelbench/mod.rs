@@ -297,8 +297,21 @@ pub(crate) fn job_phases(protocol: &str, t: &JobTimes) -> Vec<(Phase, f64)> {
     vec![(start, (job - c - m).max(0.0)), (check, c), (time, m)]
 }
 
+/// The fields of `object` named in `names` that are numbers in [0, 10^6) (what an answer's
+/// process reports of itself: anything else is dropped).
+pub(crate) fn known_figures(object: &Value, names: &[&str]) -> BTreeMap<String, f64> {
+    object
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| names.contains(&k.as_str()))
+        .filter_map(|(k, s)| Some((k.clone(), s.as_f64()?)))
+        .filter(|(_, s)| s.is_finite() && (0.0..1e6).contains(s))
+        .collect()
+}
+
 /// The stage names a protocol's child may report (`stages_s`); others are dropped.
-const STAGES: [&str; 9] = [
+pub(crate) const STAGES: [&str; 9] = [
     "cuda_init",
     "load",
     "oracle",
@@ -443,17 +456,10 @@ pub(crate) fn answer_record(
 /// eager's, and the bound: milliseconds, for calibrating that check); `None` when there are none.
 fn answer_stages(ours: &Outcome, kb: &Outcome) -> Option<BTreeMap<String, BTreeMap<String, f64>>> {
     let figures = |o: &Outcome, field: &str, names: &[&str]| -> BTreeMap<String, f64> {
-        let Outcome::Result(v) = o else {
-            return BTreeMap::new();
-        };
-        v[field]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| names.contains(&k.as_str()))
-            .filter_map(|(k, s)| Some((k.clone(), s.as_f64()?)))
-            .filter(|(_, s)| s.is_finite() && (0.0..1e6).contains(s))
-            .collect()
+        match o {
+            Outcome::Result(v) => known_figures(&v[field], names),
+            _ => BTreeMap::new(),
+        }
     };
     let hidden = ["answer_gap_ms", "eager_gap_ms", "bound_ms"];
     let all: BTreeMap<String, BTreeMap<String, f64>> = [
