@@ -108,6 +108,22 @@ impl Ahead {
         }
     }
 
+    /// Makes `spec`'s unit's sets now, at full speed (nothing measured meanwhile), waiting at
+    /// most `limit_s`: the wait, as [`Self::finish`] counts it. Where no worker starts, the
+    /// unit's answers find their sets missing and say so.
+    pub(crate) fn prepare_now(
+        exe: &Path,
+        mut spec: WorkerSpec,
+        cache: InputCache,
+        limit_s: f64,
+    ) -> PhaseTimes {
+        spec.prepare_in_foreground = true;
+        match Ahead::start(exe, spec, cache) {
+            Some(now) => now.finish(limit_s, &mut AheadTotals::default()),
+            None => PhaseTimes::default(),
+        }
+    }
+
     /// Waits (at most `limit_s`) for the preparation to end, killing it past that; adds a
     /// completed one's seconds to `totals` and returns the wait, counted as [`Phase::Store`]
     /// (waiting for the input cache). An incomplete one is removed: the unit's worker makes its

@@ -123,6 +123,10 @@ pub(crate) fn prepare(
         preset,
         &started,
     )?;
+    // One secret seed for the whole run: a resumed `run.json` carries none in its config, and
+    // the peer's and the answers' input files are named from the config's (a resume that kept
+    // the config's zero looked for sets that no worker made).
+    opts.eval.secret_seed = secret_seed;
     let earlier_attempts = original
         .as_ref()
         .map(|(_, run)| earlier_attempts(run))
@@ -511,4 +515,45 @@ fn select_problems(names: &[String]) -> anyhow::Result<Vec<&'static dyn Problem>
                 .ok_or_else(|| anyhow::anyhow!("unknown problem `{n}` (see `dlrm-bench list`)"))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluate::EvalConfig;
+
+    fn emulator_options(out: &Path, secret_seed: u64) -> RunOptions {
+        let mut eval = EvalConfig::quick_ci(2026, secret_seed);
+        eval.preset = Preset::Ci;
+        let mut opts: RunOptions = serde_json::from_value(serde_json::json!({
+            "problems": ["fm_interaction"], "candidate_roots": [], "preset": "ci",
+            "force_cpu": true, "require_gpu": false, "out": out, "peer": [], "eval": eval,
+            "timeout_s": 20.0, "command_line": "dlrm-bench run --cpu",
+        }))
+        .unwrap();
+        // Never serialised, as in run.json.
+        opts.eval.secret_seed = secret_seed;
+        opts
+    }
+
+    /// A resumed run names its input files from the run's secret seed, not from its resumed
+    /// config's (which `run.json` never carries): the peer and the KernelBench answers look
+    /// for the files its workers make.
+    #[test]
+    fn a_resumed_run_checks_with_the_secret_seed_it_started_with() {
+        let out = std::env::temp_dir().join(format!("dlrm-resume-seed-{}", std::process::id()));
+        let (first, _log) = prepare(emulator_options(&out, 4_242_424_242), None).unwrap();
+        assert_eq!(first.opts.eval.secret_seed, 4_242_424_242);
+        initial_meta(&first, None)
+            .unwrap()
+            .write(&first.dir)
+            .unwrap();
+        let dir = first.dir.clone();
+        drop(first);
+        // What the command line would give a resume (its own fresh seed) is not what counts.
+        let (resumed, _log) = prepare(emulator_options(&out, 1), Some(&dir)).unwrap();
+        assert_eq!(resumed.secret_seed, 4_242_424_242);
+        assert_eq!(resumed.opts.eval.secret_seed, 4_242_424_242);
+        std::fs::remove_dir_all(&out).ok();
+    }
 }

@@ -116,6 +116,7 @@ pub(crate) fn base_spec(opts: &RunOptions, secret_seed: u64) -> WorkerSpec {
     WorkerSpec {
         ceilings_only: false,
         prepare_only: false,
+        prepare_in_foreground: false,
         problem: String::new(),
         shape: None,
         ptx_cache: None,

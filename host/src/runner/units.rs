@@ -334,6 +334,7 @@ impl UnitContext<'_> {
             cache_root: &cache_root,
             key: &key,
         };
+        leftover.add(&self.inputs_for_answers(&answers, &fresh));
         self.run_answers(answers, &mut fresh, evaluator, leftover)?;
         if !opts.keep_inputs {
             cache.remove();
@@ -443,7 +444,7 @@ pub(crate) fn evaluate_answer<'e>(
     evaluator: impl FnOnce() -> &'e mut Evaluator,
 ) -> Record {
     let opts = cx.opts;
-    if let Some(why) = not_run(answer, problem, &cx) {
+    if let Some(why) = not_run(problem, &cx) {
         return kernelbench::skipped_record(answer, &why);
     }
     let request = kernelbench::request(problem, answer, &opts.eval, cx.cache);
@@ -490,17 +491,47 @@ pub(crate) fn evaluate_answer<'e>(
 impl UnitContext<'_> {
     /// Starts making `next`'s inputs ahead ([`super::ahead`]; one device, one cache root).
     fn start_ahead(&self, next: &Unit) -> Option<Ahead> {
-        let spec = WorkerSpec {
-            problem: next.problem.name().to_string(),
-            shape: next.problem.shape_name().map(str::to_string),
-            input_cache: Some(self.cache_root.to_path_buf()),
-            device: next.device,
-            ..base_spec(self.opts, self.secret_seed)
-        };
         Ahead::start(
             self.exe,
-            spec,
+            self.preparing_spec(next, self.cache_root),
             InputCache::new(self.cache_root, next.problem),
+        )
+    }
+
+    /// A worker that only makes `unit`'s sets and oracles into `cache_root`.
+    fn preparing_spec(&self, unit: &Unit, cache_root: &Path) -> WorkerSpec {
+        WorkerSpec {
+            problem: unit.problem.name().to_string(),
+            shape: unit.problem.shape_name().map(str::to_string),
+            input_cache: Some(cache_root.to_path_buf()),
+            device: unit.device,
+            ..base_spec(self.opts, self.secret_seed)
+        }
+    }
+
+    /// Makes the sets `todo`'s answers read where the unit's workers did not (a resumed run
+    /// whose reference and candidates were done: no worker ran), when the answers can run;
+    /// the wait goes with the next record.
+    fn inputs_for_answers(&self, todo: &UnitAnswers, fresh: &[Record]) -> PhaseTimes {
+        let reference_correct = (fresh.iter().chain(self.previous.iter()))
+            .find(|r| r.unit_key() == *todo.key && r.is_reference())
+            .is_some_and(|r| r.status == Status::Correct);
+        let needed = self.torch
+            && reference_correct
+            && !todo.answers.is_empty()
+            && missing_answer_set(todo.unit.problem, &self.opts.eval, todo.cache).is_some();
+        if !needed {
+            return PhaseTimes::default();
+        }
+        self.bar.set_message(format!(
+            "{}: making the inputs of its KernelBench answers",
+            todo.unit.problem.name()
+        ));
+        Ahead::prepare_now(
+            self.exe,
+            self.preparing_spec(todo.unit, todo.cache_root),
+            todo.cache.clone(),
+            PREPARE_TIMEOUT_S.max(self.opts.timeout_s),
         )
     }
 
@@ -537,12 +568,9 @@ impl UnitContext<'_> {
     }
 }
 
-/// Why `answer` cannot run (no torch, a failed reference, missing inputs, no sandbox), if so.
-fn not_run(
-    answer: &kernelbench::Answer,
-    problem: &'static dyn Problem,
-    cx: &AnswerContext,
-) -> Option<String> {
+/// Why an answer to `problem` cannot run (no torch, a failed reference, missing inputs, no
+/// sandbox), if so.
+fn not_run(problem: &'static dyn Problem, cx: &AnswerContext) -> Option<String> {
     if !cx.torch {
         return Some(
             "not run: KernelBench answers need python3 with torch and a CUDA GPU, and this run \
@@ -553,20 +581,26 @@ fn not_run(
     if cx.reference.is_none_or(|r| r.status != Status::Correct) {
         return Some("not run: the reference failed its own check on this device".into());
     }
-    let request = kernelbench::request(problem, answer, &cx.opts.eval, cx.cache);
-    let missing = request["check_sets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["path"].as_str())
-        .find(|p| !Path::new(p).is_file());
-    if let Some(m) = missing {
+    if let Some(m) = missing_answer_set(problem, &cx.opts.eval, cx.cache) {
         return Some(format!(
-            "not run: input set {m} is not in the input cache (a resumed run whose inputs were \
-             removed: resume with the inputs kept, or run again)"
+            "not run: input set {} is not in the input cache (its making failed: see the \
+             run's warnings)",
+            m.display()
         ));
     }
     sandbox_refusal(cx.opts.unsandboxed)
+}
+
+/// The first of the sets an answer to `problem` is checked on that is not in `cache`.
+fn missing_answer_set(
+    problem: &'static dyn Problem,
+    eval: &crate::evaluate::EvalConfig,
+    cache: &InputCache,
+) -> Option<PathBuf> {
+    crate::evaluate::check_set_files(problem, eval, cache)
+        .into_iter()
+        .map(|(_, path)| path)
+        .find(|p| !p.is_file())
 }
 
 /// Why answers may not run here: a sandbox weaker than bubblewrap without `--unsandboxed`.

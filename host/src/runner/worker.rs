@@ -32,6 +32,10 @@ pub(crate) struct WorkerSpec {
     /// [`Event::Prepared`] and end: a unit prepared ahead ([`crate::evaluate::prepare_ahead`]).
     #[serde(default)]
     pub prepare_only: bool,
+    /// With `prepare_only`: at normal priority on every core (nothing is measured meanwhile:
+    /// a resumed unit whose answers need sets no worker of it makes).
+    #[serde(default)]
+    pub prepare_in_foreground: bool,
     pub problem: String,
     /// The problem's shape to evaluate at (`None`: its sizes at the preset, the default shape).
     #[serde(default)]
@@ -209,16 +213,19 @@ fn spec_problem(spec: &WorkerSpec) -> anyhow::Result<&'static dyn bench_problems
 
 /// [`WorkerSpec::prepare_only`]: the sets and oracles into the cache, then `Prepared`.
 fn prepare_only(spec: &WorkerSpec) -> anyhow::Result<()> {
-    // The lowest CPU priority and half the cores, before any thread of the work starts (nice
-    // is per thread on Linux, inherited by threads made later): a unit is measured meanwhile.
-    // SAFETY: setpriority on this thread, a plain syscall.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+    if !spec.prepare_in_foreground {
+        // The lowest CPU priority and half the cores, before any thread of the work starts
+        // (nice is per thread on Linux, inherited by threads made later): a unit is measured
+        // meanwhile.
+        // SAFETY: setpriority on this thread, a plain syscall.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        }
+        let half = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(half)
+            .build_global();
     }
-    let half = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(half)
-        .build_global();
     let problem = spec_problem(spec)?;
     let root = spec
         .input_cache
