@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|kbset-resume|default|hostile|sandboxtests|pytests|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|kbset-resume|kbcut|default|hostile|sandboxtests|pytests|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -88,6 +88,20 @@ for what in "$@"; do
       mkdir -p "$O/kbset" && cp -r "$run" "$O/kbset/"
     else
       echo "kbset-resume: no run in target/kbset-runs on this machine" >> "$O/env.txt"
+    fi ;;
+  kbcut)
+    # A KernelBench run cut (SIGTERM after CUT_S, 50 by default: after problem 1's reference,
+    # before its answers) and resumed: the resume must make the answers' sets (no worker of
+    # the unit runs) and name them from the run's secret seed.
+    mkdir -p target/kbcut
+    timeout -s TERM "${CUT_S:-50}" target/release/dlrm-bench kernelbench \
+      candidates/kernelbench/correct_fast/ candidates/kernelbench/correct_slow/ --torch=eager \
+      --timeout-s 60 --out target/kbcut > "$O/kbcut.log" 2>&1
+    echo "kbcut rc=$? (cut)" >> "$O/env.txt"
+    run=$(ls -dt target/kbcut/*/ 2>/dev/null | head -1)
+    if [[ -n $run ]]; then
+      step kbcut-resume target/release/dlrm-bench run --resume "$run" > "$O/kbcut-resume.log" 2>&1
+      mkdir -p "$O/kbcut" && cp -r "$run" "$O/kbcut/"
     fi ;;
   default)
     # The default run (examples and tuned) at `full`, every shape: issue 39's wall-time target.

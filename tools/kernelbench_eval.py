@@ -457,6 +457,35 @@ def dtype_name(torch, dtype):
             torch.float64: "float64"}.get(dtype, str(dtype))
 
 
+# The description of the sets the server's holder keeps on the device (set_holder), for the
+# job a child forked now runs; None: the child loads its sets itself.
+HELD = [None]
+
+
+def load_sets(tp, kb, paths):
+    """The input sets at `paths` on the device: cloned from the server's holder where it holds
+    them (set_holder.take), else read through the problem's KernelBench file (tables the sets
+    share loaded once)."""
+    if HELD[0] is not None:
+        import set_holder
+        import torch
+
+        got = set_holder.take(torch, HELD[0], paths)
+        if got is not None:
+            return got
+    shared = {}
+    return [tp.load_set(kb, p, shared) for p in paths]
+
+
+def load_for_holder(problem, paths):
+    """In the holder (set_holder.holder_main): the sets as a job loads them without it."""
+    tp = torch_peer()
+    tp.import_torch_cuda()
+    kb = tp.import_kernelbench(tp.find_kernelbench_file(problem), problem)
+    shared = {}
+    return [tp.load_set(kb, p, shared) for p in paths]
+
+
 def evaluate_ours(req):
     stages = {}
     started = time.perf_counter()
@@ -467,9 +496,8 @@ def evaluate_ours(req):
     spec = tp.PROBLEMS[problem]
     started = time.perf_counter()
     kb = tp.import_kernelbench(tp.find_kernelbench_file(problem), problem)
-    shared = {}
     labels = [s["label"] for s in req["check_sets"]]
-    sets = [tp.load_set(kb, s["path"], shared) for s in req["check_sets"]]
+    sets = load_sets(tp, kb, [s["path"] for s in req["check_sets"]])
     time_paths = [os.path.abspath(p) for p in req["time_sets"]]
     check_paths = [os.path.abspath(s["path"]) for s in req["check_sets"]]
     time_idx = [check_paths.index(p) for p in time_paths]
@@ -741,7 +769,7 @@ def evaluate_kernelbench(req):
                 out.append(copies[id(t)])
         return out
 
-    loaded.extend(tp.load_set(kb, path, {}))
+    loaded.extend(load_sets(tp, kb, [path])[0])
     torch.cuda.synchronize()
 
     def set_seed(seed):
@@ -1048,33 +1076,59 @@ def log_tail(path, lines=30):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def others_alive():
-    """The processes of this PID namespace but its init (1) and this one, by /proc."""
-    me = os.getpid()
+def others_alive(spare=None):
+    """The processes of this PID namespace but its init (1), this one and `spare`, by /proc."""
+    keep = (1, os.getpid(), spare)
     try:
-        return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+        return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
     except OSError:
         return []
 
 
-def wait_alone(deadline):
-    """Until no other process is left in this PID namespace (killed ones linger until the
-    namespace's init reaps them; one forked during the sweep is killed again), or `deadline`:
-    the next job starts alone."""
+def kill_others(spare):
+    """SIGKILL to every process this one may signal but `spare` (the set holder): with no
+    holder, kill(-1); else each by pid, every one stopped first until a pass of /proc finds no
+    new one (a stopped process forks no more)."""
     import signal
 
-    while others_alive() and time.monotonic() < deadline:
+    if spare is None:
         try:
             os.kill(-1, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        return
+    seen = set()
+    while True:
+        fresh = [p for p in others_alive(spare) if p not in seen]
+        if not fresh:
+            break
+        for p in fresh:
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+        seen.update(fresh)
+    for p in seen:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def wait_alone(deadline, spare=None):
+    """Until no other process but `spare` is left in this PID namespace (killed ones linger
+    until the namespace's init reaps them; one forked during the sweep is killed again), or
+    `deadline`: the next job starts alone."""
+    while others_alive(spare) and time.monotonic() < deadline:
+        kill_others(spare)
         time.sleep(0.01)
 
 
-def run_job(job, reap_all):
+def run_job(job, reap_all, spare=None):
     """Forks the child of one job, waits for its reply at most job["limit_s"], then kills
-    what is left of it (with `reap_all`, every other process this one may signal: it runs
-    alone in its PID namespace). Returns the job's record for the runner."""
+    what is left of it (with `reap_all`, every other process this one may signal but `spare`,
+    the set holder: it runs alone in its PID namespace). Returns the job's record for the
+    runner."""
     import shutil
     import signal
 
@@ -1099,21 +1153,23 @@ def run_job(job, reap_all):
     os.close(w)
     data, timed_out, status = read_reply(r, pid, started + float(job["limit_s"]))
     os.close(r)
-    for target in ([-1] if reap_all else []) + [-pid]:
-        try:
-            os.kill(target, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    if reap_all:
+        kill_others(spare)
+    try:
+        os.kill(-pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     if status is None:
         _, status = os.waitpid(pid, 0)
     while reap_all:
         try:
-            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+            done, _ = os.waitpid(-1, os.WNOHANG)
+            if done == 0:
                 break
         except ChildProcessError:
             break
     if reap_all:
-        wait_alone(started + float(job["limit_s"]) + 10)
+        wait_alone(started + float(job["limit_s"]) + 10, spare)
     record = {"id": job.get("id"), "seconds": time.monotonic() - started,
               "log_tail": log_tail(os.path.join(scratch, "log.txt"))}
     shutil.rmtree(scratch, ignore_errors=True)
@@ -1184,16 +1240,53 @@ def serve(reap_all):
         print(f"kernelbench_eval: torch is not importable ({e})", file=sys.stderr, flush=True)
     # DLRM_KB_EXEC=1 asks for exec mode (tests of it where torch forks fine or is absent).
     EXEC_MODE[0] = EXEC_MODE[0] or os.environ.get("DLRM_KB_EXEC") == "1"
+    holder = sets_holder(reap_all)
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
-            record = run_job(json.loads(line), reap_all)
+            record = held_job(json.loads(line), reap_all, holder)
         except Exception as e:  # noqa: BLE001 - a bad job is answered, the server goes on
             record = {"outcome": "failed", "error": f"{type(e).__name__}: {e}"}
         replies.write(json.dumps(json_safe({"ok": True, "record": record})) + "\n")
         replies.flush()
+    if holder:
+        holder.stop()
     return 0
+
+
+def sets_holder(reap_all):
+    """The server's set holder (set_holder.Holder): only alone in a PID namespace, forking
+    jobs, with torch imported and CUDA IPC not turned off (DLRM_KB_HOLD=0)."""
+    if not reap_all or EXEC_MODE[0] or os.environ.get("DLRM_KB_HOLD") == "0" \
+            or "torch" not in sys.modules:
+        return None
+    import set_holder
+
+    return set_holder.Holder(load_for_holder, set_dumpable,
+                             lambda m: print(m, file=sys.stderr, flush=True))
+
+
+def held_job(job, reap_all, holder):
+    """run_job with the job's sets held on the device first (their loading counted in the job's
+    seconds), and checked after: a job that changed them fails, saying so."""
+    if holder is None:
+        return run_job(job, reap_all)
+    started = time.monotonic()
+    HELD[0] = holder.ensure(job)
+    holding_s = time.monotonic() - started
+    try:
+        record = run_job(job, reap_all, spare=holder.pid)
+    finally:
+        HELD[0] = None
+    record["seconds"] = record.get("seconds", 0.0) + holding_s
+    tampered = holder.verify()
+    if tampered:
+        before = record.get("error") if record.get("outcome") == "failed" else None
+        record["outcome"] = "failed"
+        record["error"] = tampered + (f"; {before}" if before else "")
+        record.pop("result", None)
+    return record
 
 
 def main(argv=None):
