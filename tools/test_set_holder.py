@@ -136,7 +136,9 @@ class KillOthersTest(unittest.TestCase):
             ke.wait_alone(time.monotonic() + 10, spare)
             print("took", round(time.monotonic() - started, 1))
             left = ke.others_alive(spare)
-            print("left", len(left), "spare", os.path.exists(f"/proc/{{spare}}"))
+            time.sleep(0.1)
+            state = open(f"/proc/{{spare}}/stat").read().rsplit(")", 1)[1].split()[0]
+            print("left", len(left), "spare", state in ("S", "R"))  # not stopped (T)
         """)
         probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
                                 "/proc", "--unshare-pid", "--die-with-parent", "true"],
