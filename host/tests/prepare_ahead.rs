@@ -6,15 +6,18 @@ use std::path::Path;
 use std::process::Command;
 
 fn run(root: &Path, ahead: &str) -> (Vec<serde_json::Value>, serde_json::Value) {
+    run_problems(root, ahead, &["fm_interaction"])
+}
+
+fn run_problems(
+    root: &Path,
+    ahead: &str,
+    problems: &[&str],
+) -> (Vec<serde_json::Value>, serde_json::Value) {
     let _ = std::fs::remove_dir_all(root);
     let out = Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args([
-            "run",
-            "--cpu",
-            "--problem",
-            "fm_interaction",
-            "--no-candidates",
-        ])
+        .args(["run", "--cpu", "--no-candidates"])
+        .args(problems.iter().flat_map(|p| ["--problem", p]))
         .arg("--out")
         .arg(root.join("results"))
         .arg("--input-cache")
@@ -74,5 +77,31 @@ fn the_next_shapes_sets_are_made_ahead_and_read_from_the_cache() {
         assert_eq!(a["shape"], b["shape"]);
     }
     assert!(without[1]["phases"]["generate"].as_f64().is_some());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Two units are prepared at once ahead of the one measured: with four units, the second and
+/// the third start while the first is measured, and every unit after the first reads all its
+/// sets from the cache.
+#[test]
+fn two_units_are_prepared_at_once_and_every_later_unit_reads_its_sets() {
+    let root = std::env::temp_dir().join(format!("dlrm-bench-ahead2-{}", std::process::id()));
+    let (records, meta) = run_problems(&root, "1", &["fm_interaction", "dot_interaction"]);
+    assert_eq!(
+        records.len(),
+        4,
+        "two problems at both ci shapes: {records:?}"
+    );
+    for r in &records[1..] {
+        let phases = &r["phases"];
+        assert!(phases["generate"].is_null(), "made ahead: {phases}");
+        assert!(
+            phases["read"].as_f64().is_some(),
+            "read from the cache: {phases}"
+        );
+    }
+    let ahead = &meta["phases"]["setup_s"]["inputs_prepared_ahead"];
+    assert_eq!(ahead["units"], 3, "{ahead}");
+    assert_eq!(ahead["most_at_once"], 2, "{ahead}");
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -1,9 +1,10 @@
-//! The next unit's input sets and oracles made ahead: while a unit is measured, a worker in
-//! `prepare_only` mode ([`crate::runner::worker::WorkerSpec::prepare_only`]) makes the next
-//! unit's sets into the input cache, on the host, at the lowest CPU priority on half the cores
-//! (so the measuring worker's threads come first). One at a time, one unit ahead, into that
-//! unit's own directory (a unit's removal never touches it), and only for a unit with work
-//! left (not the done units of a resumed run); the unit's worker then reads every set and
+//! The next units' input sets and oracles made ahead: while a unit is measured, workers in
+//! `prepare_only` mode ([`crate::runner::worker::WorkerSpec::prepare_only`]) make the next
+//! units' sets into the input cache, on the host, at the lowest CPU priority on half the cores
+//! each (so the measuring worker's threads come first). At most [`DEPTH`] at once, the next
+//! units in order, each into its unit's own directory (a unit's removal never touches it), and
+//! only for a unit with work left (not the done units of a resumed run) where memory and the
+//! cache's file system have room; the unit's worker then reads every set and
 //! oracle from the cache. A preparation that did not end with every set cached is removed
 //! whole, so no worker starts from a half-made unit (it would hold its tables twice). Only on
 //! a GPU with one device, where the timing is the device's (on the emulator the CPU is the
@@ -14,18 +15,28 @@ use super::spawn::{spawn_worker, Worker};
 use super::worker::{Event, WorkerSpec};
 use crate::evaluate::InputCache;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The pid of the worker preparing ahead (0: none): an interrupted run stops it before it
-/// removes the input cache ([`stop_running`]).
-static RUNNING: AtomicU32 = AtomicU32::new(0);
+/// The pids of the workers preparing ahead: an interrupted run stops them before it removes
+/// the input cache ([`stop_running`]).
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-/// Kills the worker preparing ahead, if any, and waits for its end (an interrupted run, before
-/// it removes the input cache the worker writes into).
+/// How many units may be prepared at once, ahead of the one measured. One was too few: a short
+/// unit left the next one's preparation unfinished, and the run waited for it (46.9 s of a
+/// 185 s default run on an H100, `results/20261205T174817Z-gpu-full-default-h100`); each
+/// preparation takes half the cores, so two take them all, at the lowest priority.
+pub(crate) const DEPTH: usize = 2;
+
+fn running() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills the workers preparing ahead, if any, and waits for their end (an interrupted run,
+/// before it removes the input cache the workers write into).
 pub(crate) fn stop_running() {
-    let pid = RUNNING.swap(0, Ordering::SeqCst);
-    if pid != 0 {
+    let pids = std::mem::take(&mut *running());
+    for pid in pids {
         // SAFETY: kill and waitpid on our own child's pid.
         unsafe {
             libc::kill(pid as i32, libc::SIGKILL);
@@ -84,6 +95,17 @@ pub(crate) struct Ahead {
 pub(crate) struct AheadTotals {
     pub units: usize,
     pub seconds: f64,
+    /// The most preparations under way at once (at most [`DEPTH`]).
+    pub most_at_once: usize,
+}
+
+impl Drop for Ahead {
+    /// A preparation never finished (a run that ended early): its worker goes with it.
+    fn drop(&mut self) {
+        let pid = self.worker.child.id();
+        running().retain(|&p| p != pid);
+        self.worker.kill();
+    }
 }
 
 impl Ahead {
@@ -94,7 +116,7 @@ impl Ahead {
         spec.candidates.clear();
         match spawn_worker(exe, &spec) {
             Ok(worker) => {
-                RUNNING.store(worker.child.id(), Ordering::SeqCst);
+                running().push(worker.child.id());
                 Some(Ahead {
                     worker,
                     started: Instant::now(),
@@ -143,7 +165,8 @@ impl Ahead {
                 }
             }
         };
-        RUNNING.store(0, Ordering::SeqCst);
+        let pid = self.worker.child.id();
+        running().retain(|&p| p != pid);
         self.worker.kill();
         if prepared {
             totals.units += 1;

@@ -354,7 +354,11 @@ impl Overlapped<'_> {
         if ahead.units > 0 {
             setup.insert(
                 "inputs_prepared_ahead".into(),
-                json!({ "units": ahead.units, "seconds": ahead.seconds }),
+                json!({
+                    "units": ahead.units,
+                    "seconds": ahead.seconds,
+                    "most_at_once": ahead.most_at_once,
+                }),
             );
         }
         ran

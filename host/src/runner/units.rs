@@ -219,11 +219,13 @@ impl UnitContext<'_> {
         // A unit's last worker ends after its last record: those seconds go with the next
         // unit's first record (the last unit's are not logged).
         let mut leftover = PhaseTimes::default();
-        let mut ahead: Option<Ahead> = None;
+        // Units being prepared ahead, by their index in `units`.
+        let mut ahead: Vec<(usize, Ahead)> = Vec::new();
         for (i, unit) in units.iter().enumerate() {
             let clock = Instant::now();
-            if let Some(a) = ahead.take() {
+            if let Some(k) = ahead.iter().position(|(j, _)| *j == i) {
                 // This unit's sets, made ahead: the wait goes with its first record.
+                let (_, a) = ahead.remove(k);
                 let mut totals = AheadTotals::default();
                 leftover.add(&a.finish(PREPARE_TIMEOUT_S.max(self.opts.timeout_s), &mut totals));
                 let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
@@ -231,14 +233,9 @@ impl UnitContext<'_> {
                 all.seconds += totals.seconds;
             }
             if self.prepare_ahead {
-                // The next unit with work left (a resumed run's done units need no inputs),
-                // where memory and the cache have room for its sets beside this unit's.
-                let bytes = InputCache::new(self.cache_root, unit.problem).bytes();
-                ahead = units[i + 1..]
-                    .iter()
-                    .find(|u| self.has_work(u))
-                    .filter(|_| super::ahead::room_for_another(self.cache_root, bytes))
-                    .and_then(|next| self.start_ahead(next));
+                self.prepare_next(units, i, &mut ahead);
+                let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
+                all.most_at_once = all.most_at_once.max(ahead.len());
             }
             fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator, &mut leftover)?);
             let secs = clock.elapsed().as_secs_f64()
@@ -489,6 +486,32 @@ pub(crate) fn evaluate_answer<'e>(
 }
 
 impl UnitContext<'_> {
+    /// Starts preparing the units after `units[current]` that have work left (a resumed run's
+    /// done units need no inputs) and are not being prepared, in order, until
+    /// [`super::ahead::DEPTH`] are under way or memory and the cache have no room for another
+    /// beside the sets of this unit and of those under way.
+    fn prepare_next(&self, units: &[Unit], current: usize, ahead: &mut Vec<(usize, Ahead)>) {
+        for k in current + 1..units.len() {
+            if ahead.len() >= super::ahead::DEPTH {
+                return;
+            }
+            if ahead.iter().any(|(j, _)| *j == k) || !self.has_work(&units[k]) {
+                continue;
+            }
+            let bytes: u64 = std::iter::once(current)
+                .chain(ahead.iter().map(|(j, _)| *j))
+                .map(|j| InputCache::new(self.cache_root, units[j].problem).bytes())
+                .sum();
+            if !super::ahead::room_for_another(self.cache_root, bytes) {
+                return;
+            }
+            match self.start_ahead(&units[k]) {
+                Some(a) => ahead.push((k, a)),
+                None => return,
+            }
+        }
+    }
+
     /// Starts making `next`'s inputs ahead ([`super::ahead`]; one device, one cache root).
     fn start_ahead(&self, next: &Unit) -> Option<Ahead> {
         Ahead::start(
