@@ -123,10 +123,7 @@ pub(crate) fn prepare(
         preset,
         &started,
     )?;
-    // One secret seed for the whole run: a resumed `run.json` carries none in its config, and
-    // the peer's and the answers' input files are named from the config's (a resume that kept
-    // the config's zero looked for sets that no worker made).
-    opts.eval.secret_seed = secret_seed;
+    opts.eval.secret_seed = secret_seed; // a resumed config has none (run.json never keeps it)
     let earlier_attempts = original
         .as_ref()
         .map(|(_, run)| earlier_attempts(run))
