@@ -1070,8 +1070,15 @@ def describe_status(status):
 
 
 def log_tail(path, lines=30):
+    """The last `lines` of the job's log, read only where it is a regular file (an answer could
+    have put a FIFO there, on which a plain open waits for ever)."""
+    import stat
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return ""
         with os.fdopen(fd, "rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - (1 << 16)))
@@ -1122,10 +1129,32 @@ def kill_others(spare):
 def wait_alone(deadline, spare=None):
     """Until no other process but `spare` is left in this PID namespace (killed ones linger
     until the namespace's init reaps them; one forked during the sweep is killed again), or
-    `deadline`: the next job starts alone."""
+    `deadline`: the next job starts alone. Whether it does."""
     while others_alive(spare) and time.monotonic() < deadline:
         kill_others(spare)
         time.sleep(0.01)
+    return not others_alive(spare)
+
+
+def fresh_scratch(asked):
+    """A new directory of an unpredictable name beside `asked` (the runner's name for the job's
+    scratch): a job's answer can write the scratch root, and could have put a link or a file at
+    the next job's name."""
+    import tempfile
+
+    parent = os.path.dirname(os.path.abspath(asked))
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=os.path.basename(asked) + "-", dir=parent)
+
+
+def remove_tree(path):
+    """shutil.rmtree that never raises (an answer's tree may be too deep for it)."""
+    import shutil
+
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except Exception:  # noqa: BLE001 - what is left stays in the scratch root
+        pass
 
 
 def run_job(job, reap_all, spare=None):
@@ -1133,13 +1162,11 @@ def run_job(job, reap_all, spare=None):
     what is left of it (with `reap_all`, every other process this one may signal but `spare`,
     the set holder: it runs alone in its PID namespace). Returns the job's record for the
     runner."""
-    import shutil
     import signal
 
     started = time.monotonic()
+    job = dict(job, scratch=fresh_scratch(job["scratch"]))
     scratch = job["scratch"]
-    shutil.rmtree(scratch, ignore_errors=True)
-    os.makedirs(scratch)
     job_file = os.path.join(scratch, "job.json")
     if EXEC_MODE[0]:
         with open(job_file, "w", encoding="utf-8") as f:
@@ -1172,17 +1199,16 @@ def run_job(job, reap_all, spare=None):
                 break
         except ChildProcessError:
             break
-    if reap_all:
-        wait_alone(started + float(job["limit_s"]) + 10, spare)
+    alone = wait_alone(started + float(job["limit_s"]) + 10, spare) if reap_all else True
     record = {"id": job.get("id"), "seconds": time.monotonic() - started,
-              "log_tail": log_tail(os.path.join(scratch, "log.txt"))}
-    shutil.rmtree(scratch, ignore_errors=True)
+              "log_tail": log_tail(os.path.join(scratch, "log.txt")), "alone": alone}
+    remove_tree(scratch)
     if timed_out:
         record["outcome"] = "timeout"
         return record
     try:
         reply = json.loads(data)
-    except ValueError:
+    except Exception:  # noqa: BLE001 - not JSON, or too deep for the parser
         reply = None
     if not isinstance(reply, dict):
         record["outcome"] = "failed"
@@ -1250,9 +1276,11 @@ def serve(reap_all):
             continue
         try:
             record = held_job(json.loads(line), reap_all, holder)
-        except Exception as e:  # noqa: BLE001 - a bad job is answered, the server goes on
-            record = {"outcome": "failed", "error": f"{type(e).__name__}: {e}"}
-        replies.write(json.dumps(json_safe({"ok": True, "record": record})) + "\n")
+            text = json.dumps(json_safe({"ok": True, "record": record}))
+        except Exception as e:  # noqa: BLE001 - a bad job (or reply) is answered, the server goes on
+            record = {"outcome": "failed", "error": f"{type(e).__name__}: {e}"[:4096]}
+            text = json.dumps({"ok": True, "record": record})
+        replies.write(text + "\n")
         replies.flush()
     if holder:
         holder.stop()
@@ -1281,9 +1309,18 @@ def held_job(job, reap_all, holder):
     holding_s = time.monotonic() - started
     try:
         record = run_job(job, reap_all, spare=holder.pid)
+    except Exception as e:  # noqa: BLE001 - the job ran: its writes are checked all the same
+        record = {"id": job.get("id"), "outcome": "failed",
+                  "error": f"the server failed after the job: {type(e).__name__}: {e}"[:4096]}
     finally:
         HELD[0] = None
     record["seconds"] = record.get("seconds", 0.0) + holding_s
+    if record.get("alone") is False:
+        # A process of the job outlived the wait for it and may still write the held sets:
+        # the next job's are loaded anew.
+        print(f"kernelbench_eval: job {job.get('id')} left processes behind; the held sets "
+              "are let go", file=sys.stderr, flush=True)
+        holder.stop()
     tampered = holder.verify()
     if tampered:
         before = record.get("error") if record.get("outcome") == "failed" else None

@@ -9,9 +9,11 @@ own memory on the device and closes them, all before it imports the answer (`tak
 to-device copy of milliseconds where the host copy took a second.
 
 The child, and so its answer, holds the handles: it could write through them. The holder keeps a
-private copy of each tensor and, after each job, once every process of the job is gone, compares
-and puts back (`Holder.verify`): a job that changed a held set is reported (the server makes it
-the job's failure) and no later job sees the change. This needs the server alone in its PID
+private copy of each allocation and, after each job, once every process of the job is gone,
+compares and puts back (`Holder.verify`): a job that changed a held set is reported (the server
+makes it the job's failure) and no later job sees the change; the same compare runs again before
+each job (a write no check saw, put back and logged). Where a job's processes outlive the wait
+for them, the server lets the holder go and the next job's sets are loaded anew. This needs the server alone in its PID
 namespace (`--reap-all`), so that no process of a job outlives it, and the holder closed to
 ptrace and /proc/<pid>/mem (PR_SET_DUMPABLE off); elsewhere the server does not hold sets.
 """
@@ -22,9 +24,16 @@ import os
 import select
 import time
 
-# How long the holder may take to load a problem's sets, and to compare them after a job.
-LOAD_LIMIT_S = 600.0
-VERIFY_LIMIT_S = 60.0
+# How long the holder may take to load a problem's sets (else the jobs load them: the runner
+# waits at most its job limit and 120 s more for a reply), and to compare them after a job.
+LOAD_LIMIT_S = 90.0
+VERIFY_LIMIT_S = 20.0
+# Exported allocations are whole multiples of this (the driver's granularity): a smaller one may
+# be carved out of a larger block, which its handle would then share, unchecked.
+ALIGN = 2 << 20
+# The compare after a job goes this many bytes at a time (torch.equal makes a temporary of
+# its operands' size).
+CHUNK = 256 << 20
 
 
 class IpcHandle(ctypes.Structure):
@@ -112,14 +121,18 @@ class DeviceSets:
         self.description = {"tensors": tensors, "sets": described}
 
     def export(self, drv, t):
+        """`t` copied into an allocation of its own (whole multiples of ALIGN, the rest zero),
+        kept with a private copy of the whole allocation; its entry for the jobs."""
         torch = self.torch
         src = t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else None
         nbytes = 0 if src is None else src.numel()
         entry = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
                  "nbytes": nbytes, "handle": ""}
         if nbytes:
-            mine = bytes_at(torch, drv.alloc(nbytes), nbytes)
-            mine.copy_(src)
+            size = -(-nbytes // ALIGN) * ALIGN
+            mine = bytes_at(torch, drv.alloc(size), size)
+            mine.zero_()
+            mine[:nbytes].copy_(src)
             self.held.append((mine, mine.clone()))
             entry["handle"] = drv.ipc_handle(mine.data_ptr()).hex()
         return entry
@@ -129,13 +142,17 @@ class DeviceSets:
         self.torch.cuda.empty_cache()
 
     def verify(self):
-        """The indices of the held tensors that differ from their private copies, put back."""
+        """The indices of the held allocations (padding included) that differ from their
+        private copies, put back."""
         changed = []
         for k, (mine, copy) in enumerate(self.held):
-            if not self.torch.equal(mine, copy):
+            n = mine.numel()
+            if any(not self.torch.equal(mine[i:i + CHUNK], copy[i:i + CHUNK])
+                   for i in range(0, n, CHUNK)):
                 changed.append(k)
                 mine.copy_(copy)
         self.torch.cuda.synchronize()
+        self.torch.cuda.empty_cache()
         return changed
 
 
@@ -237,21 +254,34 @@ class Holder:
         return (req.get("problem"), tuple(paths)) if paths else None
 
     def ensure(self, job):
-        """Holds `job`'s sets (a new holder when they are another problem's): the description
-        for its child, or None (the child loads them itself)."""
+        """Holds `job`'s sets (a new holder when they are another problem's), compared with the
+        holder's private copies first (a write no check after a job saw is put back): the
+        description for its child, or None (the child loads them itself)."""
         key = self.sets_of(job)
         if key is None:
             return None
+        if key == self.key and self.pid is not None:
+            found = self.verify()
+            if found:
+                self.log(f"kernelbench_eval: before job {job.get('id')}: {found}")
         if key != self.key:
             self.stop()
             self.start(key)
         return self.held
 
     def start(self, key):
+        """Forks the holder of `key`'s sets and reads its description; where that fails, says
+        why once and holds nothing for those sets (their jobs load them)."""
         self.key = key
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in (down_r, down_w, up_r, up_w):
+                os.close(fd)
+            self.log(f"kernelbench_eval: no holder for the sets of {key[0]} ({e})")
+            return
         if pid == 0:
             os.close(down_w)
             os.close(up_r)
@@ -260,32 +290,35 @@ class Holder:
         os.close(up_w)
         self.pid, self.to_holder, self.from_holder = pid, down_w, up_r
         line = read_line(up_r, time.monotonic() + LOAD_LIMIT_S)
-        reply = json.loads(line) if line else {"ok": False, "error": "no reply"}
-        if reply.get("ok"):
-            self.held = reply["held"]
-        else:
-            self.log(f"kernelbench_eval: the sets of {key[0]} are not held ({reply['error']}): "
-                     "each job loads them")
+        try:
+            reply = json.loads(line) if line else {"ok": False, "error": "no reply in time"}
+            self.held = reply["held"] if reply.get("ok") else None
+        except (ValueError, AttributeError, KeyError) as e:
+            reply = {"error": f"a bad reply: {type(e).__name__}"}
+        if self.held is None:
+            self.log(f"kernelbench_eval: the sets of {key[0]} are not held "
+                     f"({reply.get('error')}): each job loads them")
             self.stop()
             self.key = key
 
     def verify(self):
-        """After a job: None when the held sets are as loaded, else what happened to them (the
-        holder then puts them back, or is gone and the next job starts another)."""
+        """After a job: None when the held sets are as loaded, else what was written to them
+        (the holder puts them back). A holder that does not answer (killed, or dead of its own
+        fault) is let go, and the next job of its sets starts another, which loads them anew:
+        nothing is blamed on the job, which gains nothing by it."""
         if self.pid is None:
             return None
         try:
             os.write(self.to_holder, b"verify\n")
-        except OSError:
-            pass
-        line = read_line(self.from_holder, time.monotonic() + VERIFY_LIMIT_S)
-        if line is None:
-            key = self.key
+            line = read_line(self.from_holder, time.monotonic() + VERIFY_LIMIT_S)
+            changed = json.loads(line).get("changed") if line else None
+        except (OSError, ValueError, AttributeError):
+            line, changed = None, None
+        if line is None or not isinstance(changed, list):
+            self.log(f"kernelbench_eval: the holder of the sets of {self.key[0]} stopped "
+                     "answering; the next job starts another")
             self.stop()
-            self.key = None
-            return (f"the process holding the input sets of {key[0]} for later answers was "
-                    "killed or stopped during the job")
-        changed = json.loads(line).get("changed")
+            return None
         if changed:
             return (f"the answer wrote to {len(changed)} of the input tensors held for later "
                     "answers, through their CUDA IPC handles (put back)")
