@@ -264,6 +264,73 @@ fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A problem's KernelBench answers wait for the references of the next two problems (their
+/// builds get that time; `runner::units::ANSWER_LAG`), and every answer and reference is there.
+fn a_problems_answers_come_after_the_next_two_references() {
+    let dir = root("answer-lag");
+    let answers = dir.join("model_a");
+    std::fs::create_dir_all(&answers).unwrap();
+    for file in [
+        "09_unique_indices.py",
+        "10_dot_interaction.py",
+        "11_dot_interaction_backward.py",
+        "12_fm_interaction.py",
+    ] {
+        std::fs::write(answers.join(file), "class ModelNew: pass\n").unwrap();
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args([
+            "kernelbench",
+            "--cpu",
+            "--budget-s",
+            "1",
+            "--max-pairs",
+            "2",
+        ])
+        .arg(&answers)
+        .arg("--out")
+        .arg(dir.join("results"))
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = std::fs::read_dir(dir.join("results"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let order: Vec<String> = std::fs::read_to_string(run.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["group"].as_str().unwrap(),
+                r["problem"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let expected = [
+        "reference unique_indices",
+        "reference dot_interaction",
+        "reference dot_interaction_backward",
+        "model_a unique_indices",
+        "reference fm_interaction",
+        "model_a dot_interaction",
+        "model_a dot_interaction_backward",
+        "model_a fm_interaction",
+    ];
+    assert_eq!(order, expected);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 fn prompt_prints_the_kernelbench_prompt_from_any_directory() {
     let elsewhere = std::env::temp_dir();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
@@ -550,6 +617,11 @@ fn main() {
         trial(
             "kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded",
             kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded,
+            None,
+        ),
+        trial(
+            "a_problems_answers_come_after_the_next_two_references",
+            a_problems_answers_come_after_the_next_two_references,
             None,
         ),
         trial(

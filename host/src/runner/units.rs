@@ -28,10 +28,26 @@ use crate::toolchain::sandbox::{Isolation, Sandbox};
 use bench_problems::Problem;
 use indicatif::ProgressBar;
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// How many units' answers may wait while later units run their references and native
+/// candidates: the answers' builds, made beside everything, get that much more time (the first
+/// answer of a KernelBench set waited 55 s for its build when it came right after its
+/// reference, on an H100), at the price of keeping those units' inputs meanwhile (only where
+/// there is room: [`UnitContext::room_to_lag`]).
+const ANSWER_LAG: usize = 2;
+
+/// Adds `secs` to `problem`'s seconds in `sessions`.
+fn add_secs(sessions: &mut serde_json::Map<String, serde_json::Value>, problem: &str, secs: f64) {
+    let before = sessions
+        .get(problem)
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    sessions.insert(problem.into(), json!(before + secs));
+}
 
 /// The candidates of `problem` that ended other than `correct` at another of its shapes (in
 /// this run or the attempt it resumes): the problem's verdict on them is made, so they are not
@@ -221,7 +237,20 @@ impl UnitContext<'_> {
         let mut leftover = PhaseTimes::default();
         // Units being prepared ahead, by their index in `units`.
         let mut ahead: Vec<(usize, Ahead)> = Vec::new();
+        // Units whose answers wait for later units' natives ([`ANSWER_LAG`]), in order.
+        let mut lagging: VecDeque<UnitAnswers> = VecDeque::new();
         for (i, unit) in units.iter().enumerate() {
+            if !self.room_to_lag(&lagging) {
+                for todo in lagging.drain(..) {
+                    self.answer_unit(
+                        todo,
+                        &mut fresh,
+                        &mut evaluator,
+                        &mut leftover,
+                        &mut sessions,
+                    )?;
+                }
+            }
             let clock = Instant::now();
             if let Some(k) = ahead.iter().position(|(j, _)| *j == i) {
                 // This unit's sets, made ahead: the wait goes with its first record.
@@ -233,29 +262,63 @@ impl UnitContext<'_> {
                 all.seconds += totals.seconds;
             }
             if self.prepare_ahead {
-                self.prepare_next(units, i, &mut ahead);
+                let lagging_bytes = lagging.iter().map(|a| a.cache.bytes()).sum();
+                self.prepare_next(units, i, lagging_bytes, &mut ahead);
                 let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
                 all.most_at_once = all.most_at_once.max(ahead.len());
             }
-            fresh.extend(self.run_unit(unit, peers, peer_server, &mut evaluator, &mut leftover)?);
-            let secs = clock.elapsed().as_secs_f64()
-                + sessions
-                    .get(unit.problem.name())
-                    .and_then(|v| v.as_f64())
-                    .unwrap_or(0.0);
-            sessions.insert(unit.problem.name().into(), json!(secs));
+            let (records, answers) = self.run_unit(unit, peers, peer_server, &mut leftover)?;
+            fresh.extend(records);
+            add_secs(
+                &mut sessions,
+                unit.problem.name(),
+                clock.elapsed().as_secs_f64(),
+            );
+            if answers.answers.is_empty() {
+                // Nothing to wait for: its inputs go now.
+                self.answer_unit(
+                    answers,
+                    &mut fresh,
+                    &mut evaluator,
+                    &mut leftover,
+                    &mut sessions,
+                )?;
+            } else {
+                lagging.push_back(answers);
+            }
+            while lagging.len() > ANSWER_LAG {
+                if let Some(todo) = lagging.pop_front() {
+                    self.answer_unit(
+                        todo,
+                        &mut fresh,
+                        &mut evaluator,
+                        &mut leftover,
+                        &mut sessions,
+                    )?;
+                }
+            }
+        }
+        for todo in lagging {
+            self.answer_unit(
+                todo,
+                &mut fresh,
+                &mut evaluator,
+                &mut leftover,
+                &mut sessions,
+            )?;
         }
         Ok((fresh, sessions))
     }
 
-    fn run_unit(
+    /// Runs `unit`'s reference and native candidates; returns their records and its answers
+    /// still to evaluate ([`Self::run_answers`], which also removes the unit's inputs).
+    fn run_unit<'u, 'c>(
         &self,
-        unit: &Unit,
+        unit: &'u Unit<'c>,
         peers: &mut Vec<PeerMedian>,
         peer_server: &mut PeerServer,
-        evaluator: &mut Option<Evaluator>,
         leftover: &mut PhaseTimes,
-    ) -> anyhow::Result<Vec<Record>> {
+    ) -> anyhow::Result<(Vec<Record>, UnitAnswers<'u, 'c>)> {
         let (opts, problem) = (self.opts, unit.problem);
         let key = unit_key(problem.name(), problem.shape_name());
         let is_done = |origin: &str| self.done.contains(&(key.clone(), origin.into()));
@@ -322,36 +385,56 @@ impl UnitContext<'_> {
                 file: self.peer_file.to_path_buf(),
             }),
         };
-        let mut fresh = session.evaluate(&mut pending)?;
+        let fresh = session.evaluate(&mut pending)?;
         *leftover = std::mem::take(&mut session.carried);
         let answers = UnitAnswers {
             unit,
             answers,
-            cache: &cache,
-            cache_root: &cache_root,
-            key: &key,
+            cache,
+            cache_root,
+            key,
         };
-        leftover.add(&self.inputs_for_answers(&answers, &fresh));
-        self.run_answers(answers, &mut fresh, evaluator, leftover)?;
-        if !opts.keep_inputs {
-            cache.remove();
-        }
-        Ok(fresh)
+        Ok((fresh, answers))
     }
 }
 
-/// A unit's KernelBench answers still to evaluate, and where its inputs are.
+/// A unit's KernelBench answers still to evaluate, and where its inputs are (removed once
+/// they are evaluated).
 struct UnitAnswers<'u, 'c> {
     unit: &'u Unit<'c>,
     answers: Vec<&'c kernelbench::Answer>,
-    cache: &'u InputCache,
-    cache_root: &'u Path,
-    key: &'u str,
+    cache: InputCache,
+    cache_root: PathBuf,
+    key: String,
 }
 
 impl UnitContext<'_> {
-    /// Evaluates a unit's answers after its native candidates, appending their records to
-    /// `fresh`; the first carries what the unit's workers left unlogged (`leftover`).
+    /// [`Self::run_answers`], its seconds added to its problem's in `sessions`.
+    fn answer_unit(
+        &self,
+        todo: UnitAnswers,
+        fresh: &mut Vec<Record>,
+        evaluator: &mut Option<Evaluator>,
+        leftover: &mut PhaseTimes,
+        sessions: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<()> {
+        let (problem, clock) = (todo.unit.problem.name(), Instant::now());
+        self.run_answers(todo, fresh, evaluator, leftover)?;
+        add_secs(sessions, problem, clock.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Whether the inputs of the units whose answers wait (`lagging`) may stay while another
+    /// unit runs: the cache's file system and the memory have room for them twice over.
+    fn room_to_lag(&self, lagging: &VecDeque<UnitAnswers>) -> bool {
+        let bytes: u64 = lagging.iter().map(|a| a.cache.bytes()).sum();
+        lagging.is_empty() || super::ahead::room_for_another(self.cache_root, bytes)
+    }
+
+    /// Evaluates a unit's answers (after its native candidates, maybe a unit later),
+    /// appending their records to `fresh` (this run's so far, the unit's reference among them
+    /// or among the resumed run's), then removes the unit's inputs; the first record carries
+    /// what the workers before left unlogged (`leftover`).
     fn run_answers(
         &self,
         todo: UnitAnswers,
@@ -359,6 +442,7 @@ impl UnitContext<'_> {
         evaluator: &mut Option<Evaluator>,
         leftover: &mut PhaseTimes,
     ) -> anyhow::Result<()> {
+        leftover.add(&self.inputs_for_answers(&todo, fresh));
         let UnitAnswers {
             unit,
             answers,
@@ -366,6 +450,7 @@ impl UnitContext<'_> {
             cache_root,
             key,
         } = todo;
+        let (cache, cache_root, key) = (&cache, &cache_root, &key);
         for answer in answers {
             self.bar.set_message(format!(
                 "{}: KernelBench answer {}/{}",
@@ -413,6 +498,9 @@ impl UnitContext<'_> {
             append(self.log, &r)?;
             self.bar.inc(1);
             fresh.push(r);
+        }
+        if !self.opts.keep_inputs {
+            cache.remove();
         }
         Ok(())
     }
@@ -489,8 +577,15 @@ impl UnitContext<'_> {
     /// Starts preparing the units after `units[current]` that have work left (a resumed run's
     /// done units need no inputs) and are not being prepared, in order, until
     /// [`super::ahead::DEPTH`] are under way or memory and the cache have no room for another
-    /// beside the sets of this unit and of those under way.
-    fn prepare_next(&self, units: &[Unit], current: usize, ahead: &mut Vec<(usize, Ahead)>) {
+    /// beside the sets of this unit, of those under way and of those whose answers wait
+    /// (`lagging_bytes`).
+    fn prepare_next(
+        &self,
+        units: &[Unit],
+        current: usize,
+        lagging_bytes: u64,
+        ahead: &mut Vec<(usize, Ahead)>,
+    ) {
         for k in current + 1..units.len() {
             if ahead.len() >= super::ahead::DEPTH {
                 return;
@@ -501,7 +596,8 @@ impl UnitContext<'_> {
             let bytes: u64 = std::iter::once(current)
                 .chain(ahead.iter().map(|(j, _)| *j))
                 .map(|j| InputCache::new(self.cache_root, units[j].problem).bytes())
-                .sum();
+                .sum::<u64>()
+                + lagging_bytes;
             if !super::ahead::room_for_another(self.cache_root, bytes) {
                 return;
             }
@@ -537,12 +633,12 @@ impl UnitContext<'_> {
     /// the wait goes with the next record.
     fn inputs_for_answers(&self, todo: &UnitAnswers, fresh: &[Record]) -> PhaseTimes {
         let reference_correct = (fresh.iter().chain(self.previous.iter()))
-            .find(|r| r.unit_key() == *todo.key && r.is_reference())
+            .find(|r| r.unit_key() == todo.key && r.is_reference())
             .is_some_and(|r| r.status == Status::Correct);
         let needed = self.torch
             && reference_correct
             && !todo.answers.is_empty()
-            && missing_answer_set(todo.unit.problem, &self.opts.eval, todo.cache).is_some();
+            && missing_answer_set(todo.unit.problem, &self.opts.eval, &todo.cache).is_some();
         if !needed {
             return PhaseTimes::default();
         }
@@ -552,7 +648,7 @@ impl UnitContext<'_> {
         ));
         Ahead::prepare_now(
             self.exe,
-            self.preparing_spec(todo.unit, todo.cache_root),
+            self.preparing_spec(todo.unit, &todo.cache_root),
             todo.cache.clone(),
             PREPARE_TIMEOUT_S.max(self.opts.timeout_s),
         )
