@@ -190,6 +190,39 @@ fn kernelbench_evaluator_logic_passes_its_cpu_tests() {
     }
 }
 
+/// `dlrm-bench kernelbench ANSWERS --cpu` (quick timing) into `out`: its records, in order.
+fn kernelbench_on_cpu(answers: &Path, out: &Path) -> Vec<serde_json::Value> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
+        .args([
+            "kernelbench",
+            "--cpu",
+            "--budget-s",
+            "1",
+            "--max-pairs",
+            "2",
+        ])
+        .arg(answers)
+        .arg("--out")
+        .arg(out)
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    let dir = std::fs::read_dir(out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     let dir = root("kernelbench");
     let answers = dir.join("model_a");
@@ -200,35 +233,7 @@ fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     )
     .unwrap();
     std::fs::write(answers.join("05_embedding_bag_sum.py"), "").unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args([
-            "kernelbench",
-            "--cpu",
-            "--budget-s",
-            "1",
-            "--max-pairs",
-            "2",
-        ])
-        .arg(&answers)
-        .arg("--out")
-        .arg(dir.join("results"))
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let run = std::fs::read_dir(dir.join("results"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(run.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = kernelbench_on_cpu(&answers, &dir.join("results"));
     let by = |status: &str| {
         records
             .iter()
@@ -278,37 +283,8 @@ fn a_problems_answers_come_after_the_next_two_references() {
     ] {
         std::fs::write(answers.join(file), "class ModelNew: pass\n").unwrap();
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
-        .args([
-            "kernelbench",
-            "--cpu",
-            "--budget-s",
-            "1",
-            "--max-pairs",
-            "2",
-        ])
-        .arg(&answers)
-        .arg("--out")
-        .arg(dir.join("results"))
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run = std::fs::read_dir(dir.join("results"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let order: Vec<String> = std::fs::read_to_string(run.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let order: Vec<String> = kernelbench_on_cpu(&answers, &dir.join("results"))
+        .iter()
         .map(|r| {
             format!(
                 "{} {}",

@@ -40,13 +40,31 @@ use std::time::Instant;
 /// there is room: [`UnitContext::room_to_lag`]).
 const ANSWER_LAG: usize = 2;
 
-/// Adds `secs` to `problem`'s seconds in `sessions`.
-fn add_secs(sessions: &mut serde_json::Map<String, serde_json::Value>, problem: &str, secs: f64) {
-    let before = sessions
-        .get(problem)
-        .and_then(|v| v.as_f64())
-        .unwrap_or(0.0);
-    sessions.insert(problem.into(), json!(before + secs));
+/// Adds `took` to `problem`'s seconds in `sessions`.
+fn add_secs(
+    sessions: &mut serde_json::Map<String, serde_json::Value>,
+    problem: &str,
+    took: std::time::Duration,
+) {
+    let before = sessions.get(problem).and_then(|v| v.as_f64());
+    sessions.insert(
+        problem.into(),
+        json!(before.unwrap_or(0.0) + took.as_secs_f64()),
+    );
+}
+
+/// What a device's run of its units builds up as it goes.
+#[derive(Default)]
+struct Progress {
+    /// The records made so far.
+    fresh: Vec<Record>,
+    /// Each problem's seconds.
+    sessions: serde_json::Map<String, serde_json::Value>,
+    /// This device's answers' evaluator, started at its first answer.
+    evaluator: Option<Evaluator>,
+    /// A unit's last worker ends after its last record: those seconds go with the next
+    /// record (the last unit's are not logged).
+    leftover: PhaseTimes,
 }
 
 /// The candidates of `problem` that ended other than `correct` at another of its shapes (in
@@ -228,13 +246,7 @@ impl UnitContext<'_> {
         peers: &mut Vec<PeerMedian>,
         peer_server: &mut PeerServer,
     ) -> anyhow::Result<(Vec<Record>, serde_json::Map<String, serde_json::Value>)> {
-        let mut fresh: Vec<Record> = Vec::new();
-        let mut sessions = serde_json::Map::new();
-        // This device's answers' evaluator, started at its first answer.
-        let mut evaluator: Option<Evaluator> = None;
-        // A unit's last worker ends after its last record: those seconds go with the next
-        // unit's first record (the last unit's are not logged).
-        let mut leftover = PhaseTimes::default();
+        let mut p = Progress::default();
         // Units being prepared ahead, by their index in `units`.
         let mut ahead: Vec<(usize, Ahead)> = Vec::new();
         // Units whose answers wait for later units' natives ([`ANSWER_LAG`]), in order.
@@ -242,72 +254,49 @@ impl UnitContext<'_> {
         for (i, unit) in units.iter().enumerate() {
             if !self.room_to_lag(&lagging) {
                 for todo in lagging.drain(..) {
-                    self.answer_unit(
-                        todo,
-                        &mut fresh,
-                        &mut evaluator,
-                        &mut leftover,
-                        &mut sessions,
-                    )?;
+                    self.answer_unit(todo, &mut p)?;
                 }
             }
             let clock = Instant::now();
-            if let Some(k) = ahead.iter().position(|(j, _)| *j == i) {
-                // This unit's sets, made ahead: the wait goes with its first record.
-                let (_, a) = ahead.remove(k);
-                let mut totals = AheadTotals::default();
-                leftover.add(&a.finish(PREPARE_TIMEOUT_S.max(self.opts.timeout_s), &mut totals));
-                let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
-                all.units += totals.units;
-                all.seconds += totals.seconds;
-            }
+            self.take_ahead(&mut ahead, i, &mut p.leftover);
             if self.prepare_ahead {
                 let lagging_bytes = lagging.iter().map(|a| a.cache.bytes()).sum();
                 self.prepare_next(units, i, lagging_bytes, &mut ahead);
                 let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
                 all.most_at_once = all.most_at_once.max(ahead.len());
             }
-            let (records, answers) = self.run_unit(unit, peers, peer_server, &mut leftover)?;
-            fresh.extend(records);
-            add_secs(
-                &mut sessions,
-                unit.problem.name(),
-                clock.elapsed().as_secs_f64(),
-            );
+            let (records, answers) = self.run_unit(unit, peers, peer_server, &mut p.leftover)?;
+            p.fresh.extend(records);
+            add_secs(&mut p.sessions, unit.problem.name(), clock.elapsed());
             if answers.answers.is_empty() {
                 // Nothing to wait for: its inputs go now.
-                self.answer_unit(
-                    answers,
-                    &mut fresh,
-                    &mut evaluator,
-                    &mut leftover,
-                    &mut sessions,
-                )?;
-            } else {
-                lagging.push_back(answers);
+                self.answer_unit(answers, &mut p)?;
+                continue;
             }
+            lagging.push_back(answers);
             while lagging.len() > ANSWER_LAG {
                 if let Some(todo) = lagging.pop_front() {
-                    self.answer_unit(
-                        todo,
-                        &mut fresh,
-                        &mut evaluator,
-                        &mut leftover,
-                        &mut sessions,
-                    )?;
+                    self.answer_unit(todo, &mut p)?;
                 }
             }
         }
         for todo in lagging {
-            self.answer_unit(
-                todo,
-                &mut fresh,
-                &mut evaluator,
-                &mut leftover,
-                &mut sessions,
-            )?;
+            self.answer_unit(todo, &mut p)?;
         }
-        Ok((fresh, sessions))
+        Ok((p.fresh, p.sessions))
+    }
+
+    /// Unit `i`'s sets, if they were being made ahead: waited for, the wait going with its
+    /// first record (`leftover`).
+    fn take_ahead(&self, ahead: &mut Vec<(usize, Ahead)>, i: usize, leftover: &mut PhaseTimes) {
+        if let Some(k) = ahead.iter().position(|(j, _)| *j == i) {
+            let (_, a) = ahead.remove(k);
+            let mut totals = AheadTotals::default();
+            leftover.add(&a.finish(PREPARE_TIMEOUT_S.max(self.opts.timeout_s), &mut totals));
+            let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
+            all.units += totals.units;
+            all.seconds += totals.seconds;
+        }
     }
 
     /// Runs `unit`'s reference and native candidates; returns their records and its answers
@@ -409,18 +398,11 @@ struct UnitAnswers<'u, 'c> {
 }
 
 impl UnitContext<'_> {
-    /// [`Self::run_answers`], its seconds added to its problem's in `sessions`.
-    fn answer_unit(
-        &self,
-        todo: UnitAnswers,
-        fresh: &mut Vec<Record>,
-        evaluator: &mut Option<Evaluator>,
-        leftover: &mut PhaseTimes,
-        sessions: &mut serde_json::Map<String, serde_json::Value>,
-    ) -> anyhow::Result<()> {
+    /// [`Self::run_answers`], its seconds added to its problem's.
+    fn answer_unit(&self, todo: UnitAnswers, p: &mut Progress) -> anyhow::Result<()> {
         let (problem, clock) = (todo.unit.problem.name(), Instant::now());
-        self.run_answers(todo, fresh, evaluator, leftover)?;
-        add_secs(sessions, problem, clock.elapsed().as_secs_f64());
+        self.run_answers(todo, &mut p.fresh, &mut p.evaluator, &mut p.leftover)?;
+        add_secs(&mut p.sessions, problem, clock.elapsed());
         Ok(())
     }
 
