@@ -1274,11 +1274,14 @@ def serve(reap_all):
     for line in sys.stdin:
         if not line.strip():
             continue
+        job = {}
         try:
-            record = held_job(json.loads(line), reap_all, holder)
+            job = json.loads(line)
+            record = held_job(job, reap_all, holder)
             text = json.dumps(json_safe({"ok": True, "record": record}))
         except Exception as e:  # noqa: BLE001 - a bad job (or reply) is answered, the server goes on
-            record = {"outcome": "failed", "error": f"{type(e).__name__}: {e}"[:4096]}
+            record = {"id": job.get("id") if isinstance(job, dict) else None,
+                      "outcome": "failed", "error": f"{type(e).__name__}: {e}"[:4096]}
             text = json.dumps({"ok": True, "record": record})
         replies.write(text + "\n")
         replies.flush()
