@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU calls of a session (results/<dir>/README.md says which), run on the device:
-#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|kbset-resume|kbcut|default|hostile|sandboxtests|pytests|small|full ...
+#   BUDGET_S=540 bash tools/gpu_session.sh env|sweep|kb|kbcorpus|kbset|kbset-resume|kbcut|kprofile|default|hostile|sandboxtests|pytests|small|full ...
 # Carry target/release/dlrm-bench and .bwrap/ (a bubblewrap .deb from `apt-get download
 # bubblewrap`, unpacked there: the device has no bwrap). Every step's time limit comes out of
 # BUDGET_S (set it below the call's limit_s, which shrinks with the session's device time), so
@@ -24,6 +24,7 @@ step() { # name, command...
     rc=skipped
   fi
   echo "$name rc=$rc $(( $(date +%s) - s ))s" >> "$O/env.txt"
+  [[ $rc == 0 || $rc == skipped ]]
 }
 finish() {
   rm -rf "$O"/*/inputs
@@ -103,6 +104,23 @@ for what in "$@"; do
       step kbcut-resume target/release/dlrm-bench run --resume "$run" > "$O/kbcut-resume.log" 2>&1
       mkdir -p "$O/kbcut" && cp -r "$run" "$O/kbcut/"
     fi ;;
+  kprofile)
+    # Issue 40's per-kernel profiles: the tuned kernels of the problems furthest under their
+    # floor (PROBLEMS overrides), with Nsight Compute's throughput, occupancy and stall
+    # figures beside each kernel's time (tools/profile_kernels.sh; without the extra metrics
+    # where this ncu refuses them).
+    m=dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed
+    m+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+    m+=,launch__occupancy_limit_registers,dram__bytes_read.sum,dram__bytes_write.sum
+    for s in long_scoreboard short_scoreboard barrier lg_throttle mio_throttle membar; do
+      m+=,smsp__warp_issue_stalled_${s}_per_warp_active.pct
+    done
+    for p in ${PROBLEMS:-embedding_bag_int8_rowwise block_bucketize_sparse_features unique_indices embedding_backward_rowwise_adagrad}; do
+      step "kprofile-$p" env SKIP_TORCH=1 CANDIDATE="candidates/tuned/$p" NCU_METRICS="$m" \
+        tools/profile_kernels.sh "$O/kprofile" "$p" full > "$O/kprofile-$p.txt" 2>&1 \
+        || step "kprofile-$p-plain" env SKIP_TORCH=1 CANDIDATE="candidates/tuned/$p" \
+          tools/profile_kernels.sh "$O/kprofile" "$p" full > "$O/kprofile-$p.txt" 2>&1
+    done ;;
   default)
     # The default run (examples and tuned) at `full`, every shape: issue 39's wall-time target.
     # SHARD=i/n (with DLRM_BENCH_SECRET_SEED) splits it where one call is too short.
