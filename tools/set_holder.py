@@ -13,9 +13,10 @@ private copy of each allocation and, after each job, once every process of the j
 compares and puts back (`Holder.verify`): a job that changed a held set is reported (the server
 makes it the job's failure) and no later job sees the change; the same compare runs again before
 each job (a write no check saw, put back and logged). Where a job's processes outlive the wait
-for them, the server lets the holder go and the next job's sets are loaded anew. This needs the server alone in its PID
-namespace (`--reap-all`), so that no process of a job outlives it, and the holder closed to
-ptrace and /proc/<pid>/mem (PR_SET_DUMPABLE off); elsewhere the server does not hold sets.
+for them, the server lets the holder go and the next job's sets are loaded anew. This needs the
+server alone in its PID namespace (`--reap-all`), so that no process of a job outlives it, and
+the holder closed to ptrace and /proc/<pid>/mem (PR_SET_DUMPABLE off); elsewhere the server
+does not hold sets.
 """
 
 import ctypes
@@ -166,20 +167,23 @@ def take(torch, held, paths):
     wanted = [where.get(os.path.abspath(p)) for p in paths]
     if any(k is None for k in wanted):
         return None
-    drv, opened, tensors = None, [], []
-    if held["tensors"]:
+    # Only the tensors of the sets asked for (KernelBench's protocol takes one set of several).
+    needed = sorted({i["tensor"] for k in wanted for i in held["sets"][k] if "tensor" in i})
+    drv, opened, tensors = None, [], {}
+    if needed:
         torch.zeros(1, device="cuda")  # the device's context made and current here
     try:
-        for d in held["tensors"]:
+        for j in needed:
+            d = held["tensors"][j]
             dtype = getattr(torch, d["dtype"])
             if not d["nbytes"]:
-                tensors.append(torch.empty(d["shape"], dtype=dtype, device="cuda"))
+                tensors[j] = torch.empty(d["shape"], dtype=dtype, device="cuda")
                 continue
             drv = drv or Driver()
             ptr = drv.ipc_open(bytes.fromhex(d["handle"]))
             opened.append(ptr)
             view = bytes_at(torch, ptr, d["nbytes"])
-            tensors.append(view.clone().view(dtype).reshape(d["shape"]))
+            tensors[j] = view.clone().view(dtype).reshape(d["shape"])
             del view
         if tensors:
             torch.cuda.synchronize()

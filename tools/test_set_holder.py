@@ -109,9 +109,11 @@ class HolderTest(unittest.TestCase):
 class TakeTest(unittest.TestCase):
     def test_sets_not_held_are_loaded_by_the_job(self):
         self.assertIsNone(set_holder.take(None, None, ["/a"]))
-        held = {"paths": ["/a"], "tensors": [], "sets": [[{"value": 1}]]}
-        self.assertIsNone(set_holder.take(None, held, ["/b"]))
-        # Values travel as they are, with no device touched.
+        held = {"paths": ["/a", "/b"], "tensors": [{"dtype": "float32"}],
+                "sets": [[{"value": 1}], [{"tensor": 0}]]}
+        self.assertIsNone(set_holder.take(None, held, ["/c"]))
+        # Values travel as they are; a set of values only touches no device (and no tensor of
+        # another set is taken).
         self.assertEqual(set_holder.take(None, held, ["/a"]), [[1]])
 
 
@@ -304,6 +306,8 @@ class DeviceTest(unittest.TestCase):
             assert said and "wrote to 1" in said, said
             again, _ = set_holder.take(torch, held, ["/x/a", "/x/b"])
             assert torch.equal(again[0], want[0][0]), "not put back"
+            (only_b,) = set_holder.take(torch, held, ["/x/b"])
+            assert torch.equal(only_b[1], want[1][1]) and torch.equal(only_b[0], want[0][0])
             holder.stop()
             print("device ok")
         """)
