@@ -1151,13 +1151,27 @@ def fresh_scratch(asked):
 
 
 def remove_tree(path):
-    """shutil.rmtree that never raises (an answer's tree may be too deep for it)."""
+    """shutil.rmtree (or unlink) that never raises (an answer's tree may be too deep for it)."""
     import shutil
 
     try:
-        shutil.rmtree(path, ignore_errors=True)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
     except Exception:  # noqa: BLE001 - what is left stays in the scratch root
         pass
+
+
+def sweep_scratch_root(root):
+    """Everything in the jobs' scratch root removed once a job is over: the root is the only
+    place a job may write, and nothing one answer leaves there reaches a later one."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        remove_tree(os.path.join(root, name))
 
 
 def run_job(job, reap_all, spare=None):
@@ -1205,7 +1219,10 @@ def run_job(job, reap_all, spare=None):
     alone = wait_alone(started + float(job["limit_s"]) + 10, spare) if reap_all else True
     record = {"id": job.get("id"), "seconds": time.monotonic() - started,
               "log_tail": log_tail(os.path.join(scratch, "log.txt")), "alone": alone}
-    remove_tree(scratch)
+    if reap_all:
+        sweep_scratch_root(os.path.dirname(scratch))
+    else:
+        remove_tree(scratch)
     if timed_out:
         record["outcome"] = "timeout"
         return record

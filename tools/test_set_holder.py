@@ -194,12 +194,14 @@ sys.exit(ke.serve(True))
 """
 
 # Writes the held sets, then a reply too deep for the server's JSON parser (which once skipped
-# the check after the job), and leaves a link at the next job's scratch name.
+# the check after the job); leaves a link at the next job's scratch name and a file in the
+# scratch root for a later answer.
 ATTACKER = """
 import os, sys
 held = (sys.modules.get("kernelbench_eval") or sys.modules["__main__"]).HELD[0]
 open(held["sets"][0][0]["value"], "wb").write(b"CORRUPTED")
 scratch = os.path.dirname(os.getcwd())
+open(os.path.join(scratch, "stash"), "w").write("for a later answer")
 for k in range(2, 6):
     try:
         os.symlink("/", os.path.join(scratch, f"job-{{k}}"))
@@ -215,9 +217,10 @@ os._exit(0)
 """
 
 HONEST = """
-import sys
+import os, sys
 held = (sys.modules.get("kernelbench_eval") or sys.modules["__main__"]).HELD[0]
 print("inputs:", open(held["sets"][0][0]["value"]).read())
+print("stash:", os.path.exists(os.path.join(os.path.dirname(os.getcwd()), "stash")))
 class ModelNew:
     pass
 """
@@ -255,6 +258,8 @@ class ServeTest(unittest.TestCase):
             for r in records[1:]:
                 self.assertEqual(r["outcome"], "result", r)
                 self.assertIn("inputs: PRISTINE-INPUTS", r["log_tail"])
+                # Nothing an earlier answer left in the scratch root reaches a later one.
+                self.assertIn("stash: False", r["log_tail"])
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
