@@ -192,6 +192,15 @@ fn kernelbench_evaluator_logic_passes_its_cpu_tests() {
 
 /// `dlrm-bench kernelbench ANSWERS --cpu` (quick timing) into `out`: its records, in order.
 fn kernelbench_on_cpu(answers: &Path, out: &Path) -> Vec<serde_json::Value> {
+    kernelbench_on_cpu_with(answers, out, &[])
+}
+
+/// [`kernelbench_on_cpu`] with `problems` named (`--problem`; none: the answers' own).
+fn kernelbench_on_cpu_with(
+    answers: &Path,
+    out: &Path,
+    problems: &[&str],
+) -> Vec<serde_json::Value> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_dlrm-bench"))
         .args([
@@ -202,6 +211,7 @@ fn kernelbench_on_cpu(answers: &Path, out: &Path) -> Vec<serde_json::Value> {
             "--max-pairs",
             "2",
         ])
+        .args(problems.iter().flat_map(|p| ["--problem", p]))
         .arg(answers)
         .arg("--out")
         .arg(out)
@@ -302,6 +312,35 @@ fn a_problems_answers_come_after_the_next_two_references() {
         "model_a dot_interaction",
         "model_a dot_interaction_backward",
         "model_a fm_interaction",
+    ];
+    assert_eq!(order, expected);
+    // Units without answers count: one problem's answers among four problems come after the
+    // next two references, not after every other.
+    let only = dir.join("only_one");
+    std::fs::create_dir_all(&only).unwrap();
+    std::fs::write(only.join("09_unique_indices.py"), "class ModelNew: pass\n").unwrap();
+    let problems = [
+        "unique_indices",
+        "dot_interaction",
+        "dot_interaction_backward",
+        "fm_interaction",
+    ];
+    let order: Vec<String> = kernelbench_on_cpu_with(&only, &dir.join("results-one"), &problems)
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["group"].as_str().unwrap(),
+                r["problem"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let expected = [
+        "reference unique_indices",
+        "reference dot_interaction",
+        "reference dot_interaction_backward",
+        "only_one unique_indices",
+        "reference fm_interaction",
     ];
     assert_eq!(order, expected);
     std::fs::remove_dir_all(&dir).ok();

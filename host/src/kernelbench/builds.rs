@@ -309,20 +309,16 @@ struct Priority {
 }
 
 impl Priority {
-    /// The build of the `position`-th answer in evaluation order. Every build runs below the
-    /// measurements (which must not slow: eager PyTorch's launches are CPU-bound), but the
-    /// first answers' builds, which the GPU waits for, come before later ones, and the first
-    /// four compile their C++ and CUDA files at once. The first two run at nice 1, just below
-    /// the measurements: at nice 10 beside the first problem's input generation (every core at
-    /// nice 0) the first answer still waited 55 s for its build on an H100 (64-90 s with all at
-    /// nice 19). Later builds have to keep ahead of the evaluations.
+    /// The build of the `position`-th answer in evaluation order. Every build runs well below
+    /// the measurements (which must not slow: eager PyTorch's launches are CPU-bound, and a
+    /// build runs the answer's Python), but the first answers' builds, which the GPU waits
+    /// for, come before later ones, and the first four compile their C++ and CUDA files at
+    /// once. (The first answer waited 55 s for its build at nice 10 on an H100: the answers
+    /// now come two units after their reference, `runner::units::ANSWER_LAG`, rather than the
+    /// builds rising in priority.)
     fn of(position: usize) -> Priority {
         Priority {
-            nice: if position < 2 {
-                1
-            } else {
-                (10 + position / 2).min(19) as u32
-            },
+            nice: (10 + position / 2).min(19) as u32,
             max_jobs: if position < 4 { 2 } else { 1 },
         }
     }
@@ -472,13 +468,12 @@ mod tests {
         assert_eq!(
             p[0],
             Priority {
-                nice: 1,
+                nice: 10,
                 max_jobs: 2
             }
         );
         assert!(p.windows(2).all(|w| w[0].nice <= w[1].nice));
-        assert!(p.iter().all(|q| (1..=19).contains(&q.nice)));
-        assert!(p[2..].iter().all(|q| q.nice >= 10));
+        assert!(p.iter().all(|q| (10..=19).contains(&q.nice)));
         assert_eq!(p[29].nice, 19);
         assert_eq!(p.iter().filter(|q| q.max_jobs == 2).count(), 4);
     }

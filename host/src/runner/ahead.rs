@@ -85,8 +85,10 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
 pub(crate) struct Ahead {
     worker: Worker,
     started: Instant,
-    /// The unit's cache, removed when the preparation does not end well.
+    /// The unit's cache, removed when the preparation does not end well (or never ends).
     cache: InputCache,
+    /// Whether [`Self::finish`] saw it whole.
+    prepared: bool,
 }
 
 /// What preparing ahead did over a run: units, and the seconds their workers took (beside the
@@ -100,11 +102,15 @@ pub(crate) struct AheadTotals {
 }
 
 impl Drop for Ahead {
-    /// A preparation never finished (a run that ended early): its worker goes with it.
+    /// A preparation never finished (a run that ended early): its worker goes with it, and its
+    /// sets with them.
     fn drop(&mut self) {
         let pid = self.worker.child.id();
         running().retain(|&p| p != pid);
         self.worker.kill();
+        if !self.prepared {
+            self.cache.remove();
+        }
     }
 }
 
@@ -121,6 +127,7 @@ impl Ahead {
                     worker,
                     started: Instant::now(),
                     cache,
+                    prepared: false,
                 })
             }
             Err(e) => {
@@ -128,6 +135,11 @@ impl Ahead {
                 None
             }
         }
+    }
+
+    /// The bytes of the unit's sets made so far.
+    pub(crate) fn cache_bytes(&self) -> u64 {
+        self.cache.bytes()
     }
 
     /// Makes `spec`'s unit's sets now, at full speed (nothing measured meanwhile), waiting at
@@ -168,6 +180,7 @@ impl Ahead {
         let pid = self.worker.child.id();
         running().retain(|&p| p != pid);
         self.worker.kill();
+        self.prepared = prepared;
         if prepared {
             totals.units += 1;
             totals.seconds += self.started.elapsed().as_secs_f64();

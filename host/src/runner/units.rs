@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// How many units' answers may wait while later units run their references and native
+/// How many units a unit's answers wait for, while those run their references and native
 /// candidates: the answers' builds, made beside everything, get that much more time (the first
 /// answer of a KernelBench set waited 55 s for its build when it came right after its
 /// reference, on an H100), at the price of keeping those units' inputs meanwhile (only where
@@ -249,18 +249,19 @@ impl UnitContext<'_> {
         let mut p = Progress::default();
         // Units being prepared ahead, by their index in `units`.
         let mut ahead: Vec<(usize, Ahead)> = Vec::new();
-        // Units whose answers wait for later units' natives ([`ANSWER_LAG`]), in order.
-        let mut lagging: VecDeque<UnitAnswers> = VecDeque::new();
+        // Units whose answers wait for later units' natives ([`ANSWER_LAG`]), by index, in
+        // order.
+        let mut lagging: VecDeque<(usize, UnitAnswers)> = VecDeque::new();
         for (i, unit) in units.iter().enumerate() {
-            if !self.room_to_lag(&lagging) {
-                for todo in lagging.drain(..) {
+            if !self.room_to_lag(&lagging, &ahead) {
+                for (_, todo) in lagging.drain(..) {
                     self.answer_unit(todo, &mut p)?;
                 }
             }
             let clock = Instant::now();
             self.take_ahead(&mut ahead, i, &mut p.leftover);
             if self.prepare_ahead {
-                let lagging_bytes = lagging.iter().map(|a| a.cache.bytes()).sum();
+                let lagging_bytes = lagging.iter().map(|(_, a)| a.cache.bytes()).sum();
                 self.prepare_next(units, i, lagging_bytes, &mut ahead);
                 let mut all = self.ahead_totals.lock().unwrap_or_else(|e| e.into_inner());
                 all.most_at_once = all.most_at_once.max(ahead.len());
@@ -268,19 +269,19 @@ impl UnitContext<'_> {
             let (records, answers) = self.run_unit(unit, peers, peer_server, &mut p.leftover)?;
             p.fresh.extend(records);
             add_secs(&mut p.sessions, unit.problem.name(), clock.elapsed());
-            if answers.answers.is_empty() {
-                // Nothing to wait for: its inputs go now.
+            if self.answers_wait(&answers, &p.fresh) {
+                lagging.push_back((i, answers));
+            } else {
                 self.answer_unit(answers, &mut p)?;
-                continue;
             }
-            lagging.push_back(answers);
-            while lagging.len() > ANSWER_LAG {
-                if let Some(todo) = lagging.pop_front() {
+            // Those of ANSWER_LAG units back (units without answers count too).
+            while lagging.front().is_some_and(|(j, _)| j + ANSWER_LAG <= i) {
+                if let Some((_, todo)) = lagging.pop_front() {
                     self.answer_unit(todo, &mut p)?;
                 }
             }
         }
-        for todo in lagging {
+        for (_, todo) in lagging {
             self.answer_unit(todo, &mut p)?;
         }
         Ok((p.fresh, p.sessions))
@@ -382,6 +383,7 @@ impl UnitContext<'_> {
             cache,
             cache_root,
             key,
+            keep_inputs: opts.keep_inputs,
         };
         Ok((fresh, answers))
     }
@@ -395,6 +397,17 @@ struct UnitAnswers<'u, 'c> {
     cache: InputCache,
     cache_root: PathBuf,
     key: String,
+    /// `--keep-inputs`: the cache stays when these are done.
+    keep_inputs: bool,
+}
+
+impl Drop for UnitAnswers<'_, '_> {
+    /// Evaluated or not (a run that ended on an error), the unit's inputs go.
+    fn drop(&mut self) {
+        if !self.keep_inputs {
+            self.cache.remove();
+        }
+    }
 }
 
 impl UnitContext<'_> {
@@ -407,10 +420,25 @@ impl UnitContext<'_> {
     }
 
     /// Whether the inputs of the units whose answers wait (`lagging`) may stay while another
-    /// unit runs: the cache's file system and the memory have room for them twice over.
-    fn room_to_lag(&self, lagging: &VecDeque<UnitAnswers>) -> bool {
-        let bytes: u64 = lagging.iter().map(|a| a.cache.bytes()).sum();
+    /// unit runs: the cache's file system and the memory have room twice over for them and
+    /// for the units being prepared `ahead` (the next unit's among them, as far as made).
+    fn room_to_lag(
+        &self,
+        lagging: &VecDeque<(usize, UnitAnswers)>,
+        ahead: &[(usize, Ahead)],
+    ) -> bool {
+        let bytes: u64 = lagging.iter().map(|(_, a)| a.cache.bytes()).sum::<u64>()
+            + ahead.iter().map(|(_, a)| a.cache_bytes()).sum::<u64>();
         lagging.is_empty() || super::ahead::room_for_another(self.cache_root, bytes)
+    }
+
+    /// Whether `todo`'s answers wait for later units: only when there are answers and the
+    /// unit's reference is correct (else they are not run, and their inputs may go now).
+    fn answers_wait(&self, todo: &UnitAnswers, fresh: &[Record]) -> bool {
+        !todo.answers.is_empty()
+            && (fresh.iter().chain(self.previous.iter()))
+                .find(|r| r.unit_key() == todo.key && r.is_reference())
+                .is_some_and(|r| r.status == Status::Correct)
     }
 
     /// Evaluates a unit's answers (after its native candidates, maybe a unit later),
@@ -425,15 +453,8 @@ impl UnitContext<'_> {
         leftover: &mut PhaseTimes,
     ) -> anyhow::Result<()> {
         leftover.add(&self.inputs_for_answers(&todo, fresh));
-        let UnitAnswers {
-            unit,
-            answers,
-            cache,
-            cache_root,
-            key,
-        } = todo;
-        let (cache, cache_root, key) = (&cache, &cache_root, &key);
-        for answer in answers {
+        let (unit, cache, cache_root, key) = (todo.unit, &todo.cache, &todo.cache_root, &todo.key);
+        for &answer in &todo.answers {
             self.bar.set_message(format!(
                 "{}: KernelBench answer {}/{}",
                 unit.problem.name(),
@@ -480,9 +501,6 @@ impl UnitContext<'_> {
             append(self.log, &r)?;
             self.bar.inc(1);
             fresh.push(r);
-        }
-        if !self.opts.keep_inputs {
-            cache.remove();
         }
         Ok(())
     }
@@ -618,6 +636,7 @@ impl UnitContext<'_> {
             .find(|r| r.unit_key() == todo.key && r.is_reference())
             .is_some_and(|r| r.status == Status::Correct);
         let needed = self.torch
+            && sandbox_refusal(self.opts.unsandboxed).is_none()
             && reference_correct
             && !todo.answers.is_empty()
             && missing_answer_set(todo.unit.problem, &self.opts.eval, &todo.cache).is_some();
