@@ -306,3 +306,24 @@ fn a_candidate_that_rewrites_its_relabelled_ids_in_a_timed_run_is_incorrect() {
         rec.message
     );
 }
+
+/// A budget shorter than the reference's warm-up still leaves timed runs (a warm-up past the
+/// budget once left none: a NaN median the runner could not read, and the record was lost).
+#[test]
+fn the_reference_is_timed_at_least_min_pairs_times_whatever_the_budget() {
+    let mut cfg = EvalConfig::quick_ci(3, 4);
+    cfg.budget_s = 1e-9;
+    let mut backend = EmuBackend::new();
+    let mut run = ProblemRun::prepare(&mut backend, problem(), cfg.clone(), None, None).unwrap();
+    let reference = run.reference_record();
+    run.release();
+    assert_eq!(reference.status, Status::Correct, "{}", reference.message);
+    let t = reference.timing.clone().expect("the reference is timed");
+    assert!(t.samples >= cfg.min_pairs.max(1), "{} samples", t.samples);
+    assert!(
+        t.median_ms.is_finite() && t.median_ms > 0.0,
+        "{}",
+        t.median_ms
+    );
+    serde_json::to_string(&reference).unwrap();
+}

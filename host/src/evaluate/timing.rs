@@ -131,7 +131,9 @@ impl Timer<'_> {
     }
 
     /// The reference alone on the sets `rotation` (indices into `sets`): one warm-up pass over
-    /// them, then 2 · max(min_pairs, 10) timed runs or the budget, whichever ends first.
+    /// them, then 2 · max(min_pairs, 10) timed runs or the budget, whichever ends first, but
+    /// never fewer than min_pairs (at least one) timed runs: a warm-up longer than the budget
+    /// once left none, a NaN median, and a record the runner could not read.
     pub(crate) fn reference_series(
         &mut self,
         sets: &[DeviceSet],
@@ -148,7 +150,8 @@ impl Timer<'_> {
             if i >= r {
                 ms.push(t); // the first pass over the sets is warm-up
             }
-            if started.elapsed().as_secs_f64() > self.cfg.budget_s {
+            let enough = ms.len() >= self.cfg.min_pairs.max(1);
+            if enough && started.elapsed().as_secs_f64() > self.cfg.budget_s {
                 break;
             }
         }
