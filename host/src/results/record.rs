@@ -108,17 +108,30 @@ pub struct SetCheck {
     pub report: CheckReport,
 }
 
+/// A figure written as `null` (serde_json writes a NaN so) read back as NaN: a record whose
+/// statistics are undefined is kept, not lost to a parse error (a reference timed zero times
+/// once was).
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// Timing of one kernel (milliseconds).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Timing {
+    #[serde(deserialize_with = "nan_if_null")]
     pub median_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub p10_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub p90_ms: f64,
     pub samples: usize,
     /// Compulsory bytes / median time.
+    #[serde(deserialize_with = "nan_if_null")]
     pub compulsory_gbps: f64,
     /// Logical bytes / median time.
+    #[serde(deserialize_with = "nan_if_null")]
     pub logical_gbps: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub gflops: f64,
     /// Physical floor / median time (share of the limit reached), when ceilings are known.
     pub floor_fraction: Option<f64>,
@@ -133,8 +146,11 @@ pub struct Timing {
 /// [`Record::speedup_eager`] over PyTorch eager.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Speedup {
+    #[serde(deserialize_with = "nan_if_null")]
     pub median: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ci_low: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ci_high: f64,
     pub pairs: usize,
 }
@@ -515,6 +531,28 @@ mod tests {
             "{\"problem\":\"p\",\"candi"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_record_with_undefined_statistics_reads_back_with_nan_not_an_error() {
+        let mut r = Record::new("p", "reference", "reference", "reference");
+        r.timing = Some(Timing {
+            median_ms: f64::NAN,
+            p10_ms: f64::NAN,
+            samples: 0,
+            ..Timing::default()
+        });
+        r.speedup = Some(Speedup {
+            median: f64::NAN,
+            ..Speedup::default()
+        });
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains("\"median_ms\":null"), "{line}");
+        let back: Record = serde_json::from_str(&line).unwrap();
+        let t = back.timing.unwrap();
+        assert!(t.median_ms.is_nan() && t.p10_ms.is_nan() && t.samples == 0);
+        assert_eq!(t.p90_ms, 0.0);
+        assert!(back.speedup.unwrap().median.is_nan());
     }
 
     #[test]
