@@ -481,6 +481,12 @@ def load_sets(tp, kb, paths):
         HELD[0] = None
         if got is not None:
             return got
+    return read_sets(tp, kb, paths)
+
+
+def read_sets(tp, kb, paths):
+    """The sets at `paths` read from the input cache onto the device through the problem's
+    KernelBench file, the tables they share loaded once."""
     shared = {}
     return [tp.load_set(kb, p, shared) for p in paths]
 
@@ -489,9 +495,7 @@ def load_for_holder(problem, paths):
     """In the holder (set_holder.holder_main): the sets as a job loads them without it."""
     tp = torch_peer()
     tp.import_torch_cuda()
-    kb = tp.import_kernelbench(tp.find_kernelbench_file(problem), problem)
-    shared = {}
-    return [tp.load_set(kb, p, shared) for p in paths]
+    return read_sets(tp, tp.import_kernelbench(tp.find_kernelbench_file(problem), problem), paths)
 
 
 def evaluate_ours(req):

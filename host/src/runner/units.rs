@@ -436,9 +436,15 @@ impl UnitContext<'_> {
     /// unit's reference is correct (else they are not run, and their inputs may go now).
     fn answers_wait(&self, todo: &UnitAnswers, fresh: &[Record]) -> bool {
         !todo.answers.is_empty()
-            && (fresh.iter().chain(self.previous.iter()))
-                .find(|r| r.unit_key() == todo.key && r.is_reference())
+            && self
+                .unit_reference(&todo.key, fresh)
                 .is_some_and(|r| r.status == Status::Correct)
+    }
+
+    /// The record of the reference of the unit `key`: this run's (`fresh`) or the resumed
+    /// run's.
+    fn unit_reference<'r>(&'r self, key: &str, fresh: &'r [Record]) -> Option<&'r Record> {
+        (fresh.iter().chain(self.previous.iter())).find(|r| r.unit_key() == key && r.is_reference())
     }
 
     /// Evaluates a unit's answers (after its native candidates, maybe a unit later),
@@ -461,10 +467,7 @@ impl UnitContext<'_> {
                 answer.group,
                 answer.name()
             ));
-            let reference = fresh
-                .iter()
-                .chain(self.previous.iter())
-                .find(|r| r.unit_key() == *key && r.is_reference());
+            let reference = self.unit_reference(key, fresh);
             let mut r = evaluate_answer(
                 answer,
                 unit.problem,
@@ -632,8 +635,8 @@ impl UnitContext<'_> {
     /// whose reference and candidates were done: no worker ran), when the answers can run;
     /// the wait goes with the next record.
     fn inputs_for_answers(&self, todo: &UnitAnswers, fresh: &[Record]) -> PhaseTimes {
-        let reference_correct = (fresh.iter().chain(self.previous.iter()))
-            .find(|r| r.unit_key() == todo.key && r.is_reference())
+        let reference_correct = self
+            .unit_reference(&todo.key, fresh)
             .is_some_and(|r| r.status == Status::Correct);
         let needed = self.torch
             && sandbox_refusal(self.opts.unsandboxed).is_none()
