@@ -749,8 +749,10 @@ def evaluate_ours(req):
     return result
 
 
-def evaluate_kernelbench(req):
-    stages = {}
+def kernelbench_setup(req, stages):
+    """What both KernelBench jobs need, in the child: torch with CUDA, the problem's Model file,
+    its `get_inputs()` on the run's public set 0 and the eager Model built as KernelBench
+    builds it (seeded). Returns (torch, kb, model, init, get_inputs, set_seed)."""
     started = time.perf_counter()
     tp = torch_peer()
     torch = tp.import_torch_cuda()
@@ -758,9 +760,7 @@ def evaluate_kernelbench(req):
     started = time.perf_counter()
     problem = req["problem"]
     kb = tp.import_kernelbench(tp.find_kernelbench_file(problem), problem)
-    path = req["kernelbench_set"]
-
-    loaded = []
+    loaded = load_sets(tp, kb, [req["kernelbench_set"]])[0]
 
     def get_inputs():
         # The Model file's get_inputs() on the run's public set 0, through torch_peer.load_set
@@ -781,7 +781,6 @@ def evaluate_kernelbench(req):
                 out.append(copies[id(t)])
         return out
 
-    loaded.extend(load_sets(tp, kb, [path])[0])
     torch.cuda.synchronize()
 
     def set_seed(seed):
@@ -793,9 +792,68 @@ def evaluate_kernelbench(req):
     with torch.no_grad():
         set_seed(KB_SEED)
         model = kb.Model(*init).cuda()
+    stages["load"] = time.perf_counter() - started
+    return torch, kb, model, init, get_inputs, set_seed
+
+
+def kernelbench_mean_ms(torch, fn, inputs):
+    """KernelBench's timing of `fn(*inputs)`: KB_WARMUP calls, then the mean of KB_PERF_TRIALS
+    calls each timed by CUDA events, the L2 flushed before each (its clear_l2_cache)."""
+    dummy = torch.empty((32, 1024, 1024), dtype=torch.int64, device="cuda")
+    for _ in range(KB_WARMUP):
+        fn(*inputs)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(KB_PERF_TRIALS):
+        dummy.fill_(0)
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(*inputs)
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return sum(times) / len(times)
+
+
+def usable_baseline(value):
+    """A baseline the runner passed (`kernelbench_eager_ms`): a finite positive number, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def kernelbench_timing(time_ms, model_new, model, baseline_ms):
+    """KernelBench's speedup: the answer timed by `time_ms`, over the eager Model's time — the
+    problem's baseline measured once in a job of its own (`kernelbench_eager`) where the runner
+    passed one, as KernelBench compares against a baseline measured apart, else the Model timed
+    here after the answer."""
+    runtime = time_ms(model_new)
+    baseline = usable_baseline(baseline_ms)
+    ref = baseline if baseline is not None else time_ms(model)
+    return {"runtime_ms": runtime, "ref_runtime_ms": ref, "speedup": ref / runtime,
+            "ref_runtime_source": "baseline" if baseline is not None else "this job"}
+
+
+def evaluate_kernelbench_eager(req):
+    """KernelBench's baseline for one problem: the eager Model timed as `evaluate_kernelbench`
+    times an answer, in a child that imports no answer (so once per problem, not once per
+    answer)."""
+    stages = {}
+    torch, _kb, model, _init, get_inputs, set_seed = kernelbench_setup(req, stages)
+    started = time.perf_counter()
+    with torch.no_grad():
+        set_seed(KB_SEED)
+        ms = kernelbench_mean_ms(torch, model, get_inputs())
+    stages["time"] = time.perf_counter() - started
+    return {"protocol": "kernelbench_eager", "ref_runtime_ms": ms, "stages_s": stages}
+
+
+def evaluate_kernelbench(req):
+    stages = {}
+    torch, kb, model, init, get_inputs, set_seed = kernelbench_setup(req, stages)
     result = {"protocol": "kernelbench", "atol": KB_ATOL, "rtol": KB_RTOL, "compiled": False,
               "passed": False, "stages_s": stages}
-    stages["load"] = time.perf_counter() - started
     started = time.perf_counter()
     try:
         answer = load_answer(req["answer"])
@@ -838,27 +896,8 @@ def evaluate_kernelbench(req):
             started = time.perf_counter()
             set_seed(KB_SEED)
             inputs = get_inputs()
-            dummy = torch.empty((32, 1024, 1024), dtype=torch.int64, device="cuda")
-
-            def mean_ms(fn):
-                for _ in range(KB_WARMUP):
-                    fn(*inputs)
-                torch.cuda.synchronize()
-                times = []
-                for _ in range(KB_PERF_TRIALS):
-                    dummy.fill_(0)  # KernelBench's clear_l2_cache
-                    a = torch.cuda.Event(enable_timing=True)
-                    b = torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    fn(*inputs)
-                    b.record()
-                    torch.cuda.synchronize()
-                    times.append(a.elapsed_time(b))
-                return sum(times) / len(times)
-
-            result["runtime_ms"] = mean_ms(model_new)
-            result["ref_runtime_ms"] = mean_ms(model)
-            result["speedup"] = result["ref_runtime_ms"] / result["runtime_ms"]
+            result.update(kernelbench_timing(lambda fn: kernelbench_mean_ms(torch, fn, inputs),
+                                             model_new, model, req.get("kernelbench_eager_ms")))
             stages["time"] = time.perf_counter() - started
     return result
 
@@ -872,6 +911,7 @@ def evaluate_import(req):
 
 PROTOCOLS = {"ours": lambda req: evaluate_ours(req),
              "kernelbench": lambda req: evaluate_kernelbench(req),
+             "kernelbench_eager": lambda req: evaluate_kernelbench_eager(req),
              "import": lambda req: evaluate_import(req)}
 
 

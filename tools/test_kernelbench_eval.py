@@ -389,6 +389,35 @@ class KernelBenchProtocol(unittest.TestCase):
                       verdict["message"])
 
 
+class KernelBenchTiming(unittest.TestCase):
+    """The speedup over a baseline measured once per problem, or over the Model timed here."""
+
+    def timed(self, baseline):
+        timed = []
+
+        def time_ms(fn):
+            timed.append(fn)
+            return {"answer": 2.0, "model": 5.0}[fn]
+
+        return kb.kernelbench_timing(time_ms, "answer", "model", baseline), timed
+
+    def test_a_baseline_is_used_and_the_model_not_timed_again(self):
+        t, timed = self.timed(6.0)
+        self.assertEqual(timed, ["answer"])
+        self.assertEqual((t["ref_runtime_ms"], t["speedup"]), (6.0, 3.0))
+        self.assertEqual(t["ref_runtime_source"], "baseline")
+
+    def test_without_a_usable_baseline_the_model_is_timed_after_the_answer(self):
+        for bad in (None, 0, -1.0, float("nan"), float("inf"), True, "6.0", [6.0]):
+            t, timed = self.timed(bad)
+            self.assertEqual(timed, ["answer", "model"], bad)
+            self.assertEqual((t["ref_runtime_ms"], t["speedup"]), (5.0, 2.5), bad)
+            self.assertEqual(t["ref_runtime_source"], "this job", bad)
+
+    def test_the_baseline_protocol_is_served(self):
+        self.assertIn("kernelbench_eager", kb.PROTOCOLS)
+
+
 class AheadBuilds(unittest.TestCase):
     """load_inline calls recorded at --compile and found again by their arguments."""
 

@@ -251,6 +251,43 @@ pub fn evaluate(
     (ours, kb)
 }
 
+/// KernelBench's baseline for a problem: its eager `Model` timed as KernelBench times an answer,
+/// once, in a job of its own that imports no answer (`request` names the problem and its set);
+/// every answer's speedup under KernelBench's protocol is then over it ([`with_baseline`]), as
+/// KernelBench compares against a baseline measured apart. Its seconds go to `phases` as
+/// KernelBench's protocol's; `None` when the job gave no usable time (each answer's job then
+/// times the Model itself).
+pub fn eager_baseline(
+    request: &Value,
+    evaluator: &mut Evaluator,
+    limit_s: f64,
+    phases: &mut PhaseTimes,
+) -> Option<f64> {
+    let (outcome, t) = evaluator.run(request, "kernelbench_eager", &[], limit_s);
+    *phases.0.entry(Phase::EvaluatorStart).or_default() += t.start_s;
+    for (phase, s) in job_phases("kernelbench", &t) {
+        *phases.0.entry(phase).or_default() += s;
+    }
+    match outcome {
+        Outcome::Result(v) => f64_of(&v["ref_runtime_ms"]).filter(|ms| ms.is_finite() && *ms > 0.0),
+        Outcome::Timeout(_) | Outcome::Failed(_) => None,
+    }
+}
+
+/// `verdict` with the problem's `baseline` (ms, [`eager_baseline`]) as its reference time and
+/// the speedup over it: the figure comes from the runner, not from the answer's process.
+pub(crate) fn with_baseline(
+    mut verdict: KernelBenchVerdict,
+    baseline: Option<f64>,
+) -> KernelBenchVerdict {
+    let runtime = verdict.runtime_ms.filter(|t| t.is_finite() && *t > 0.0);
+    if let (Some(b), Some(t), true) = (baseline, runtime, verdict.passed) {
+        verdict.ref_runtime_ms = Some(b);
+        verdict.speedup = Some(b / t);
+    }
+    verdict
+}
+
 /// A protocol's job seconds by phase: its checks' and its timing's stages (as its child
 /// reported them) apart, the rest of the job (process, CUDA, sets, oracles, import) in the
 /// protocol's start phase. The child is the answer's process, so its account is only

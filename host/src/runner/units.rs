@@ -460,6 +460,7 @@ impl UnitContext<'_> {
     ) -> anyhow::Result<()> {
         leftover.add(&self.inputs_for_answers(&todo, fresh));
         let (unit, cache, cache_root, key) = (todo.unit, &todo.cache, &todo.cache_root, &todo.key);
+        let baseline = self.kernelbench_baseline(&todo, fresh, evaluator, leftover);
         for &answer in &todo.answers {
             self.bar.set_message(format!(
                 "{}: KernelBench answer {}/{}",
@@ -478,21 +479,9 @@ impl UnitContext<'_> {
                     ceilings: self.ceilings,
                     torch: self.torch,
                     builds: self.builds,
+                    kernelbench_eager_ms: baseline,
                 },
-                || {
-                    evaluator.get_or_insert_with(|| {
-                        // Where the sandbox's uid can reach it (not under a private home).
-                        let name = format!("evaluator-{}-{}", std::process::id(), unit.device);
-                        let scratch = crate::toolchain::sandbox::shared_dir(&name)
-                            .unwrap_or_else(|_| self.dir.join("kernelbench").join(&name));
-                        Evaluator::new(
-                            Path::new(kernelbench::KERNELBENCH_EVAL),
-                            &self.answers_sandbox(cache_root),
-                            &scratch,
-                            unit.device,
-                        )
-                    })
-                },
+                || self.evaluator(unit, cache_root, evaluator),
             );
             r.device = Some(unit.device);
             r.shape = unit.problem.shape_name().map(str::to_string);
@@ -509,6 +498,69 @@ impl UnitContext<'_> {
     }
 }
 
+impl UnitContext<'_> {
+    /// The evaluator of `unit`'s device, started with the first job that needs it.
+    fn evaluator<'e>(
+        &self,
+        unit: &Unit,
+        cache_root: &Path,
+        slot: &'e mut Option<Evaluator>,
+    ) -> &'e mut Evaluator {
+        slot.get_or_insert_with(|| {
+            // Where the sandbox's uid can reach it (not under a private home).
+            let name = format!("evaluator-{}-{}", std::process::id(), unit.device);
+            let scratch = crate::toolchain::sandbox::shared_dir(&name)
+                .unwrap_or_else(|_| self.dir.join("kernelbench").join(&name));
+            Evaluator::new(
+                Path::new(kernelbench::KERNELBENCH_EVAL),
+                &self.answers_sandbox(cache_root),
+                &scratch,
+                unit.device,
+            )
+        })
+    }
+
+    /// KernelBench's eager baseline of `todo`'s problem ([`kernelbench::eager_baseline`]),
+    /// when its answers will run; its seconds go to `leftover` (the first answer's record).
+    fn kernelbench_baseline(
+        &self,
+        todo: &UnitAnswers,
+        fresh: &[Record],
+        evaluator: &mut Option<Evaluator>,
+        leftover: &mut PhaseTimes,
+    ) -> Option<f64> {
+        let first = todo.answers.first()?;
+        let cx = AnswerContext {
+            opts: self.opts,
+            cache: &todo.cache,
+            reference: self.unit_reference(&todo.key, fresh),
+            ceilings: self.ceilings,
+            torch: self.torch,
+            builds: self.builds,
+            kernelbench_eager_ms: None,
+        };
+        if not_run(todo.unit.problem, &cx).is_some() {
+            return None;
+        }
+        let request = kernelbench::request(todo.unit.problem, first, &self.opts.eval, &todo.cache);
+        let clock = Instant::now();
+        let mut phases = PhaseTimes::default();
+        let ms = kernelbench::eager_baseline(
+            &request,
+            self.evaluator(todo.unit, &todo.cache_root, evaluator),
+            self.opts.answer_timeout_s,
+            &mut phases,
+        );
+        // A server that failed to start or answer: its processes' time.
+        let unreported = clock.elapsed().as_secs_f64() - phases.total();
+        if unreported > 0.0 {
+            *phases.0.entry(Phase::Worker).or_default() += unreported;
+        }
+        leftover.add(&phases);
+        ms
+    }
+}
+
 /// What an answer's evaluation needs from its run and problem.
 pub(crate) struct AnswerContext<'a> {
     pub(crate) opts: &'a RunOptions,
@@ -520,6 +572,8 @@ pub(crate) struct AnswerContext<'a> {
     pub(crate) torch: bool,
     /// The answers' builds, made ahead (on threads of their own).
     pub(crate) builds: &'a AheadBuilds,
+    /// KernelBench's eager baseline of the problem, measured once for its answers.
+    pub(crate) kernelbench_eager_ms: Option<f64>,
 }
 
 /// One KernelBench answer's record: both protocols run (through the evaluator `evaluator`
@@ -535,7 +589,10 @@ pub(crate) fn evaluate_answer<'e>(
     if let Some(why) = not_run(problem, &cx) {
         return kernelbench::skipped_record(answer, &why);
     }
-    let request = kernelbench::request(problem, answer, &opts.eval, cx.cache);
+    let mut request = kernelbench::request(problem, answer, &opts.eval, cx.cache);
+    if let Some(ms) = cx.kernelbench_eager_ms {
+        request["kernelbench_eager_ms"] = json!(ms);
+    }
     let mut phases = PhaseTimes::default();
     let (build, waited) = cx.builds.wait(&answer.file);
     if let Some(kernelbench::builds::Build::Undecided(why)) = &build {
@@ -571,6 +628,9 @@ pub(crate) fn evaluate_answer<'e>(
         cx.ceilings,
         opts.eval.win_threshold,
     );
+    r.kernelbench = r
+        .kernelbench
+        .map(|v| kernelbench::with_baseline(v, cx.kernelbench_eager_ms));
     r.phases = Some(phases);
     r.sandbox = Some(answer_sandbox().isolation);
     r
