@@ -109,3 +109,45 @@ fn an_event_printed_on_the_workers_stdout_is_not_a_record() {
     );
     std::fs::remove_dir_all(&root).ok();
 }
+
+/// A reference's event line that does not parse (a serialisation bug, cut here in half by the
+/// `garble` fault) is not lost without a word: the reference is recorded `runtime_error` saying
+/// its record did not reach the runner and why, and the run exits non-zero.
+#[test]
+fn a_reference_record_that_cannot_be_read_is_recorded_as_lost() {
+    let root = std::env::temp_dir().join(format!("dlrm-bench-garble-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let out = root.join("results");
+    let run = dlrm_bench_with(
+        &[
+            "run",
+            "--cpu",
+            "--problem",
+            "embedding_bag_sum",
+            "--no-candidates",
+            "--shapes",
+            "default",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Some("garble"),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success(),
+        "exit status {}: {stderr}",
+        run.status
+    );
+    let records = std::fs::read_to_string(run_dir(&out).join("results.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), 1, "{records}");
+    let r: serde_json::Value = serde_json::from_str(records.trim()).unwrap();
+    assert_eq!(r["candidate"], "reference", "{r}");
+    assert_eq!(r["status"], "runtime_error", "{r}");
+    let message = r["message"].as_str().unwrap();
+    assert!(
+        message.contains("its record did not reach the runner")
+            && message.contains("could not be read: EOF while parsing"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&root).ok();
+}

@@ -194,6 +194,7 @@ impl ProblemSession<'_> {
             device_lost: None,
             started: Instant::now(),
             running: None,
+            unreadable: Vec::new(),
         };
         let outcome = loop {
             // While a candidate is current, the limit counts only its own device work (from
@@ -321,6 +322,11 @@ impl ProblemSession<'_> {
             }
             Event::DeviceLost { message } => w.device_lost = Some(message),
             Event::Ceilings { .. } => {}
+            Event::Unreadable { excerpt, error } => {
+                if w.unreadable.len() < 3 {
+                    w.unreadable.push(format!("{error}: {excerpt}"));
+                }
+            }
         }
         Ok(())
     }
@@ -343,6 +349,7 @@ impl ProblemSession<'_> {
         } = attempt;
         let (current, phase, ready) = (w.current, w.phase, w.ready);
         let (reference_failed, device_lost) = (w.reference_failed, w.device_lost);
+        let unreadable = unreadable_note(&w.unreadable);
         match (outcome, current) {
             (Some((limit, Stall::Execution)), Some((cand, _))) => {
                 let c = take_pending(pending, &cand);
@@ -399,6 +406,13 @@ impl ProblemSession<'_> {
             }
             _ => {}
         }
+        if ready && !self.reference_done {
+            // The worker reports the reference before `Ready`: its record came and was lost.
+            let msg = format!(
+                "the worker checked the reference but its record did not reach the runner{unreadable}"
+            );
+            self.fail("reference", None, Status::RuntimeError, msg, out)?;
+        }
         if reference_failed {
             for c in std::mem::take(pending) {
                 let msg = "not run: the reference failed its own check on this device".to_string();
@@ -417,13 +431,26 @@ impl ProblemSession<'_> {
         if pending.len() == progress_before {
             // No progress and no candidate to blame: do not loop forever.
             for c in std::mem::take(pending) {
-                let msg = format!("not run: the worker stopped without a result:\n{tail}");
+                let msg =
+                    format!("not run: the worker stopped without a result{unreadable}:\n{tail}");
                 self.fail(&c.origin, Some(&c), Status::RuntimeError, msg, out)?;
             }
             return Ok(true);
         }
         Ok(false)
     }
+}
+
+/// The worker's event lines that did not parse, for a message: empty when there were none.
+fn unreadable_note(lines: &[String]) -> String {
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        " (its event line{} could not be read: {})",
+        if lines.len() > 1 { "s" } else { "" },
+        lines.join("; ")
+    )
 }
 
 /// What the runner follows of a worker while it runs.
@@ -438,6 +465,8 @@ struct Watch {
     pub(super) started: Instant,
     /// Since when the current candidate's own device work runs.
     pub(super) running: Option<Instant>,
+    /// The first event lines that did not parse (the parser's error and the line's start).
+    pub(super) unreadable: Vec<String>,
 }
 
 /// How one worker ended: killed at a limit (`outcome`), or not; its exit status and stderr.

@@ -56,13 +56,10 @@ pub(crate) fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Work
     let stdout = child.stdout.take().expect("piped");
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            match serde_json::from_str::<Event>(&line) {
-                Ok(e) => {
-                    if tx.send(Some(e)).is_err() {
-                        return;
-                    }
-                }
-                Err(_) => eprintln!("worker: {line}"),
+            let event =
+                serde_json::from_str::<Event>(&line).unwrap_or_else(|e| unreadable(&line, &e));
+            if tx.send(Some(event)).is_err() {
+                return;
             }
         }
         let _ = tx.send(None);
@@ -86,6 +83,21 @@ pub(crate) fn spawn_worker(exe: &Path, spec: &WorkerSpec) -> anyhow::Result<Work
         stderr_tail,
         stdin,
     })
+}
+
+/// The event standing for `line`, which did not parse (`error`): its first 300 characters.
+fn unreadable(line: &str, error: &serde_json::Error) -> Event {
+    let excerpt: String = line.chars().take(300).collect();
+    let more = if excerpt.len() < line.len() {
+        " …"
+    } else {
+        ""
+    };
+    eprintln!("warning: a worker's event could not be read ({error}): {excerpt}{more}");
+    Event::Unreadable {
+        excerpt: format!("{excerpt}{more}"),
+        error: error.to_string(),
+    }
 }
 
 impl Worker {

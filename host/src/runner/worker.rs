@@ -11,7 +11,9 @@
 //! from `dlrm-bench run`), a worker fails while preparing the inputs, as one whose generator or
 //! oracle failed would; the reference is then recorded as `runtime_error`. With `=forge` it
 //! first prints, on descriptor 1, the event line a kernel's device `printf` could print (the
-//! reference `correct`): the record must still be `runtime_error`.
+//! reference `correct`): the record must still be `runtime_error`. With `=garble` the reference's
+//! event line goes out cut in half, as a serialisation bug would send it: the runner must record
+//! that the reference's record was lost, not drop it.
 use crate::backend;
 use crate::candidate::Candidate;
 use crate::evaluate::{EvalConfig, InputCache, ProblemRun};
@@ -110,6 +112,14 @@ pub(crate) enum Event {
     DeviceLost {
         message: String,
     },
+    /// A line of the worker's event channel that did not parse (never sent by a worker: the
+    /// orchestrator's reader makes it): its start and the parser's error, so that a record it
+    /// carried is not lost without a word.
+    #[serde(skip)]
+    Unreadable {
+        excerpt: String,
+        error: String,
+    },
 }
 
 /// Where events go: the worker's original stdout, moved off descriptor 1 by
@@ -156,6 +166,17 @@ fn emit(event: &Event) {
 }
 
 /// Reports of [`crate::runner::activity`] as events.
+/// [`emit`] with the line cut in half (the tests' `garble` fault).
+fn emit_garbled(event: &Event) {
+    let line = serde_json::to_string(event).expect("events serialise");
+    let half: String = line.chars().take(line.chars().count() / 2).collect();
+    if let Some(events) = EVENTS.get() {
+        let mut out = events.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(out, "{half}");
+        let _ = out.flush();
+    }
+}
+
 fn emit_activity(activity: Activity) {
     emit(&match activity {
         Activity::Phase(phase) => Event::Phase { phase },
@@ -286,9 +307,14 @@ pub fn main() -> anyhow::Result<()> {
     let reference = run.reference_record();
     let reference_ok = reference.status == Status::Correct;
     if spec.report_reference {
-        emit(&Event::Record {
+        let event = Event::Record {
             record: Box::new(reference),
-        });
+        };
+        if std::env::var_os(FAULT_ENV).is_some_and(|v| v == "garble") {
+            emit_garbled(&event);
+        } else {
+            emit(&event);
+        }
     }
     emit(&Event::Ready);
     if !reference_ok {
