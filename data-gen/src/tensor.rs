@@ -339,55 +339,21 @@ impl TensorSet {
         }
     }
 
-    /// Write the set to `path` (created or truncated). The header is built and checked by
-    /// `safetensors`; the tensors' bytes are then written in parallel chunks at their offsets
-    /// (a table of gigabytes goes to a memory-backed file at memory speed).
+    /// Write the set to `path` (created or truncated): [`write_views`] of its tensors.
     pub fn write(&self, path: &Path) -> Result<(), DataGenError> {
-        use std::os::unix::fs::FileExt;
-        let io_err = |source| DataGenError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let st_err = |source| DataGenError::Safetensors {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut offset = 0;
-        let mut infos = Vec::new();
-        for (name, t) in &self.tensors {
-            let info = safetensors::tensor::TensorInfo {
-                dtype: t.dtype.into(),
-                shape: t.shape.clone(),
-                data_offsets: (offset, offset + t.bytes.len()),
-            };
-            offset += t.bytes.len();
-            infos.push((name.clone(), info));
-        }
-        let metadata: HashMap<String, String> = self
-            .metadata
+        let views = self
+            .tensors
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(name, t)| {
+                let view = TensorView {
+                    dtype: t.dtype,
+                    shape: t.shape.clone(),
+                    bytes: &t.bytes[..],
+                };
+                (name.clone(), view)
+            })
             .collect();
-        let header = safetensors::tensor::Metadata::new(Some(metadata), infos).map_err(st_err)?;
-        let mut header = serde_json::to_vec(&header).expect("a header serialises");
-        // Padded with spaces so the data starts 8-byte aligned, as `safetensors` writes it.
-        header.resize(header.len().next_multiple_of(8), b' ');
-        let start = 8 + header.len() as u64;
-        let file = std::fs::File::create(path).map_err(io_err)?;
-        file.set_len(start + offset as u64).map_err(io_err)?;
-        file.write_all_at(&(header.len() as u64).to_le_bytes(), 0)
-            .map_err(io_err)?;
-        file.write_all_at(&header, 8).map_err(io_err)?;
-        let mut at = start;
-        for t in self.tensors.values() {
-            t.bytes
-                .par_chunks(IO_CHUNK)
-                .enumerate()
-                .try_for_each(|(c, chunk)| file.write_all_at(chunk, at + (c * IO_CHUNK) as u64))
-                .map_err(io_err)?;
-            at += t.bytes.len() as u64;
-        }
-        Ok(())
+        write_views(path, &views, &self.metadata)
     }
 
     /// Read a set written by [`TensorSet::write`] (or any safetensors file of supported dtypes).
@@ -463,6 +429,67 @@ impl TensorSet {
         }
         Ok(set)
     }
+}
+
+/// A tensor to write whose bytes are borrowed (an oracle's values, written without a copy).
+pub struct TensorView<'a> {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub bytes: &'a [u8],
+}
+
+/// Writes `tensors` and `metadata` as a safetensors file at `path` (created or truncated). The
+/// header is built and checked by `safetensors`; the bytes are then written in parallel chunks
+/// at their offsets (a table of gigabytes goes to a memory-backed file at memory speed).
+pub fn write_views(
+    path: &Path,
+    tensors: &BTreeMap<String, TensorView<'_>>,
+    metadata: &BTreeMap<String, String>,
+) -> Result<(), DataGenError> {
+    use std::os::unix::fs::FileExt;
+    let io_err = |source| DataGenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let st_err = |source| DataGenError::Safetensors {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut offset = 0;
+    let mut infos = Vec::new();
+    for (name, t) in tensors {
+        let info = safetensors::tensor::TensorInfo {
+            dtype: t.dtype.into(),
+            shape: t.shape.clone(),
+            data_offsets: (offset, offset + t.bytes.len()),
+        };
+        offset += t.bytes.len();
+        infos.push((name.clone(), info));
+    }
+    let metadata: HashMap<String, String> = metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let header = safetensors::tensor::Metadata::new(Some(metadata), infos).map_err(st_err)?;
+    let mut header = serde_json::to_vec(&header).expect("a header serialises");
+    // Padded with spaces so the data starts 8-byte aligned, as `safetensors` writes it.
+    header.resize(header.len().next_multiple_of(8), b' ');
+    let start = 8 + header.len() as u64;
+    let file = std::fs::File::create(path).map_err(io_err)?;
+    file.set_len(start + offset as u64).map_err(io_err)?;
+    file.write_all_at(&(header.len() as u64).to_le_bytes(), 0)
+        .map_err(io_err)?;
+    file.write_all_at(&header, 8).map_err(io_err)?;
+    let mut at = start;
+    for t in tensors.values() {
+        t.bytes
+            .par_chunks(IO_CHUNK)
+            .enumerate()
+            .try_for_each(|(c, chunk)| file.write_all_at(chunk, at + (c * IO_CHUNK) as u64))
+            .map_err(io_err)?;
+        at += t.bytes.len() as u64;
+    }
+    Ok(())
 }
 
 /// A path under the system temp dir unique to this process and `tag` (for tests and scratch

@@ -28,6 +28,7 @@ use bench_problems::{InputSet, Oracle, Preset, Problem, Sizes, Work};
 use data_gen::TensorSet;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A set as the cache holds it: its inputs and work.
 pub(super) struct CachedSet {
@@ -134,8 +135,11 @@ impl InputCache {
         }
         std::fs::create_dir_all(&self.oracle_dir)
             .with_context(|| format!("creating {}", self.oracle_dir.display()))?;
-        let file = super::oracle_cache::to_file(oracle)?;
-        write_atomically(&file, &self.oracle_path(problem, preset, plan))
+        let path = self.oracle_path(problem, preset, plan);
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        super::oracle_cache::write(oracle, &tmp)?;
+        std::fs::rename(&tmp, &path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
     }
 
     /// Set `plan` as stored, or `None` when it is not there.
@@ -265,7 +269,7 @@ fn bytes_under(dir: &Path) -> u64 {
 /// What the writer of a [`StoreQueue`] writes: a set (with its work), or a set's oracle.
 enum StoreJob {
     Set(SetPlan, InputSet, Work),
-    Oracle(SetPlan, Oracle),
+    Oracle(SetPlan, Arc<Oracle>),
 }
 
 /// Writes sets to an [`InputCache`] on a thread of its own, so the writes (gigabytes at `full`)
@@ -321,11 +325,11 @@ impl<'scope> StoreQueue<'scope> {
         self.queued.set(self.queued.get() + 1);
     }
 
-    /// Queues the oracle of set `plan`.
-    pub(crate) fn submit_oracle(&self, plan: &SetPlan, oracle: &Oracle) {
+    /// Queues the oracle of set `plan` (shared, not copied).
+    pub(crate) fn submit_oracle(&self, plan: &SetPlan, oracle: &Arc<Oracle>) {
         let _ = self
             .jobs
-            .send(StoreJob::Oracle(plan.clone(), oracle.clone()));
+            .send(StoreJob::Oracle(plan.clone(), Arc::clone(oracle)));
         self.queued.set(self.queued.get() + 1);
     }
 

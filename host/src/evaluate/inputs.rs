@@ -18,9 +18,10 @@ use crate::candidate::plan::Buffers;
 use crate::runner::activity::{Phase, PhaseTimes};
 use bench_problems::check::poison_pattern;
 use bench_problems::spec::shape_of;
-use bench_problems::{InputSet, OracleOutput, Preset, Problem, Role, Work};
+use bench_problems::{InputSet, Oracle, Preset, Problem, Role, Work};
 use data_gen::DType;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Whose output buffers a run writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +74,7 @@ pub(super) struct DeviceSet {
     /// `public-0`, `secret-1`, `edge-0`, ...
     pub label: String,
     pub input: InputSet,
-    pub oracle: BTreeMap<String, OracleOutput>,
+    pub oracle: Arc<Oracle>,
     pub work: Work,
     pub inputs: Buffers,
     /// Fingerprints of the inputs and of the initial values of in-out tensors, as uploaded.
@@ -118,7 +119,8 @@ impl SharedUploads {
 /// A set on the host: inputs, oracle and work.
 struct HostSet {
     input: InputSet,
-    oracle: BTreeMap<String, OracleOutput>,
+    /// Shared with the cache's writer (gigabytes at `full`: never copied).
+    oracle: Arc<Oracle>,
     work: Work,
 }
 
@@ -226,8 +228,8 @@ fn host_side(
     };
     let computed_oracle = stored.is_none();
     let oracle = match stored {
-        Some(oracle) => oracle,
-        None => phases.time(Phase::Oracle, || problem.oracle(&input))?,
+        Some(oracle) => Arc::new(oracle),
+        None => Arc::new(phases.time(Phase::Oracle, || problem.oracle(&input))?),
     };
     Ok(HostSide {
         plan,
@@ -459,6 +461,7 @@ pub(super) fn ci_sets(
 mod tests {
     use super::*;
     use crate::backend::emu::EmuBackend;
+    use bench_problems::OracleOutput;
 
     #[test]
     fn a_second_preparation_from_the_cache_reads_the_oracles_instead_of_computing_them() {

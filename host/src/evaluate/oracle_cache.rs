@@ -9,8 +9,10 @@
 //! `r:<output>:rows` (i64) and `r:<output>:delta` (f64) for a row update, whose shape and
 //! tolerances are the metadata `r:<output>` (JSON).
 use bench_problems::{Oracle, OracleOutput, RowUpdate};
-use data_gen::{DType, HostTensor, TensorSet};
+use data_gen::tensor::{write_views, TensorView};
+use data_gen::{DType, TensorSet};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A row update's fields that are not arrays.
 #[derive(Serialize, Deserialize)]
@@ -21,39 +23,49 @@ struct RowsMeta {
     update_max_scaled: f64,
 }
 
-/// `oracle` as a tensor file.
-pub(super) fn to_file(oracle: &Oracle) -> anyhow::Result<TensorSet> {
-    let mut file = TensorSet::new();
+/// A one-dimensional view of `elements` values of `dtype` in `bytes`.
+fn view(dtype: DType, bytes: &[u8], elements: usize) -> TensorView<'_> {
+    TensorView {
+        dtype,
+        shape: vec![elements],
+        bytes,
+    }
+}
+
+/// Writes `oracle` to `path` as a tensor file, its values borrowed, not copied (at `full` an
+/// oracle is gigabytes: a copy cost more than the write).
+pub(super) fn write(oracle: &Oracle, path: &std::path::Path) -> anyhow::Result<()> {
+    let mut tensors = BTreeMap::new();
+    let mut metadata = BTreeMap::new();
     for (name, out) in oracle {
         match out {
-            OracleOutput::Float(v) => file.insert(
-                format!("f:{name}"),
-                HostTensor::from_pod(DType::F64, vec![v.len()], v)?,
-            ),
-            OracleOutput::Int(v) => file.insert(
-                format!("i:{name}"),
-                HostTensor::from_pod(DType::I64, vec![v.len()], v)?,
-            ),
+            OracleOutput::Float(v) => {
+                let t = view(DType::F64, bytemuck::cast_slice(v), v.len());
+                tensors.insert(format!("f:{name}"), t);
+            }
+            OracleOutput::Int(v) => {
+                let t = view(DType::I64, bytemuck::cast_slice(v), v.len());
+                tensors.insert(format!("i:{name}"), t);
+            }
             OracleOutput::Rows(r) => {
-                let rows = HostTensor::from_pod(DType::I64, vec![r.rows.len()], &r.rows)?;
-                let delta = HostTensor::from_pod(DType::F64, vec![r.delta.len()], &r.delta)?;
-                file.insert(format!("r:{name}:rows"), rows);
-                file.insert(format!("r:{name}:delta"), delta);
+                let rows = view(DType::I64, bytemuck::cast_slice(&r.rows), r.rows.len());
+                let delta = view(DType::F64, bytemuck::cast_slice(&r.delta), r.delta.len());
+                tensors.insert(format!("r:{name}:rows"), rows);
+                tensors.insert(format!("r:{name}:delta"), delta);
                 let meta = RowsMeta {
                     total_rows: r.total_rows,
                     width: r.width,
                     update_rel_l2: r.update_rel_l2,
                     update_max_scaled: r.update_max_scaled,
                 };
-                file.metadata
-                    .insert(format!("r:{name}"), serde_json::to_string(&meta)?);
+                metadata.insert(format!("r:{name}"), serde_json::to_string(&meta)?);
             }
         }
     }
-    Ok(file)
+    Ok(write_views(path, &tensors, &metadata)?)
 }
 
-/// The oracle a file written by [`to_file`] holds; an error names what is missing or wrong.
+/// The oracle a file written by [`write`] holds; an error names what is missing or wrong.
 pub(super) fn from_file(file: &TensorSet) -> anyhow::Result<Oracle> {
     let mut oracle = Oracle::new();
     for (key, tensor) in &file.tensors {
@@ -111,7 +123,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dlrm-bench-oracle-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("o.safetensors");
-        to_file(&oracle).unwrap().write(&path).unwrap();
+        write(&oracle, &path).unwrap();
         let back = from_file(&TensorSet::read(&path).unwrap()).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let bits = |o: &Oracle| {
