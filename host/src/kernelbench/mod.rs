@@ -268,23 +268,41 @@ pub fn eager_baseline(
     for (phase, s) in job_phases("kernelbench", &t) {
         *phases.0.entry(phase).or_default() += s;
     }
-    match outcome {
+    let ms = match &outcome {
         Outcome::Result(v) => f64_of(&v["ref_runtime_ms"]).filter(|ms| ms.is_finite() && *ms > 0.0),
         Outcome::Timeout(_) | Outcome::Failed(_) => None,
+    };
+    if ms.is_none() {
+        let why = match outcome {
+            Outcome::Result(v) => format!("no usable time in {v}"),
+            Outcome::Timeout(s) => format!("it ran past {s:.0} s"),
+            Outcome::Failed(why) => why,
+        };
+        eprintln!(
+            "warning: {}: KernelBench's eager baseline failed ({}); each answer's job times the \
+             Model itself",
+            request["problem"].as_str().unwrap_or("?"),
+            why.lines().next().unwrap_or("")
+        );
     }
+    ms
 }
 
 /// `verdict` with the problem's `baseline` (ms, [`eager_baseline`]) as its reference time and
-/// the speedup over it: the figure comes from the runner, not from the answer's process.
+/// the speedup over it, both from the runner: whatever the answer's process said of them is
+/// dropped, and an answer that failed its trials or gave no usable time of its own has no
+/// speedup. Without a baseline (its job failed) the verdict is the job's own.
 pub(crate) fn with_baseline(
     mut verdict: KernelBenchVerdict,
     baseline: Option<f64>,
 ) -> KernelBenchVerdict {
+    let Some(b) = baseline else {
+        return verdict;
+    };
     let runtime = verdict.runtime_ms.filter(|t| t.is_finite() && *t > 0.0);
-    if let (Some(b), Some(t), true) = (baseline, runtime, verdict.passed) {
-        verdict.ref_runtime_ms = Some(b);
-        verdict.speedup = Some(b / t);
-    }
+    verdict.ref_runtime_ms = Some(b);
+    verdict.ref_runtime_source = Some("baseline".into());
+    verdict.speedup = runtime.filter(|_| verdict.passed).map(|t| b / t);
     verdict
 }
 
@@ -380,6 +398,7 @@ pub(crate) fn kernelbench_verdict(kb: &Outcome) -> KernelBenchVerdict {
             ref_runtime_ms: f64_of(&v["ref_runtime_ms"]),
             speedup: f64_of(&v["speedup"]),
             message: v["message"].as_str().unwrap_or("").to_string(),
+            ref_runtime_source: Some("the answer's job".into()),
         },
         Outcome::Timeout(s) => KernelBenchVerdict {
             message: format!("KernelBench's protocol ran past {s:.0} s and was killed"),

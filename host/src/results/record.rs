@@ -285,6 +285,10 @@ pub struct KernelBenchVerdict {
     pub ref_runtime_ms: Option<f64>,
     pub speedup: Option<f64>,
     pub message: String,
+    /// Where `ref_runtime_ms` comes from: `baseline` (the problem's eager Model timed once by
+    /// the runner in a job of its own), or the answer's own job; absent from older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ref_runtime_source: Option<String>,
 }
 
 impl Record {

@@ -3,8 +3,8 @@ use super::prepare::record_shard;
 use super::prepare::refused_items;
 use super::prepare::torch_peer;
 use super::prepare::Prepared;
+use super::unit::UnitContext;
 use super::units::device_cache;
-use super::units::UnitContext;
 use super::{load_all, shard, units, Executed};
 use crate::candidate::Candidate;
 use crate::kernelbench;
@@ -148,7 +148,7 @@ pub(crate) fn execute(
 }
 
 /// The records `units` owe: the progress bar's length.
-fn steps(units: &[units::Unit]) -> usize {
+fn steps(units: &[super::unit::Unit]) -> usize {
     units
         .iter()
         .map(|u| usize::from(u.keeps_reference) + u.candidates.len() + u.answers.len())
@@ -189,10 +189,10 @@ fn sandbox_hide(p: &Prepared) -> Vec<PathBuf> {
 /// without PyTorch or a sandbox to build in.
 fn answers_to_build<'a>(
     p: &'a Prepared,
-    units: &[units::Unit<'a>],
+    units: &[super::unit::Unit<'a>],
     torch: bool,
 ) -> Vec<&'a kernelbench::Answer> {
-    if !torch || units::sandbox_refusal(p.opts.unsandboxed).is_some() {
+    if !torch || super::answers::sandbox_refusal(p.opts.unsandboxed).is_some() {
         return Vec::new();
     }
     units
@@ -226,7 +226,7 @@ fn build_answers(
         script: Path::new(kernelbench::KERNELBENCH_EVAL),
         cache: &cache,
         arch: format!("{major}.{minor}"),
-        sandbox: &units::answer_sandbox().hiding(
+        sandbox: &super::answers::answer_sandbox().hiding(
             sandbox_hide(p)
                 .into_iter()
                 .chain([PathBuf::from("/dev/shm")]),
@@ -321,8 +321,8 @@ impl Overlapped<'_> {
     fn run(
         &self,
         p: &Prepared,
-        ctx: &units::UnitContext,
-        units: &[units::Unit],
+        ctx: &UnitContext,
+        units: &[super::unit::Unit],
         (peers, peer_server): (&mut Vec<PeerMedian>, &mut PeerServer),
         sessions: &mut serde_json::Map<String, serde_json::Value>,
         setup: &mut serde_json::Map<String, serde_json::Value>,

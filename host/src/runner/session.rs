@@ -217,7 +217,9 @@ impl ProblemSession<'_> {
             let event = worker
                 .events
                 .recv_timeout(left.max(Duration::from_millis(1)));
-            if let (Ok(Some(_)), Some((_, last))) = (&event, w.current.as_mut()) {
+            // Progress is a readable event: a worker printing garbage is still stalled.
+            let readable = matches!(&event, Ok(Some(e)) if !matches!(e, Event::Unreadable { .. }));
+            if let (true, Some((_, last))) = (readable, w.current.as_mut()) {
                 *last = Instant::now();
             }
             match event {
@@ -364,14 +366,14 @@ impl ProblemSession<'_> {
                 let c = take_pending(pending, &cand);
                 let msg = format!(
                     "the harness made no progress for {limit:.0} s while evaluating this \
-                 candidate (outside its device work): the worker was killed"
+                 candidate (outside its device work): the worker was killed{unreadable}"
                 );
                 self.fail(&cand, c.as_ref(), Status::RuntimeError, msg, out)?;
             }
             (None, Some((cand, _))) => {
                 let c = take_pending(pending, &cand);
                 let what = format!("candidate {cand} of {}", self.problem.name());
-                let msg = death_message(&what, phase.as_deref(), status, &tail);
+                let msg = death_message(&what, phase.as_deref(), status, &tail) + &unreadable;
                 self.fail(&cand, c.as_ref(), Status::RuntimeError, msg, out)?;
             }
             (outcome, None) if !ready => {

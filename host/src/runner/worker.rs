@@ -165,7 +165,6 @@ fn emit(event: &Event) {
     }
 }
 
-/// Reports of [`crate::runner::activity`] as events.
 /// [`emit`] with the line cut in half (the tests' `garble` fault).
 fn emit_garbled(event: &Event) {
     let line = serde_json::to_string(event).expect("events serialise");
@@ -177,6 +176,7 @@ fn emit_garbled(event: &Event) {
     }
 }
 
+/// Reports of [`crate::runner::activity`] as events.
 fn emit_activity(activity: Activity) {
     emit(&match activity {
         Activity::Phase(phase) => Event::Phase { phase },

@@ -525,6 +525,7 @@ mod tests {
             ref_runtime_ms: None,
             speedup: None,
             message: String::new(),
+            ..KernelBenchVerdict::default()
         });
         let mut records = [
             record("p1", 0, Status::Correct, 2.0, 1.5),
