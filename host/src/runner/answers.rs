@@ -150,6 +150,10 @@ impl UnitContext<'_> {
             return None;
         }
         let request = kernelbench::request(todo.unit.problem, first, &self.opts.eval, &todo.cache);
+        self.bar.set_message(format!(
+            "{}: KernelBench's eager baseline",
+            todo.unit.problem.name()
+        ));
         let clock = Instant::now();
         let mut phases = PhaseTimes::default();
         let ms = kernelbench::eager_baseline(
