@@ -360,6 +360,56 @@ impl TensorSet {
     /// The header is parsed and checked by `safetensors`; each tensor's bytes are then read from
     /// the file straight into its own buffer (one copy, so gigabyte tables load at file speed).
     pub fn read(path: &Path) -> Result<Self, DataGenError> {
+        let file = FileLayout::open(path)?;
+        let mut tensors = BTreeMap::new();
+        for t in &file.tensors {
+            let mut bytes = vec![0u8; t.len];
+            file.read_into(t, &mut bytes)?;
+            tensors.insert(
+                t.name.clone(),
+                HostTensor::new(t.dtype, t.shape.clone(), bytes)?,
+            );
+        }
+        Ok(Self {
+            tensors,
+            metadata: file.metadata,
+        })
+    }
+
+    /// [`TensorSet::read`], then check that every name in `required` is present; a missing one
+    /// is reported with the file's path.
+    pub fn read_required(path: &Path, required: &[&str]) -> Result<Self, DataGenError> {
+        let set = Self::read(path)?;
+        if let Some(name) = required.iter().find(|n| !set.tensors.contains_key(**n)) {
+            return Err(set.missing(name, Some(path)));
+        }
+        Ok(set)
+    }
+}
+
+/// One tensor of a file ([`FileLayout`]): where its bytes are.
+pub struct FileTensor {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Its first byte's offset in the file, and its length in bytes.
+    pub at: u64,
+    pub len: usize,
+}
+
+/// A safetensors file opened and its header checked (by `safetensors`: the offsets, the data
+/// length against the file's): what it holds, to read each tensor into a buffer of the
+/// caller's (one copy, from the file straight into, say, a `Vec<f64>`).
+pub struct FileLayout {
+    file: std::fs::File,
+    path: PathBuf,
+    pub metadata: BTreeMap<String, String>,
+    pub tensors: Vec<FileTensor>,
+}
+
+impl FileLayout {
+    /// Opens `path` and reads its header.
+    pub fn open(path: &Path) -> Result<Self, DataGenError> {
         use std::os::unix::fs::FileExt;
         let io_err = |source| DataGenError::Io {
             path: path.to_path_buf(),
@@ -396,8 +446,7 @@ impl TensorSet {
             .as_ref()
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default();
-        let mut tensors = BTreeMap::new();
-        let start = 8 + n;
+        let mut tensors = Vec::new();
         for name in header.offset_keys() {
             let info = header.info(&name).expect("a key of the header");
             let dtype = DType::from_safetensors(info.dtype).ok_or_else(|| {
@@ -408,26 +457,33 @@ impl TensorSet {
                 }
             })?;
             let (begin, end) = info.data_offsets;
-            let mut bytes = vec![0u8; end - begin];
-            let at = start + begin as u64;
-            bytes
-                .par_chunks_mut(IO_CHUNK)
-                .enumerate()
-                .try_for_each(|(c, chunk)| file.read_exact_at(chunk, at + (c * IO_CHUNK) as u64))
-                .map_err(io_err)?;
-            tensors.insert(name, HostTensor::new(dtype, info.shape.clone(), bytes)?);
+            tensors.push(FileTensor {
+                name,
+                dtype,
+                shape: info.shape.clone(),
+                at: 8 + n + begin as u64,
+                len: end - begin,
+            });
         }
-        Ok(Self { tensors, metadata })
+        Ok(FileLayout {
+            file,
+            path: path.to_path_buf(),
+            metadata,
+            tensors,
+        })
     }
 
-    /// [`TensorSet::read`], then check that every name in `required` is present; a missing one
-    /// is reported with the file's path.
-    pub fn read_required(path: &Path, required: &[&str]) -> Result<Self, DataGenError> {
-        let set = Self::read(path)?;
-        if let Some(name) = required.iter().find(|n| !set.tensors.contains_key(**n)) {
-            return Err(set.missing(name, Some(path)));
-        }
-        Ok(set)
+    /// Reads tensor `t`'s bytes into `buf` (exactly `t.len` bytes long), in parallel chunks.
+    pub fn read_into(&self, t: &FileTensor, buf: &mut [u8]) -> Result<(), DataGenError> {
+        use std::os::unix::fs::FileExt;
+        assert_eq!(buf.len(), t.len, "a buffer the size of `{}`", t.name);
+        buf.par_chunks_mut(IO_CHUNK)
+            .enumerate()
+            .try_for_each(|(c, chunk)| self.file.read_exact_at(chunk, t.at + (c * IO_CHUNK) as u64))
+            .map_err(|source| DataGenError::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
 

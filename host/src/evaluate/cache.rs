@@ -116,8 +116,7 @@ impl InputCache {
         if !path.exists() {
             return Ok(None);
         }
-        let file = TensorSet::read(&path)?;
-        super::oracle_cache::from_file(&file)
+        super::oracle_cache::read(&path)
             .map(Some)
             .with_context(|| path.display().to_string())
     }

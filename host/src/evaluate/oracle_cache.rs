@@ -9,8 +9,8 @@
 //! `r:<output>:rows` (i64) and `r:<output>:delta` (f64) for a row update, whose shape and
 //! tolerances are the metadata `r:<output>` (JSON).
 use bench_problems::{Oracle, OracleOutput, RowUpdate};
-use data_gen::tensor::{write_views, TensorView};
-use data_gen::{DType, TensorSet};
+use data_gen::tensor::{write_views, FileLayout, FileTensor, TensorView};
+use data_gen::DType;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -65,28 +65,42 @@ pub(super) fn write(oracle: &Oracle, path: &std::path::Path) -> anyhow::Result<(
     Ok(write_views(path, &tensors, &metadata)?)
 }
 
-/// The oracle a file written by [`write`] holds; an error names what is missing or wrong.
-pub(super) fn from_file(file: &TensorSet) -> anyhow::Result<Oracle> {
+/// The oracle the file at `path` (written by [`write`]) holds, each vector read from the file
+/// straight into place (one copy); an error names what is missing or wrong.
+pub(super) fn read(path: &std::path::Path) -> anyhow::Result<Oracle> {
+    let file = FileLayout::open(path)?;
+    let find = |key: &str| file.tensors.iter().find(|t| t.name == key);
     let mut oracle = Oracle::new();
-    for (key, tensor) in &file.tensors {
-        if let Some(name) = key.strip_prefix("f:") {
-            oracle.insert(name.to_string(), OracleOutput::Float(tensor.to_f64_vec()));
-        } else if let Some(name) = key.strip_prefix("i:") {
-            oracle.insert(name.to_string(), OracleOutput::Int(tensor.to_i64_vec()?));
-        } else if let Some(name) = key.strip_prefix("r:").and_then(|k| k.strip_suffix(":rows")) {
+    for t in &file.tensors {
+        if let Some(name) = t.name.strip_prefix("f:") {
+            oracle.insert(
+                name.to_string(),
+                OracleOutput::Float(values(&file, t, DType::F64)?),
+            );
+        } else if let Some(name) = t.name.strip_prefix("i:") {
+            oracle.insert(
+                name.to_string(),
+                OracleOutput::Int(values(&file, t, DType::I64)?),
+            );
+        } else if let Some(name) = t
+            .name
+            .strip_prefix("r:")
+            .and_then(|k| k.strip_suffix(":rows"))
+        {
             let meta: RowsMeta = serde_json::from_str(
                 file.metadata
                     .get(&format!("r:{name}"))
                     .ok_or_else(|| anyhow::anyhow!("no metadata `r:{name}`"))?,
             )?;
-            let delta = file.get(&format!("r:{name}:delta"))?.to_f64_vec();
+            let delta = find(&format!("r:{name}:delta"))
+                .ok_or_else(|| anyhow::anyhow!("no tensor `r:{name}:delta`"))?;
             oracle.insert(
                 name.to_string(),
                 OracleOutput::Rows(RowUpdate {
                     total_rows: meta.total_rows,
                     width: meta.width,
-                    rows: tensor.to_i64_vec()?,
-                    delta,
+                    rows: values(&file, t, DType::I64)?,
+                    delta: values(&file, delta, DType::F64)?,
                     update_rel_l2: meta.update_rel_l2,
                     update_max_scaled: meta.update_max_scaled,
                 }),
@@ -95,6 +109,24 @@ pub(super) fn from_file(file: &TensorSet) -> anyhow::Result<Oracle> {
     }
     anyhow::ensure!(!oracle.is_empty(), "no oracle output in the file");
     Ok(oracle)
+}
+
+/// Tensor `t` of `file`, of `dtype` (8-byte values), read into a vector of `T`.
+fn values<T: bytemuck::Pod>(
+    file: &FileLayout,
+    t: &FileTensor,
+    dtype: DType,
+) -> anyhow::Result<Vec<T>> {
+    anyhow::ensure!(
+        t.dtype == dtype && t.len.is_multiple_of(std::mem::size_of::<T>()),
+        "tensor `{}` is {:?}, {} bytes: expected {dtype:?}",
+        t.name,
+        t.dtype,
+        t.len
+    );
+    let mut v = vec![T::zeroed(); t.len / std::mem::size_of::<T>()];
+    file.read_into(t, bytemuck::cast_slice_mut(&mut v))?;
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -124,7 +156,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("o.safetensors");
         write(&oracle, &path).unwrap();
-        let back = from_file(&TensorSet::read(&path).unwrap()).unwrap();
+        let back = read(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let bits = |o: &Oracle| {
             format!(
@@ -149,7 +181,20 @@ mod tests {
     }
 
     #[test]
-    fn a_file_without_an_oracle_is_an_error() {
-        assert!(from_file(&TensorSet::new()).is_err());
+    fn a_file_without_an_oracle_or_of_another_dtype_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("dlrm-bench-oracle-e-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("o.safetensors");
+        data_gen::TensorSet::new().write(&path).unwrap();
+        assert!(read(&path).is_err());
+        let mut f32s = data_gen::TensorSet::new();
+        f32s.insert(
+            "f:out",
+            data_gen::HostTensor::from_f32(vec![2], vec![1.0, 2.0]).unwrap(),
+        );
+        f32s.write(&path).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("`f:out`") && e.contains("expected F64"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
