@@ -387,6 +387,24 @@ impl TensorSet {
     }
 }
 
+/// An I/O error on `path`, for `map_err`.
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> DataGenError + Copy + '_ {
+    move |source| DataGenError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A safetensors error on `path`, for `map_err`.
+fn safetensors_error(
+    path: &Path,
+) -> impl Fn(safetensors::SafeTensorError) -> DataGenError + Copy + '_ {
+    move |source| DataGenError::Safetensors {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// One tensor of a file ([`FileLayout`]): where its bytes are.
 pub struct FileTensor {
     pub name: String,
@@ -411,14 +429,7 @@ impl FileLayout {
     /// Opens `path` and reads its header.
     pub fn open(path: &Path) -> Result<Self, DataGenError> {
         use std::os::unix::fs::FileExt;
-        let io_err = |source| DataGenError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let st_err = |source| DataGenError::Safetensors {
-            path: path.to_path_buf(),
-            source,
-        };
+        let (io_err, st_err) = (io_error(path), safetensors_error(path));
         let file = std::fs::File::open(path).map_err(io_err)?;
         let file_len = file.metadata().map_err(io_err)?.len();
         let mut n = [0u8; 8];
@@ -503,14 +514,7 @@ pub fn write_views(
     metadata: &BTreeMap<String, String>,
 ) -> Result<(), DataGenError> {
     use std::os::unix::fs::FileExt;
-    let io_err = |source| DataGenError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let st_err = |source| DataGenError::Safetensors {
-        path: path.to_path_buf(),
-        source,
-    };
+    let (io_err, st_err) = (io_error(path), safetensors_error(path));
     let mut offset = 0;
     let mut infos = Vec::new();
     for (name, t) in tensors {

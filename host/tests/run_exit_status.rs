@@ -22,6 +22,29 @@ fn dlrm_bench_with(args: &[&str], fault: Option<&str>) -> Output {
         .expect("the binary runs")
 }
 
+/// `run --cpu` of problem 1's reference alone at its default shape with worker fault `fault`,
+/// under a fresh temporary root: (root, results directory, the run's output).
+fn reference_alone_with_fault(fault: &str) -> (PathBuf, PathBuf, Output) {
+    let root = std::env::temp_dir().join(format!("dlrm-bench-{fault}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let out = root.join("results");
+    let run = dlrm_bench_with(
+        &[
+            "run",
+            "--cpu",
+            "--problem",
+            "embedding_bag_sum",
+            "--no-candidates",
+            "--shapes",
+            "default",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Some(fault),
+    );
+    (root, out, run)
+}
+
 /// The one results directory under `out`.
 fn run_dir(out: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(out)
@@ -80,23 +103,7 @@ fn a_failed_reference_makes_run_and_resume_exit_non_zero() {
 /// records, and the reference is recorded as what the worker reported (`runtime_error`).
 #[test]
 fn an_event_printed_on_the_workers_stdout_is_not_a_record() {
-    let root = std::env::temp_dir().join(format!("dlrm-bench-forge-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let out = root.join("results");
-    let run = dlrm_bench_with(
-        &[
-            "run",
-            "--cpu",
-            "--problem",
-            "embedding_bag_sum",
-            "--no-candidates",
-            "--shapes",
-            "default",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Some("forge"),
-    );
+    let (root, out, run) = reference_alone_with_fault("forge");
     assert!(!run.status.success(), "exit status {}", run.status);
     let records = std::fs::read_to_string(run_dir(&out).join("results.jsonl")).unwrap();
     assert_eq!(records.lines().count(), 1, "{records}");
@@ -115,23 +122,7 @@ fn an_event_printed_on_the_workers_stdout_is_not_a_record() {
 /// its record did not reach the runner and why, and the run exits non-zero.
 #[test]
 fn a_reference_record_that_cannot_be_read_is_recorded_as_lost() {
-    let root = std::env::temp_dir().join(format!("dlrm-bench-garble-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let out = root.join("results");
-    let run = dlrm_bench_with(
-        &[
-            "run",
-            "--cpu",
-            "--problem",
-            "embedding_bag_sum",
-            "--no-candidates",
-            "--shapes",
-            "default",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Some("garble"),
-    );
+    let (root, out, run) = reference_alone_with_fault("garble");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         !run.status.success(),
