@@ -233,6 +233,20 @@ fn kernelbench_on_cpu_with(
         .collect()
 }
 
+/// Each record's "group problem", in the order of `records`.
+fn group_and_problem(records: &[serde_json::Value]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["group"].as_str().unwrap(),
+                r["problem"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 fn kernelbench_answers_without_torch_are_skipped_and_bad_files_recorded() {
     let dir = root("kernelbench");
     let answers = dir.join("model_a");
@@ -293,16 +307,7 @@ fn a_problems_answers_come_after_the_next_two_references() {
     ] {
         std::fs::write(answers.join(file), "class ModelNew: pass\n").unwrap();
     }
-    let order: Vec<String> = kernelbench_on_cpu(&answers, &dir.join("results"))
-        .iter()
-        .map(|r| {
-            format!(
-                "{} {}",
-                r["group"].as_str().unwrap(),
-                r["problem"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let order = group_and_problem(&kernelbench_on_cpu(&answers, &dir.join("results")));
     let expected = [
         "reference unique_indices",
         "reference dot_interaction",
@@ -325,16 +330,11 @@ fn a_problems_answers_come_after_the_next_two_references() {
         "dot_interaction_backward",
         "fm_interaction",
     ];
-    let order: Vec<String> = kernelbench_on_cpu_with(&only, &dir.join("results-one"), &problems)
-        .iter()
-        .map(|r| {
-            format!(
-                "{} {}",
-                r["group"].as_str().unwrap(),
-                r["problem"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let order = group_and_problem(&kernelbench_on_cpu_with(
+        &only,
+        &dir.join("results-one"),
+        &problems,
+    ));
     let expected = [
         "reference unique_indices",
         "reference dot_interaction",
